@@ -1,0 +1,49 @@
+# agentjail — `make demo` and `make test` work on a fresh Debian 12 machine
+# as root with Go on the PATH: both install what is missing first.
+
+GO        ?= go
+BIN       := bin/agentjail
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -X main.version=$(VERSION)
+
+# Debian packages: what agentjail needs to build and run, then what the
+# tests and benchmarks drive.
+RUNTIME_PKGS := bubblewrap libseccomp-dev gcc pkg-config
+TEST_PKGS    := runc tini dumb-init catatonit socat ripgrep ruby iproute2 procps util-linux
+BENCH_PKGS   := hyperfine
+
+.PHONY: all deps deps-bench build demo test test-short bench fuzz clean
+
+all: build
+
+# deps installs only the missing packages (apt-get update runs only then).
+deps:
+	@./.ci/deps $(RUNTIME_PKGS) $(TEST_PKGS)
+
+deps-bench:
+	@./.ci/deps $(RUNTIME_PKGS) $(TEST_PKGS) $(BENCH_PKGS)
+
+build:
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/agentjail
+
+# demo jails a shell on the built-in tier1 profile: a write to a protected
+# .env is refused, a write to its writable root is allowed.
+demo: deps build
+	@./examples/demo.sh $(BIN)
+
+# test runs every test; those needing root and bubblewrap run here (as root).
+test: deps
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 15m ./...
+
+test-short:
+	$(GO) test -short ./...
+
+bench: deps-bench build
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/
+
+fuzz:
+	@echo "fuzz targets arrive with their packages"
+
+clean:
+	rm -rf bin

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/agentjail/agentjail/bwrap"
+	"github.com/agentjail/agentjail/mounts"
+	"github.com/agentjail/agentjail/policy"
+	"github.com/agentjail/agentjail/profiles"
+)
+
+// jail is a command line turned into everything a launch needs.
+type jail struct {
+	runID   string
+	profile string
+	policy  policy.Policy // merged, validated, expanded
+	user    mounts.User
+	userWhy string
+	bwrap   bwrap.Info
+	plan    mounts.Plan
+	env     []string
+	argv    []string
+}
+
+func loader() policy.Loader {
+	return policy.Loader{Builtins: profiles.FS, ReadFile: os.ReadFile}
+}
+
+// prepare loads the profile, lays the flags over it, picks the run user,
+// expands and validates, detects bwrap and renders the plan. Every error it
+// returns is agentjail's own (exit 125) and names what to fix.
+func prepare(cmd *cli.Command, argv []string) (*jail, error) {
+	if len(argv) == 0 {
+		return nil, usageError{"no command to run: write `agentjail " + cmd.Name + " [flags] -- CMD [ARG...]`"}
+	}
+	j := &jail{profile: cmd.String("profile"), argv: argv, runID: newRunID()}
+	base, err := loader().Load(j.profile)
+	if err != nil {
+		return nil, err
+	}
+	over, err := overlay(cmd)
+	if err != nil {
+		return nil, usageError{err.Error()}
+	}
+	p := policy.Merge(base, over)
+	if err := policy.Validate(p); err != nil {
+		return nil, err
+	}
+
+	dir := cmd.String("chdir")
+	if dir == "" {
+		if dir, err = os.Getwd(); err != nil {
+			return nil, fmt.Errorf("cannot read the current directory: %w; pass --chdir", err)
+		}
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return nil, err
+	}
+	inv := policy.Invocation{
+		UID: os.Getuid(), FlagUser: cmd.String("user"),
+		SudoUID: os.Getenv("SUDO_UID"), SudoGID: os.Getenv("SUDO_GID"),
+		DirOwner: -1, Dir: dir,
+	}
+	if fi, err := os.Stat(dir); err == nil {
+		inv.DirOwner = int(fi.Sys().(*syscall.Stat_t).Uid)
+	}
+	choice := policy.PickRunUser(p, inv)
+	if j.user, err = lookupUser(choice); err != nil {
+		return nil, err
+	}
+	j.userWhy = choice.Why
+	if inv.UID != 0 && j.user.UID != inv.UID {
+		return nil, fmt.Errorf("cannot run as %s (uid %d, chosen by %s): agentjail was started by uid %d without root; run it as root, or as that user",
+			j.user.Name, j.user.UID, choice.Why, inv.UID)
+	}
+
+	homes := []string{homeOf(strconv.Itoa(inv.UID))}
+	operator := []string{}
+	if su := os.Getenv("SUDO_USER"); su != "" && inv.UID == 0 {
+		operator = append(operator, homeOf(su))
+	}
+	operator = append(operator, homes[0])
+	homes = append(homes, operator...)
+	homes = append(homes, j.user.Home)
+	j.policy = policy.Expand(p, policy.Vars{SecretHomes: compact(homes), RunHome: j.user.Home, PWD: dir})
+
+	if j.bwrap, err = bwrap.Detect(cacheDir()); err != nil {
+		return nil, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("cannot find the agentjail binary for the exec stage: %w", err)
+	}
+	j.plan, err = mounts.Render(mounts.Input{
+		Policy:        j.policy,
+		Disk:          os.DirFS("/").(mounts.Disk),
+		User:          j.user,
+		OperatorHomes: compact(operator),
+		Bwrap:         j.bwrap.Version,
+		Chdir:         dir,
+		ExecStage:     exe,
+		StagingDir:    filepath.Join(runDir(), j.runID, "credentials"),
+		Argv:          argv,
+	})
+	if err != nil {
+		return nil, err
+	}
+	j.env = j.policy.Environment.Apply(os.Environ(),
+		map[string]string{"HOME": j.plan.Home, "USER": j.user.Name, "LOGNAME": j.user.Name},
+		map[string]string{"AGENTJAIL_RUN": j.runID})
+	return j, nil
+}
+
+// lookupUser resolves the chosen run user in the user database. A numeric
+// uid without an entry is allowed (containers often have none).
+func lookupUser(c policy.UserChoice) (mounts.User, error) {
+	u, err := user.Lookup(c.Spec)
+	if _, isNum := strconv.Atoi(c.Spec); err != nil && isNum == nil {
+		u, err = user.LookupId(c.Spec)
+		if err != nil {
+			uid, _ := strconv.Atoi(c.Spec)
+			gid := uid
+			if g, err := strconv.Atoi(c.GID); err == nil {
+				gid = g
+			}
+			return mounts.User{UID: uid, GID: gid, Name: c.Spec, Home: "/nonexistent"}, nil
+		}
+	}
+	if err != nil {
+		return mounts.User{}, fmt.Errorf("run user %q (chosen by %s) does not exist: %w; pass --user with an existing user or uid", c.Spec, c.Why, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	if g, err := strconv.Atoi(c.GID); err == nil {
+		gid = g
+	}
+	out := mounts.User{UID: uid, GID: gid, Name: u.Username, Home: u.HomeDir}
+	if ids, err := u.GroupIds(); err == nil {
+		for _, s := range ids {
+			if g, err := strconv.Atoi(s); err == nil && g != gid {
+				out.Groups = append(out.Groups, g)
+			}
+		}
+	}
+	return out, nil
+}
+
+// homeOf is the home of a user name or uid, or "" when unknown.
+func homeOf(spec string) string {
+	u, err := user.Lookup(spec)
+	if err != nil {
+		if u, err = user.LookupId(spec); err != nil {
+			return ""
+		}
+	}
+	return u.HomeDir
+}
+
+func compact(list []string) []string {
+	var out []string
+	for _, s := range list {
+		if s != "" && s != "/" && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// newRunID is the run's id and the marker value of AGENTJAIL_RUN.
+func newRunID() string { return strings.ToLower(rand.Text()) }
+
+// runDir holds per-run state: /run/agentjail as root, else
+// $XDG_RUNTIME_DIR/agentjail.
+func runDir() string {
+	if os.Getuid() != 0 {
+		if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" {
+			return filepath.Join(x, "agentjail")
+		}
+		return filepath.Join(os.TempDir(), "agentjail-"+strconv.Itoa(os.Getuid()))
+	}
+	return "/run/agentjail"
+}
+
+// cacheDir holds the detected bwrap version.
+func cacheDir() string {
+	if os.Getuid() == 0 {
+		return "/var/cache/agentjail"
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "agentjail")
+	}
+	return filepath.Join(os.TempDir(), "agentjail-cache-"+strconv.Itoa(os.Getuid()))
+}
+
+// usageError is a command-line mistake: exit 125, message on stderr.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+var errUsage = errors.New("usage")
+
+func (e usageError) Is(target error) bool { return target == errUsage }

@@ -1,0 +1,140 @@
+// Command agentjail runs AI coding agents inside a policy-driven bubblewrap
+// jail and supervises them until they are done, hung, or dead.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/agentjail/agentjail/supervise"
+)
+
+// Exit codes of agentjail's own, beyond the jailed command's pass-through.
+const (
+	exitOK    = 0
+	exitSetup = supervise.ExitSetup // 125: bad input, bad policy, bwrap missing, setup failed
+)
+
+// version is stamped by `make release` (-ldflags "-X main.version=...").
+var version = "dev"
+
+func main() {
+	if supervise.IsExecStage(os.Args[0]) {
+		os.Exit(supervise.ExecStage(os.Args[1:]))
+	}
+	os.Exit(run(context.Background(), os.Args, os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run is agentjail with its arguments and streams; it returns the exit code.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	code := exitOK
+	app := newApp(args, stdin, stdout, stderr, &code)
+	if err := app.Run(ctx, args); err != nil {
+		printError(stderr, err)
+		return exitSetup
+	}
+	return code
+}
+
+// printError writes each joined error on its own line.
+func printError(w io.Writer, err error) {
+	for _, line := range strings.Split(err.Error(), "\n") {
+		fmt.Fprintf(w, "agentjail: %s\n", line)
+	}
+}
+
+func newApp(args []string, stdin io.Reader, stdout, stderr io.Writer, code *int) *cli.Command {
+	one := 1
+	env := appEnv{args: args, stdin: stdin, stdout: stdout, stderr: stderr, code: code}
+	usage := func(ctx context.Context, cmd *cli.Command, err error, isSubcommand bool) error {
+		return usageError{fmt.Sprintf("%v (see `agentjail %s --help`)", err, cmd.Name)}
+	}
+	sub := func(c *cli.Command) *cli.Command {
+		c.OnUsageError = usage
+		c.DisableSliceFlagSeparator = true
+		return c
+	}
+	return &cli.Command{
+		Name:      "agentjail",
+		Usage:     "run AI coding agents in a policy-driven bubblewrap jail",
+		Version:   version,
+		Writer:    stdout,
+		ErrWriter: stderr,
+		Reader:    stdin,
+		// Errors are printed once, by run, and never call os.Exit.
+		ExitErrHandler: func(context.Context, *cli.Command, error) {},
+		OnUsageError:   usage,
+		CommandNotFound: func(ctx context.Context, cmd *cli.Command, name string) {
+			fmt.Fprintf(stderr, "agentjail: unknown command %q (see `agentjail --help`)\n", name)
+			*code = exitSetup
+		},
+		HideVersion: true,
+		Commands: []*cli.Command{
+			sub(&cli.Command{
+				Name:         "run",
+				Usage:        "run a command in the jail",
+				ArgsUsage:    "-- CMD [ARG...]",
+				StopOnNthArg: &one,
+				Flags:        jailFlags(),
+				Action:       env.runAction,
+			}),
+			sub(&cli.Command{
+				Name:         "render",
+				Usage:        "print the exact bwrap command line a run would use",
+				ArgsUsage:    "-- CMD [ARG...]",
+				StopOnNthArg: &one,
+				Flags:        jailFlags(),
+				Action:       env.renderAction,
+			}),
+			sub(&cli.Command{
+				Name:   "profiles",
+				Usage:  "list the built-in profiles",
+				Action: env.profilesAction,
+				Commands: []*cli.Command{sub(&cli.Command{
+					Name:      "show",
+					Usage:     "print a profile resolved (extends merged) as YAML",
+					ArgsUsage: "NAME|FILE",
+					Action:    env.profilesShowAction,
+				})},
+			}),
+			sub(&cli.Command{
+				Name:   "schema",
+				Usage:  "print the JSON Schema of profiles",
+				Action: env.schemaAction,
+			}),
+			sub(&cli.Command{
+				Name:   "version",
+				Usage:  "print agentjail's and bubblewrap's versions",
+				Action: env.versionAction,
+			}),
+		},
+	}
+}
+
+// appEnv is what every action writes to and reads from.
+type appEnv struct {
+	args           []string
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	code           *int
+}
+
+// rawAfter returns the command line after the subcommand name, for
+// commandArgs.
+func (e appEnv) rawAfter(name string) []string {
+	for i, a := range e.args[1:] {
+		if a == name {
+			return e.args[i+2:]
+		}
+	}
+	return nil
+}
+
+// isUsage reports whether err is a command-line mistake.
+func isUsage(err error) bool { return errors.Is(err, errUsage) }

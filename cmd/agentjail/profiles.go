@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/goccy/go-yaml"
+	"github.com/urfave/cli/v3"
+)
+
+func (e appEnv) profilesAction(ctx context.Context, cmd *cli.Command) error {
+	if cmd.Args().Len() > 0 {
+		return usageError{fmt.Sprintf("unknown argument %q: write `agentjail profiles` or `agentjail profiles show NAME`", cmd.Args().First())}
+	}
+	l := loader()
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	for _, name := range l.BuiltinNames() {
+		p, err := l.Load(name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", name, p.Description)
+	}
+	return tw.Flush()
+}
+
+func (e appEnv) profilesShowAction(ctx context.Context, cmd *cli.Command) error {
+	if cmd.Args().Len() != 1 {
+		return usageError{"write `agentjail profiles show NAME|FILE`"}
+	}
+	p, err := loader().Load(cmd.Args().First())
+	if err != nil {
+		return err
+	}
+	out, err := yaml.MarshalWithOptions(p, yaml.IndentSequence(true))
+	if err != nil {
+		return err
+	}
+	_, err = e.stdout.Write(out)
+	return err
+}

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/agentjail/agentjail/supervise"
+)
+
+func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
+	j, err := prepare(cmd, commandArgs(cmd, e.rawAfter(cmd.Name)))
+	if err != nil {
+		return err
+	}
+	for _, w := range j.plan.Warnings {
+		fmt.Fprintf(e.stderr, "agentjail: warning: %s\n", w)
+	}
+	spec := supervise.Spec{
+		Bwrap:  j.bwrap.Path,
+		Args:   j.plan.Args,
+		Env:    j.env,
+		Stdin:  e.stdin,
+		Stdout: e.stdout,
+		Stderr: e.stderr,
+		Masks:  j.plan.Masks,
+	}
+	if syscall.Getuid() == 0 && j.user.UID != 0 {
+		spec.Cred = &syscall.Credential{Uid: uint32(j.user.UID), Gid: uint32(j.user.GID), Groups: uint32s(j.user.Groups)}
+	}
+	res, err := supervise.Run(spec)
+	*e.code = res.ExitCode
+	if err != nil {
+		printError(e.stderr, err)
+	}
+	return nil
+}
+
+func uint32s(in []int) []uint32 {
+	out := make([]uint32, len(in))
+	for i, v := range in {
+		out[i] = uint32(v)
+	}
+	return out
+}

@@ -1,0 +1,154 @@
+package mounts
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+	"syscall"
+)
+
+// Disk is the host's filesystem seen from / (os.DirFS("/") in production, an
+// fstest.MapFS in tests). Paths given to it are relative ("home/alice").
+type Disk = fs.ReadLinkFS
+
+// rel turns an absolute path into a Disk name.
+func rel(abs string) string {
+	if abs == "/" {
+		return "."
+	}
+	return strings.TrimPrefix(abs, "/")
+}
+
+func lstat(d Disk, abs string) (fs.FileInfo, error) { return d.Lstat(rel(abs)) }
+
+func exists(d Disk, abs string) bool {
+	_, err := lstat(d, abs)
+	return err == nil
+}
+
+// maxLinks bounds symlink resolution, as the kernel does (MAXSYMLINKS).
+const maxLinks = 40
+
+// resolve returns abs with every symlink in it resolved, like
+// filepath.EvalSymlinks but through d. A missing final component is fine;
+// the result then names where it would be.
+func resolve(d Disk, abs string) (string, error) {
+	links := 0
+	done := "/"
+	todo := strings.Split(strings.Trim(path.Clean(abs), "/"), "/")
+	for len(todo) > 0 {
+		name := todo[0]
+		todo = todo[1:]
+		if name == "" || name == "." {
+			continue
+		}
+		next := path.Join(done, name)
+		fi, err := lstat(d, next)
+		if errors.Is(err, fs.ErrNotExist) {
+			return path.Join(append([]string{next}, todo...)...), nil
+		}
+		if err != nil {
+			return "", err
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			done = next
+			continue
+		}
+		if links++; links > maxLinks {
+			return "", fmt.Errorf("%s: too many levels of symbolic links", abs)
+		}
+		target, err := d.ReadLink(rel(next))
+		if err != nil {
+			return "", err
+		}
+		if path.IsAbs(target) {
+			done = "/"
+		}
+		todo = append(strings.Split(strings.Trim(target, "/"), "/"), todo...)
+	}
+	return done, nil
+}
+
+// User is the identity the jail runs as.
+type User struct {
+	UID, GID int
+	Groups   []int
+	Name     string
+	Home     string
+}
+
+// permission bits asked of access.
+const (
+	mayRead  = 4
+	mayWrite = 2
+	mayExec  = 1
+)
+
+// can reports whether u may do want on fi, from its owner, group and mode
+// bits (ACLs are not read). uid 0 may do anything.
+func (u User) can(fi fs.FileInfo, want uint32) bool {
+	if u.UID == 0 {
+		return true
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return false
+	}
+	perm := uint32(fi.Mode().Perm())
+	switch {
+	case int(st.Uid) == u.UID:
+		perm >>= 6
+	case int(st.Gid) == u.GID || slices.Contains(u.Groups, int(st.Gid)):
+		perm >>= 3
+	}
+	return perm&want == want
+}
+
+// reachable reports whether u can traverse to abs: search permission on
+// every directory above it.
+func (u User) reachable(d Disk, abs string) bool {
+	for dir := path.Dir(abs); ; dir = path.Dir(dir) {
+		fi, err := lstat(d, dir)
+		if err != nil || !u.can(fi, mayExec) {
+			return false
+		}
+		if dir == "/" {
+			return true
+		}
+	}
+}
+
+// canWrite reports whether u may create files in the directory abs.
+func (u User) canWrite(d Disk, abs string) bool {
+	fi, err := lstat(d, abs)
+	return err == nil && u.reachable(d, abs) && u.can(fi, mayWrite|mayExec)
+}
+
+// canReadTree reports whether u can read abs and, for a directory, all of
+// what lies under it.
+func (u User) canReadTree(d Disk, abs string) bool {
+	if !u.reachable(d, abs) {
+		return false
+	}
+	ok := true
+	_ = fs.WalkDir(d, rel(abs), func(name string, e fs.DirEntry, err error) error {
+		if err != nil {
+			ok = false
+			return fs.SkipAll
+		}
+		fi, err := e.Info()
+		want := uint32(mayRead)
+		if e.IsDir() {
+			want |= mayExec
+		}
+		if err != nil || e.Type()&fs.ModeSymlink == 0 && !u.can(fi, want) {
+			ok = false
+			return fs.SkipAll
+		}
+		return nil
+	})
+	return ok
+}

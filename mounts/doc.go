@@ -1,0 +1,10 @@
+// Package mounts turns a validated, expanded policy into the ordered
+// bubblewrap argument list of one jail: namespaces, the read-only base,
+// tmpfs mounts, writable roots, re-protection of secrets under them, denied
+// paths, and the exec stage that starts the agent.
+//
+// Render is pure. What it must know about the disk (which protected paths
+// exist, where symlinks point, who owns what) it reads through an injected
+// fs.ReadLinkFS rooted at the host's /, so tests use fake trees. It must not
+// start processes, change files, or read the environment.
+package mounts

@@ -1,0 +1,426 @@
+package mounts
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strconv"
+
+	"github.com/agentjail/agentjail/bwrap"
+	"github.com/agentjail/agentjail/policy"
+)
+
+// The file descriptors a launch hands to bwrap, in this order after 0, 1, 2.
+const (
+	FDStatus     = 3 // bwrap --json-status-fd: child-pid, exit-code
+	FDExecReport = 4 // the exec stage reports a failed execve here
+	FDSeccomp    = 5 // first --add-seccomp-fd; one per filter
+)
+
+// ExecStagePath is where the agentjail binary is bound inside the jail to
+// perform the final execve (and report its errno). Its base name selects the
+// exec stage in main.
+const ExecStagePath = "/dev/.agentjail-exec"
+
+// DefaultShmSize caps /dev/shm when the policy does not: bwrap's --dev
+// makes an uncapped /dev/shm otherwise.
+const DefaultShmSize = 64 << 20
+
+// DefaultHomeSize caps a private home when the policy does not.
+const DefaultHomeSize = 256 << 20
+
+// minimalDirs are bound read-only by base: minimal (symlinks are recreated).
+var minimalDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"}
+
+// procCovers are what a jailed uid 0 could write in a fresh /proc; a sealed
+// profile running as root covers them read-only (bwrap never covers
+// /proc/sys: access(W_OK) says EACCES even to root, see NESTING.md).
+var procCovers = []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"}
+
+// Input is everything Render needs.
+type Input struct {
+	Policy policy.Policy // merged, validated and expanded
+	Disk   Disk          // the host's /
+	User   User          // the run user
+	// OperatorHomes are where credentials are looked for, in order
+	// ($SUDO_USER's home, then the invoking user's).
+	OperatorHomes []string
+	Bwrap         bwrap.Version
+	Chdir         string // absolute; the agent starts here
+	ExecStage     string // host path of the agentjail binary
+	StagingDir    string // where copied credentials are placed before launch
+	Seccomp       int    // number of seccomp filters passed as fds
+	Argv          []string
+}
+
+// Plan is a rendered jail.
+type Plan struct {
+	// Args is bwrap's argv after argv[0].
+	Args []string
+	// FDs names the arguments of Args that are file-descriptor numbers.
+	FDs map[int]string
+	// Env is not rendered here; see policy.Environment.Apply.
+
+	// Home is the agent's HOME inside the jail.
+	Home string
+	// Copies are credentials to copy into StagingDir before the launch,
+	// owned by the run user.
+	Copies []Copy
+	// Masks are host paths bwrap creates as mount points to keep missing
+	// protected paths from being created; they are removed after the run.
+	Masks []string
+	// Protected and Denied list what was re-protected and hidden.
+	Protected, Denied []string
+	// Warnings are printed on stderr before the launch.
+	Warnings []string
+}
+
+// Copy is one credential copied in.
+type Copy struct{ Src, Dst string }
+
+// Render builds the plan of one jail, or returns every problem found at once
+// (errors.Join of *policy.FieldError naming the field and its origin).
+func Render(in Input) (Plan, error) {
+	r := renderer{in: in, p: in.Policy, plan: Plan{FDs: map[int]string{}}}
+	r.check()
+	if len(r.errs) > 0 {
+		return Plan{}, errors.Join(r.errs...)
+	}
+	r.namespaces()
+	r.base()
+	r.tmpfs()
+	r.home()
+	for _, p := range in.Policy.Filesystem.Read {
+		if exists(in.Disk, p) {
+			r.mount("--ro-bind-try", p, p)
+		}
+	}
+	roots := sortedClean(in.Policy.Filesystem.Write)
+	for _, p := range roots {
+		r.mount("--bind", p, p)
+	}
+	r.protect(roots)
+	r.deny(roots)
+	r.credentials()
+	r.tail()
+	if len(r.errs) > 0 {
+		return Plan{}, errors.Join(r.errs...)
+	}
+	return r.plan, nil
+}
+
+type renderer struct {
+	in   Input
+	p    policy.Policy
+	plan Plan
+	errs []error
+	// stack lists mount points in order, each noting whether it hides what
+	// was below it (a tmpfs) or shows the host's tree (a bind).
+	stack []mountPoint
+}
+
+type mountPoint struct {
+	dest  string
+	hides bool
+}
+
+func (r *renderer) arg(a ...string) { r.plan.Args = append(r.plan.Args, a...) }
+
+// mount appends a mount flag and its arguments, tracking the mount point.
+func (r *renderer) mount(flag string, a ...string) {
+	r.arg(flag)
+	r.arg(a...)
+	dest := a[len(a)-1]
+	r.stack = append(r.stack, mountPoint{dest: dest, hides: flag == "--tmpfs"})
+}
+
+// hiddenBy returns the tmpfs that hides p inside the jail, or "".
+func (r *renderer) hiddenBy(p string) string {
+	for i := len(r.stack) - 1; i >= 0; i-- {
+		m := r.stack[i]
+		if under(p, m.dest) {
+			if m.hides && m.dest != p {
+				return m.dest
+			}
+			return ""
+		}
+	}
+	return ""
+}
+
+// fd appends a flag whose value is a file descriptor, remembering its name.
+func (r *renderer) fd(flag string, n int, name string) {
+	r.arg(flag, strconv.Itoa(n))
+	r.plan.FDs[len(r.plan.Args)-1] = name
+}
+
+func (r *renderer) fail(field, format string, a ...any) {
+	r.errs = append(r.errs, &policy.FieldError{Origin: r.p.Origins.Of(field), Field: field, Msg: fmt.Sprintf(format, a...)})
+}
+
+func (r *renderer) sealed() bool { return r.p.InnerSandbox == policy.InnerSealed }
+
+// check refuses what bwrap would fail on or what would widen the policy.
+func (r *renderer) check() {
+	fsys := r.p.Filesystem
+	if r.in.User.UID == 0 && !r.sealed() {
+		r.fail("user", "the run user is uid 0, allowed only with inner_sandbox: sealed (a jailed root can write host sysctls and cannot build its own sandbox); pass --user with an unprivileged user")
+	}
+	for i, w := range fsys.Write {
+		field := fmt.Sprintf("filesystem.write[%d]", i)
+		fi, err := lstat(r.in.Disk, w)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			r.fail(field, "writable root %s does not exist; create it first (mkdir -p %s) or remove it", w, w)
+			continue
+		case err != nil:
+			r.fail(field, "writable root %s: %v", w, err)
+			continue
+		}
+		if canon, err := resolve(r.in.Disk, w); err == nil && canon != w {
+			r.fail(field, "writable root %s passes through a symlink and is really %s; pass the canonical path %s", w, canon, canon)
+			continue
+		}
+		if fi.IsDir() && !r.in.User.canWrite(r.in.Disk, w) {
+			r.fail(field, "writable root %s is not writable by the run user %s (uid %d); fix with `chown -R %d:%d %s`, or choose the owner with --user",
+				w, r.in.User.Name, r.in.User.UID, r.in.User.UID, r.in.User.GID, w)
+		}
+		for _, d := range fsys.Deny {
+			if under(w, d) {
+				r.fail(field, "writable root %s lies inside the denied path %s; remove one of them", w, d)
+			}
+		}
+	}
+	if r.in.Chdir != "" {
+		if fi, err := r.in.Disk.Lstat(rel(r.in.Chdir)); err != nil || !fi.IsDir() && fi.Mode()&fs.ModeSymlink == 0 {
+			r.errs = append(r.errs, fmt.Errorf("start directory %s does not exist or is not a directory; pass --chdir with an existing directory", r.in.Chdir))
+		}
+	}
+}
+
+func (r *renderer) namespaces() {
+	r.arg("--unshare-pid", "--unshare-uts", "--unshare-ipc")
+	if n := r.p.Namespaces.Net; n != nil && *n {
+		r.arg("--unshare-net")
+	}
+	if r.sealed() {
+		// --disable-userns needs a user namespace of its own.
+		r.arg("--unshare-user", "--disable-userns")
+		if r.in.User.UID == 0 {
+			r.arg("--uid", "0", "--gid", "0", "--cap-drop", "ALL")
+		}
+	}
+	r.arg("--die-with-parent", "--new-session")
+}
+
+func (r *renderer) base() {
+	if r.p.Filesystem.Base == policy.BaseMinimal {
+		for _, dir := range minimalDirs {
+			fi, err := lstat(r.in.Disk, dir)
+			switch {
+			case err != nil:
+			case fi.Mode()&fs.ModeSymlink != 0:
+				if t, err := r.in.Disk.ReadLink(rel(dir)); err == nil {
+					r.arg("--symlink", t, dir)
+				}
+			default:
+				r.mount("--ro-bind", dir, dir)
+			}
+		}
+	} else {
+		r.mount("--ro-bind", "/", "/")
+	}
+	r.mount("--proc", "/proc")
+	r.mount("--dev", "/dev")
+	if r.in.ExecStage != "" {
+		r.mount("--ro-bind", r.in.ExecStage, ExecStagePath)
+	}
+}
+
+// tmpfs mounts every configured tmpfs, capped, parents first, then makes
+// /dev read-only: bwrap's --dev leaves a writable, uncapped /dev.
+func (r *renderer) tmpfs() {
+	mounts := r.p.Filesystem.Tmpfs
+	if _, ok := mounts["/dev/shm"]; !ok {
+		mounts = maps(mounts)
+		mounts["/dev/shm"] = policy.Tmpfs{Size: DefaultShmSize, Mode: 0o1777}
+	}
+	for _, mp := range sortedKeysOf(mounts) {
+		t := mounts[mp]
+		mode := t.Mode
+		if mode == 0 {
+			mode = 0o755
+		}
+		r.arg("--perms", fmt.Sprintf("%04o", uint32(mode)), "--size", strconv.FormatInt(int64(t.Size), 10))
+		r.mount("--tmpfs", mp)
+	}
+	r.arg("--remount-ro", "/dev")
+}
+
+// home mounts a private home when the policy asks for one: at the run
+// user's home when that directory exists, else at /tmp/home/NAME (/tmp being
+// the jail's own tmpfs), since bwrap cannot create a mount point in the
+// read-only base.
+func (r *renderer) home() {
+	r.plan.Home = r.in.User.Home
+	h := r.p.Filesystem.Home
+	if h.Private == nil || !*h.Private {
+		return
+	}
+	size := int64(DefaultHomeSize)
+	if h.Size != nil {
+		size = int64(*h.Size)
+	}
+	home := r.in.User.Home
+	if fi, err := lstat(r.in.Disk, home); err != nil || !fi.IsDir() || home == "/" {
+		if _, ok := r.p.Filesystem.Tmpfs["/tmp"]; !ok {
+			r.errs = append(r.errs, fmt.Errorf("%s: filesystem.home.private: the run user's home %q does not exist and /tmp is not a tmpfs to make one in; add filesystem.tmpfs /tmp or give the run user a home", r.p.Origins.Of("filesystem.home"), home))
+			return
+		}
+		home = path.Join("/tmp/home", r.in.User.Name)
+	}
+	r.plan.Home = home
+	r.arg("--perms", "0700", "--size", strconv.FormatInt(size, 10))
+	r.mount("--tmpfs", home)
+}
+
+func (r *renderer) protect(roots []string) {
+	depth := policy.DefaultProtectDepth
+	if d := r.p.Filesystem.ProtectDepth; d != nil {
+		depth = *d
+	}
+	pr := findProtected(r.in.Disk, roots, r.p.Filesystem.Protect, depth)
+	for _, p := range pr.existing {
+		r.mount("--ro-bind", p, p)
+	}
+	for _, m := range pr.masks {
+		r.mount("--ro-bind", "/dev/null", m)
+	}
+	for _, l := range pr.links {
+		r.plan.Warnings = append(r.plan.Warnings, fmt.Sprintf("protected path %s is a symlink: its target is read-only, but the link itself can be replaced; make it a regular file to protect it fully", l))
+	}
+	r.plan.Protected = append(pr.existing, pr.masks...)
+	r.plan.Masks = pr.masks
+}
+
+// deny hides each denied path the run user could reach: an empty,
+// read-only tmpfs over a directory, /dev/null over anything else.
+func (r *renderer) deny(roots []string) {
+	private := r.p.Filesystem.Home.Private != nil && *r.p.Filesystem.Home.Private
+	for _, d := range r.p.Filesystem.Deny {
+		fi, err := lstat(r.in.Disk, d)
+		if err != nil || !r.in.User.reachable(r.in.Disk, d) {
+			continue
+		}
+		if private && r.plan.Home == r.in.User.Home && under(d, r.plan.Home) && !underAny(d, roots) {
+			continue // the private home already hides the host's
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			// Hide what the link points to; the link is read-only in the
+			// base unless it lies under a writable root.
+			t, err := resolve(r.in.Disk, d)
+			if err != nil || !exists(r.in.Disk, t) {
+				continue
+			}
+			if fi, err = lstat(r.in.Disk, t); err != nil {
+				continue
+			}
+			d = t
+		}
+		if slices.Contains(r.plan.Denied, d) {
+			continue
+		}
+		if fi.IsDir() {
+			r.arg("--perms", "0000", "--size", "4096")
+			r.mount("--tmpfs", d)
+			r.arg("--remount-ro", d)
+		} else {
+			r.mount("--ro-bind", "/dev/null", d)
+		}
+		r.plan.Denied = append(r.plan.Denied, d)
+	}
+}
+
+// credentials makes each ~/path of the operator's appear under the agent's
+// home: bound read-only when the run user can read it, otherwise copied into
+// the staging directory (owned by the run user) and that copy bound
+// read-only, so nothing is ever written back.
+func (r *renderer) credentials() {
+	for _, c := range r.p.Filesystem.Credentials {
+		sub := policy.ExpandPath(c, []string{"/"}, "")[0]
+		for _, h := range r.in.OperatorHomes {
+			src := path.Join(h, sub)
+			if !exists(r.in.Disk, src) {
+				continue
+			}
+			dst := path.Join(r.plan.Home, sub)
+			if r.in.User.canReadTree(r.in.Disk, src) {
+				if src != dst || r.p.Filesystem.Home.Private != nil && *r.p.Filesystem.Home.Private {
+					r.mount("--ro-bind", src, dst)
+				}
+			} else {
+				staged := path.Join(r.in.StagingDir, sub)
+				r.plan.Copies = append(r.plan.Copies, Copy{Src: src, Dst: staged})
+				r.mount("--ro-bind", staged, dst)
+			}
+			break
+		}
+	}
+}
+
+func (r *renderer) tail() {
+	if r.sealed() && r.in.User.UID == 0 {
+		r.arg("--ro-bind", "/proc/sys", "/proc/sys")
+		for _, p := range procCovers[1:] {
+			r.arg("--ro-bind-try", p, p)
+		}
+	}
+	if r.p.Filesystem.Base == policy.BaseMinimal {
+		r.arg("--remount-ro", "/")
+	}
+	if r.in.Chdir != "" {
+		if t := r.hiddenBy(r.in.Chdir); t != "" {
+			r.errs = append(r.errs, fmt.Errorf("start directory %s is not visible in the jail: the tmpfs at %s hides it; pass --chdir with a visible directory, or make it a writable root with --write %s", r.in.Chdir, t, r.in.Chdir))
+		}
+		r.arg("--chdir", r.in.Chdir)
+	}
+	r.fd("--json-status-fd", FDStatus, "status")
+	for i := range r.in.Seccomp {
+		r.fd("--add-seccomp-fd", FDSeccomp+i, "seccomp-"+strconv.Itoa(i))
+	}
+	r.arg("--")
+	if r.in.ExecStage != "" {
+		r.arg(ExecStagePath)
+		r.fd("--report-fd", FDExecReport, "exec-report")
+		r.arg("--")
+	}
+	r.arg(r.in.Argv...)
+}
+
+func sortedClean(in []string) []string {
+	out := make([]string, 0, len(in))
+	for _, p := range in {
+		out = append(out, path.Clean(p))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func sortedKeysOf[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func maps[V any](m map[string]V) map[string]V {
+	out := make(map[string]V, len(m)+1)
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,150 @@
+package mounts
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/agentjail/agentjail/policy"
+)
+
+func TestRenderRefusesBadWritableRoots(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, root, want string
+	}{
+		{"missing", "/srv/nope", "--write: filesystem.write[0]: writable root /srv/nope does not exist; create it first (mkdir -p /srv/nope)"},
+		{"not writable", "/srv/rootonly", "writable root /srv/rootonly is not writable by the run user agent (uid 1000); fix with `chown -R 1000:1000 /srv/rootonly`, or choose the owner with --user"},
+		{"symlink", "/srv/link-to-proj", "writable root /srv/link-to-proj passes through a symlink and is really /srv/proj; pass the canonical path /srv/proj"},
+		{"inside deny", "/home/op/.aws", "writable root /home/op/.aws lies inside the denied path /home/op/.aws"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			in := input(t, "tier1", c.root)
+			_, err := Render(in)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Render = %v\nwant %q", err, c.want)
+			}
+			if !errors.Is(err, policy.ErrInvalid) {
+				t.Errorf("error is not policy.ErrInvalid: %v", err)
+			}
+		})
+	}
+}
+
+func TestRenderRefusesRootAgentOutsideSealed(t *testing.T) {
+	t.Parallel()
+	in := input(t, "tier1", "/srv/proj")
+	in.User = User{UID: 0, GID: 0, Name: "root", Home: "/root"}
+	if _, err := Render(in); err == nil || !strings.Contains(err.Error(), "uid 0, allowed only with inner_sandbox: sealed") {
+		t.Fatalf("Render = %v", err)
+	}
+	in = input(t, "sealed", "/srv/proj")
+	in.User = User{UID: 0, GID: 0, Name: "root", Home: "/root"}
+	plan, err := Render(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Join(plan.Args, " ")
+	for _, want := range []string{"--unshare-user --disable-userns --uid 0 --gid 0 --cap-drop ALL", "--ro-bind /proc/sys /proc/sys", "--ro-bind-try /proc/sysrq-trigger /proc/sysrq-trigger"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("sealed root plan lacks %q:\n%s", want, args)
+		}
+	}
+}
+
+func TestRenderChdirHidden(t *testing.T) {
+	t.Parallel()
+	in := input(t, "tier1")
+	in.Chdir = "/tmp/work"
+	in.Disk.(fstest.MapFS)["tmp/work"] = dir(0o755, 1000)
+	if _, err := Render(in); err == nil || !strings.Contains(err.Error(), "start directory /tmp/work is not visible in the jail: the tmpfs at /tmp hides it") {
+		t.Fatalf("Render = %v", err)
+	}
+	in = input(t, "tier1", "/tmp/work")
+	in.Chdir = "/tmp/work"
+	in.Disk.(fstest.MapFS)["tmp/work"] = dir(0o755, 1000)
+	if _, err := Render(in); err != nil {
+		t.Fatalf("a writable root under /tmp is visible: %v", err)
+	}
+}
+
+func TestRenderMinimalBase(t *testing.T) {
+	t.Parallel()
+	in := input(t, "tier1")
+	in.Policy.Filesystem.Base = policy.BaseMinimal
+	plan, err := Render(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Join(plan.Args, " ")
+	for _, want := range []string{"--ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64 --ro-bind /etc /etc --proc /proc", "--remount-ro / --chdir"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("minimal plan lacks %q:\n%s", want, args)
+		}
+	}
+	if strings.Contains(args, "--ro-bind / /") {
+		t.Error("minimal base binds the host root")
+	}
+}
+
+func TestRenderNeverLeaksFlagsForUnsealedProfiles(t *testing.T) {
+	t.Parallel()
+	for _, profile := range []string{"tier1", "tier2", "tier3"} {
+		plan, err := Render(input(t, profile, "/srv/proj"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, bad := range []string{"--unshare-user", "--disable-userns", "--setenv", "--cap-add"} {
+			if slices.Contains(plan.Args, bad) {
+				t.Errorf("%s renders %s", profile, bad)
+			}
+		}
+		for _, must := range []string{"--unshare-pid", "--unshare-uts", "--unshare-ipc", "--die-with-parent", "--new-session", "--proc", "--dev"} {
+			if !slices.Contains(plan.Args, must) {
+				t.Errorf("%s lacks %s", profile, must)
+			}
+		}
+	}
+}
+
+func TestRenderPrivateHomeWithoutHostHome(t *testing.T) {
+	t.Parallel()
+	in := input(t, "tier1")
+	in.User = User{UID: 65534, GID: 65534, Name: "nobody", Home: "/nonexistent"}
+	in.Chdir = "/"
+	plan, err := Render(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.Home != "/tmp/home/nobody" || !strings.Contains(strings.Join(plan.Args, " "), "--tmpfs /tmp/home/nobody") {
+		t.Errorf("home = %s", plan.Home)
+	}
+	delete(in.Policy.Filesystem.Tmpfs, "/tmp")
+	if _, err := Render(in); err == nil || !strings.Contains(err.Error(), "does not exist and /tmp is not a tmpfs") {
+		t.Errorf("Render = %v", err)
+	}
+}
+
+func TestResolve(t *testing.T) {
+	t.Parallel()
+	d := host()
+	d["loop/a"] = link("b")
+	d["loop/b"] = link("a")
+	for in, want := range map[string]string{
+		"/var/run/docker.sock": "/run/docker.sock",
+		"/srv/link-to-proj/x":  "/srv/proj/x",
+		"/bin/sh":              "/usr/bin/sh",
+		"/srv/proj/.bashrc":    "/srv/dotfiles/bashrc",
+		"/srv/proj/out/passwd": "/etc/passwd",
+	} {
+		if got, err := resolve(d, in); err != nil || got != want {
+			t.Errorf("resolve(%s) = %s, %v; want %s", in, got, err, want)
+		}
+	}
+	if _, err := resolve(d, "/loop/a"); err == nil {
+		t.Error("a symlink loop resolved")
+	}
+}

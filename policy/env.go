@@ -1,0 +1,51 @@
+package policy
+
+import (
+	"slices"
+	"strings"
+)
+
+// AlwaysUnset are removed from every jail's environment: CLAUDECODE makes a
+// nested claude refuse to start, believing it runs inside itself.
+var AlwaysUnset = []string{"CLAUDECODE"}
+
+// Allows reports whether name passes the allowlist.
+func (e Environment) Allows(name string) bool {
+	for _, a := range e.Allow {
+		if prefix, ok := strings.CutSuffix(a, "*"); ok && strings.HasPrefix(name, prefix) || a == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Apply builds the jail's environment from the caller's: allowlisted
+// variables, then defaults (HOME, USER, ... of the run user), then the
+// policy's set, minus unset and AlwaysUnset, then forced (agentjail's own
+// markers, which nothing removes). The result is sorted.
+func (e Environment) Apply(environ []string, defaults, forced map[string]string) []string {
+	env := map[string]string{}
+	for _, kv := range environ {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok && e.Allows(k) {
+			env[k] = v
+		}
+	}
+	for k, v := range defaults {
+		env[k] = v
+	}
+	for k, v := range e.Set {
+		env[k] = v
+	}
+	for _, k := range slices.Concat(e.Unset, AlwaysUnset) {
+		delete(env, k)
+	}
+	for k, v := range forced {
+		env[k] = v
+	}
+	out := make([]string, 0, len(env))
+	for _, k := range sortedKeys(env) {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}

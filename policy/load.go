@@ -1,0 +1,203 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+)
+
+// maxExtends bounds an extends chain; a longer one is almost surely a cycle
+// through differently spelled paths.
+const maxExtends = 16
+
+// Loader resolves profile references: a built-in name, or a YAML file.
+type Loader struct {
+	// Builtins holds NAME.yaml files (profiles.FS).
+	Builtins fs.FS
+	// ReadFile reads a profile file from disk (os.ReadFile). Nil: only
+	// built-ins can be loaded.
+	ReadFile func(name string) ([]byte, error)
+}
+
+// IsFile reports whether ref names a file rather than a built-in profile.
+func IsFile(ref string) bool {
+	return strings.ContainsRune(ref, '/') || strings.HasSuffix(ref, ".yaml") || strings.HasSuffix(ref, ".yml")
+}
+
+// Builtins lists the built-in profile names, sorted.
+func (l Loader) BuiltinNames() []string {
+	var names []string
+	entries, _ := fs.ReadDir(l.Builtins, ".")
+	for _, e := range entries {
+		if n, ok := strings.CutSuffix(e.Name(), ".yaml"); ok && !e.IsDir() && !strings.HasPrefix(n, "_") {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Load reads a profile and everything it extends, merged. The result has an
+// empty Extends and Origins for every field set anywhere in the chain.
+func (l Loader) Load(ref string) (Policy, error) {
+	return l.load(ref, "", nil)
+}
+
+func (l Loader) load(ref, fromDir string, chain []string) (Policy, error) {
+	name, data, err := l.read(ref, fromDir, len(chain) > 0)
+	if err != nil {
+		return Policy{}, err
+	}
+	if slices.Contains(chain, name) {
+		return Policy{}, fmt.Errorf("%s: extends: cycle: %s -> %s (remove one of the extends:)", chain[len(chain)-1], strings.Join(chain, " -> "), name)
+	}
+	if len(chain) >= maxExtends {
+		return Policy{}, fmt.Errorf("%s: extends: chain longer than %d profiles", name, maxExtends)
+	}
+	p, err := Decode(name, data)
+	if err != nil {
+		return Policy{}, err
+	}
+	if p.Extends == "" {
+		return p, nil
+	}
+	dir := ""
+	if IsFile(name) {
+		dir = filepath.Dir(name)
+	}
+	parent, err := l.load(p.Extends, dir, append(chain, name))
+	if err != nil {
+		return Policy{}, fmt.Errorf("%s: extends: %w", p.Origins.Of("extends"), err)
+	}
+	if err := checkNoLoosening(parent, p); err != nil {
+		return Policy{}, err
+	}
+	return Merge(parent, p), nil
+}
+
+// read returns the display name and contents of a profile reference.
+// Shared parents (names starting with _) may only be extended.
+func (l Loader) read(ref, fromDir string, extending bool) (string, []byte, error) {
+	if !IsFile(ref) {
+		data, err := fs.ReadFile(l.Builtins, ref+".yaml")
+		if err != nil || strings.HasPrefix(ref, "_") && !extending {
+			return "", nil, fmt.Errorf("%w %q: built-in profiles are %s; a file path must contain a / or end in .yaml",
+				ErrUnknownProfile, ref, strings.Join(l.BuiltinNames(), ", "))
+		}
+		return path.Join("profiles", ref+".yaml"), data, nil
+	}
+	name := ref
+	if fromDir != "" && !filepath.IsAbs(ref) {
+		name = filepath.Join(fromDir, ref)
+	}
+	if l.ReadFile == nil {
+		return "", nil, fmt.Errorf("%w %q: profile files cannot be read here", ErrUnknownProfile, ref)
+	}
+	data, err := l.ReadFile(name)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", nil, fmt.Errorf("%w: %s: no such file (built-in profiles are %s)", ErrUnknownProfile, name, strings.Join(l.BuiltinNames(), ", "))
+		}
+		return "", nil, fmt.Errorf("%w: %s: %w", ErrUnknownProfile, name, err)
+	}
+	return name, data, nil
+}
+
+// Decode parses one profile document strictly: unknown keys, wrong types,
+// duplicate keys and a second document are errors naming file:line:col.
+func Decode(name string, data []byte) (Policy, error) {
+	file, err := parser.ParseBytes(data, 0)
+	if err != nil {
+		return Policy{}, decodeError(name, err)
+	}
+	var docs []*ast.DocumentNode
+	for _, d := range file.Docs {
+		if d != nil && d.Body != nil {
+			docs = append(docs, d)
+		}
+	}
+	var p Policy
+	switch len(docs) {
+	case 0:
+		p.Origins = Origins{}
+		return p, nil
+	case 1:
+	default:
+		pos := docs[1].Body.GetToken().Position
+		if docs[1].Start != nil {
+			pos = docs[1].Start.Position
+		}
+		return Policy{}, fmt.Errorf("%s:%d:%d: %w: a profile is one YAML document; remove everything from the second --- on", name, pos.Line, pos.Column, ErrSyntax)
+	}
+	if docs[0].Body.Type() != ast.MappingType {
+		pos := docs[0].Body.GetToken().Position
+		return Policy{}, fmt.Errorf("%s:%d:%d: %w: a profile is a mapping of keys (extends:, filesystem:, ...), not %s", name, pos.Line, pos.Column, ErrSyntax, docs[0].Body.Type())
+	}
+	if err := yaml.NodeToValue(docs[0].Body, &p, yaml.Strict()); err != nil {
+		return Policy{}, decodeError(name, err)
+	}
+	p.Origins = originsOf(name, docs[0].Body)
+	return p, nil
+}
+
+func decodeError(name string, err error) error {
+	var pe *PosError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s:%d:%d: %w: %s", name, pe.Line, pe.Column, ErrSyntax, pe.Msg)
+	}
+	var ye yaml.Error
+	if errors.As(err, &ye) && ye.GetToken() != nil {
+		pos := ye.GetToken().Position
+		return fmt.Errorf("%s:%d:%d: %w: %s%s", name, pos.Line, pos.Column, ErrSyntax, ye.GetMessage(), decodeHint(ye.GetMessage()))
+	}
+	return fmt.Errorf("%s: %w: %v", name, ErrSyntax, err)
+}
+
+// decodeHint turns the YAML library's messages into a fix.
+func decodeHint(msg string) string {
+	switch {
+	case strings.Contains(msg, "unknown field"):
+		return " (see `agentjail schema` for the keys a profile may use)"
+	case strings.Contains(msg, "already defined"):
+		return " (a key may appear once per mapping; merge the two)"
+	case strings.Contains(msg, "cannot unmarshal"):
+		return " (see `agentjail schema` for the expected type)"
+	}
+	return ""
+}
+
+// checkNoLoosening refuses a child that would weaken what its parent
+// enforces. Lists only grow in a merge, so only scalars need a check.
+func checkNoLoosening(parent, child Policy) error {
+	var errs []error
+	refuse := func(field, msg string) {
+		errs = append(errs, &FieldError{Origin: child.Origins.Of(field), Field: field, Msg: msg + "; a child profile cannot loosen the profile it extends"})
+	}
+	if pd, cd := parent.Filesystem.ProtectDepth, child.Filesystem.ProtectDepth; pd != nil && cd != nil && *cd < *pd {
+		refuse("filesystem.protect_depth", fmt.Sprintf("%d is lower than the %d of the profile it extends", *cd, *pd))
+	}
+	if parent.InnerSandbox == InnerSealed && child.InnerSandbox == InnerFree {
+		refuse("inner_sandbox", "free, but the profile it extends is sealed")
+	}
+	if isFalse(child.Seccomp.Default) && !isFalse(parent.Seccomp.Default) {
+		refuse("seccomp.default", "false, but the profile it extends applies the default filter")
+	}
+	if isFalse(child.Namespaces.Net) && isTrue(parent.Namespaces.Net) {
+		refuse("namespaces.net", "false, but the profile it extends has no network")
+	}
+	if isFalse(child.Filesystem.Home.Private) && isTrue(parent.Filesystem.Home.Private) {
+		refuse("filesystem.home.private", "false, but the profile it extends hides the host home")
+	}
+	return errors.Join(errs...)
+}
+
+func isTrue(b *bool) bool  { return b != nil && *b }
+func isFalse(b *bool) bool { return b != nil && !*b }

@@ -1,0 +1,176 @@
+package policy
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+)
+
+func TestDecodeErrorsNamePosition(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, src, want string
+	}{
+		{"unknown key", "filesystem:\n  writable: [/x]\n", `p.yaml:2:3: cannot decode policy: unknown field "writable"`},
+		{"unknown top key", "description: x\nbogus: 1\n", `p.yaml:2:1: cannot decode policy: unknown field "bogus"`},
+		{"wrong type", "filesystem:\n  write: /x\n", "p.yaml:2:10: cannot decode policy: "},
+		{"wrong type int", "filesystem:\n  protect_depth: deep\n", "p.yaml:2:18: cannot decode policy: "},
+		{"duplicate key", "user: a\nuser: b\n", `p.yaml:2:1: cannot decode policy: mapping key "user" already defined`},
+		{"second document", "user: a\n---\nuser: b\n", "p.yaml:2:1: cannot decode policy: a profile is one YAML document"},
+		{"not a mapping", "- a\n- b\n", "p.yaml:1:1: cannot decode policy: a profile is a mapping"},
+		{"bad duration", "limits:\n  wall: 10 minutes\n", `p.yaml:2:9: cannot decode policy: invalid duration "10 minutes"`},
+		{"negative duration", "limits:\n  idle: -5\n", `p.yaml:2:9: cannot decode policy: duration "-5" is negative`},
+		{"bad size", "filesystem:\n  tmpfs:\n    /tmp: {size: lots}\n", `p.yaml:3:18: cannot decode policy: invalid size "lots"`},
+		{"syntax", "filesystem: [\n", "p.yaml:1:13: cannot decode policy: "},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Decode("p.yaml", []byte(c.src))
+			if err == nil || !strings.HasPrefix(err.Error(), c.want) || !errors.Is(err, ErrSyntax) {
+				t.Fatalf("Decode error = %v; want prefix %q", err, c.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error spans lines: %q", err)
+			}
+		})
+	}
+}
+
+func TestDecodeEmptyAndOrigins(t *testing.T) {
+	t.Parallel()
+	p, err := Decode("e.yaml", []byte("# only a comment\n"))
+	if err != nil || p.Origins == nil {
+		t.Fatalf("empty profile: %v", err)
+	}
+	p, err = Decode("o.yaml", []byte("filesystem:\n  write:\n    - /a\n    - /b\n  tmpfs:\n    /tmp: {size: 1M}\nlimits:\n  wall: 5m\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		"filesystem.write[1]":         "o.yaml:4:7",
+		"filesystem.tmpfs[/tmp]":      "o.yaml:6:5",
+		"filesystem.tmpfs[/tmp].size": "o.yaml:6:12",
+		"limits.wall":                 "o.yaml:8:3",
+		"limits.wall.nothing":         "o.yaml:8:3",
+	} {
+		if got := p.Origins.Of(path); got != want {
+			t.Errorf("Origins.Of(%s) = %q, want %q", path, got, want)
+		}
+	}
+}
+
+func testLoader(files map[string]string) Loader {
+	builtins := fstest.MapFS{}
+	for name, src := range files {
+		builtins[name] = &fstest.MapFile{Data: []byte(src)}
+	}
+	return Loader{Builtins: builtins, ReadFile: func(name string) ([]byte, error) {
+		if src, ok := files["disk:"+name]; ok {
+			return []byte(src), nil
+		}
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}}
+}
+
+func TestExtendsMerges(t *testing.T) {
+	t.Parallel()
+	l := testLoader(map[string]string{
+		"_root.yaml":             "description: root\nfilesystem:\n  deny: [/secret]\n  protect: [.env]\n  protect_depth: 2\n  tmpfs:\n    /tmp: {size: 1M}\nenvironment:\n  set: {A: root, B: root}\nlimits:\n  wall: 1m\n  idle: 30s\n",
+		"mid.yaml":               "extends: _root\ndescription: mid\nfilesystem:\n  deny: [/other]\n  tmpfs:\n    /tmp: {size: 2M}\n    /run: {size: 1M}\nenvironment:\n  set: {B: mid}\nlimits:\n  wall: 2m\n",
+		"disk:/etc/aj/leaf.yaml": "extends: ../aj/base.yaml\nfilesystem:\n  write: [/w]\n",
+		"disk:/etc/aj/base.yaml": "extends: mid\nfilesystem:\n  protect: [.git/hooks]\n  protect_depth: 4\n",
+	})
+	p, err := l.Load("/etc/aj/leaf.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(p.Filesystem.Deny, ","); got != "/secret,/other" {
+		t.Errorf("deny = %s: lists must append, parent first", got)
+	}
+	if got := strings.Join(p.Filesystem.Protect, ","); got != ".env,.git/hooks" {
+		t.Errorf("protect = %s", got)
+	}
+	if p.Description != "mid" || *p.Filesystem.ProtectDepth != 4 || p.Extends != "" {
+		t.Errorf("scalars: description %q, depth %d, extends %q", p.Description, *p.Filesystem.ProtectDepth, p.Extends)
+	}
+	if p.Filesystem.Tmpfs["/tmp"].Size != 2<<20 || p.Filesystem.Tmpfs["/run"].Size != 1<<20 {
+		t.Errorf("tmpfs = %v: maps merge key by key, child wins", p.Filesystem.Tmpfs)
+	}
+	if p.Environment.Set["A"] != "root" || p.Environment.Set["B"] != "mid" {
+		t.Errorf("env set = %v", p.Environment.Set)
+	}
+	if time := p.Limits.Wall.String() + "," + p.Limits.Idle.String(); time != "2m0s,30s" {
+		t.Errorf("limits = %s", time)
+	}
+	for path, want := range map[string]string{
+		"filesystem.deny[0]":     "profiles/_root.yaml:3:10",
+		"filesystem.deny[1]":     "profiles/mid.yaml:4:10",
+		"filesystem.protect[1]":  "/etc/aj/base.yaml:3:13",
+		"filesystem.write[0]":    "/etc/aj/leaf.yaml:3:11",
+		"limits.wall":            "profiles/mid.yaml:11:3",
+		"limits.idle":            "profiles/_root.yaml:12:3",
+		"filesystem.tmpfs[/tmp]": "profiles/mid.yaml:6:5",
+	} {
+		if got := p.Origins.Of(path); got != want {
+			t.Errorf("origin of %s = %q, want %q", path, got, want)
+		}
+	}
+}
+
+func TestExtendsRefusals(t *testing.T) {
+	t.Parallel()
+	l := testLoader(map[string]string{
+		"a.yaml":         "extends: b\n",
+		"b.yaml":         "extends: a\n",
+		"deep.yaml":      "filesystem:\n  protect_depth: 3\n",
+		"shallow.yaml":   "extends: deep\nfilesystem:\n  protect_depth: 1\n",
+		"_hidden.yaml":   "description: x\n",
+		"badparent.yaml": "extends: nosuch\n",
+		"disk:/x/f.yaml": "extends: missing.yaml\n",
+	})
+	for ref, want := range map[string]string{
+		"a":              "cycle: profiles/a.yaml -> profiles/b.yaml -> profiles/a.yaml",
+		"shallow":        "profiles/shallow.yaml:3:3: filesystem.protect_depth: 1 is lower than the 3",
+		"nosuch":         `unknown profile "nosuch": built-in profiles are a, b, badparent, deep, shallow`,
+		"_hidden":        `unknown profile "_hidden"`,
+		"badparent":      `profiles/badparent.yaml:1:1: extends: unknown profile "nosuch"`,
+		"/x/f.yaml":      "unknown profile: /x/missing.yaml: no such file",
+		"./nothere.yaml": "./nothere.yaml: no such file",
+	} {
+		_, err := l.Load(ref)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Load(%q) = %v; want %q", ref, err, want)
+		}
+	}
+}
+
+func TestBuiltinProfilesLoadAndValidate(t *testing.T) {
+	t.Parallel()
+	l := Loader{Builtins: os.DirFS("../profiles")}
+	names := l.BuiltinNames()
+	if strings.Join(names, ",") != "sealed,tier1,tier2,tier3" {
+		t.Fatalf("built-ins = %v", names)
+	}
+	for _, n := range names {
+		p, err := l.Load(n)
+		if err != nil {
+			t.Fatalf("%s: %v", n, err)
+		}
+		if err := Validate(p); err != nil {
+			t.Errorf("%s: %v", n, err)
+		}
+		if p.Description == "" || p.Limits.Wall == nil || p.Limits.Idle == nil {
+			t.Errorf("%s: every tier needs a description and wall and idle limits", n)
+		}
+		if p.Filesystem.Tmpfs["/tmp"].Size <= 0 || p.Filesystem.Tmpfs["/tmp"].Size > 1<<30 {
+			t.Errorf("%s: /tmp must be capped at <= 1GiB", n)
+		}
+	}
+	if m, _ := filepath.Glob("../profiles/*.yaml"); len(m) < len(names) {
+		t.Errorf("glob found %d files", len(m))
+	}
+}

@@ -1,0 +1,137 @@
+package policy
+
+// Policy is one profile: what the jailed agent may see, write and run, and
+// how long it may run. Scalars are pointers or strings so that a profile
+// that `extends:` another can tell "not set" from "set to the zero value".
+//
+// Field comments are the reference documentation; schema.json repeats them
+// for editors and a test keeps the two in step.
+type Policy struct {
+	// Extends names one built-in profile or a YAML file (relative to the
+	// extending file) whose settings this profile starts from.
+	Extends string `yaml:"extends,omitempty" json:"extends,omitempty"`
+	// Description is one line for `agentjail profiles`.
+	Description string `yaml:"description,omitempty" json:"description,omitempty"`
+	// User is the run user, a name or a numeric uid. Empty means: --user,
+	// then $SUDO_UID, then the owner of the start directory, then nobody.
+	User string `yaml:"user,omitempty" json:"user,omitempty"`
+	// InnerSandbox is "free" (the agent may build its own namespaces: Claude
+	// Code's and Codex's sandboxes work) or "sealed" (no new namespaces).
+	InnerSandbox string `yaml:"inner_sandbox,omitempty" json:"inner_sandbox,omitempty"`
+
+	Filesystem  Filesystem  `yaml:"filesystem,omitempty" json:"filesystem,omitempty"`
+	Namespaces  Namespaces  `yaml:"namespaces,omitempty" json:"namespaces,omitempty"`
+	Environment Environment `yaml:"environment,omitempty" json:"environment,omitempty"`
+	Seccomp     Seccomp     `yaml:"seccomp,omitempty" json:"seccomp,omitempty"`
+	Limits      Limits      `yaml:"limits,omitempty" json:"limits,omitempty"`
+
+	// Origins maps a field path ("filesystem.write[2]") to where its value
+	// came from ("profiles/tier1.yaml:12:5", "--write"). Filled by Load and
+	// by Overlay; error messages use it.
+	Origins Origins `yaml:"-" json:"-"`
+}
+
+// Base values for Filesystem.Base.
+const (
+	BaseHost    = "host"    // the host's / bound read-only
+	BaseMinimal = "minimal" // only /usr, /etc and the library and binary dirs, read-only
+)
+
+// Values for Policy.InnerSandbox.
+const (
+	InnerFree   = "free"
+	InnerSealed = "sealed"
+)
+
+// Filesystem is the jail's view of the disk. Paths may start with ~ or use
+// ${HOME} (every home whose secrets are at stake) and ${PWD}.
+type Filesystem struct {
+	// Base is "host" (default) or "minimal".
+	Base string `yaml:"base,omitempty" json:"base,omitempty"`
+	// Read lists extra paths bound read-only (useful with base: minimal).
+	Read []string `yaml:"read,omitempty" json:"read,omitempty"`
+	// Write lists the writable roots.
+	Write []string `yaml:"write,omitempty" json:"write,omitempty"`
+	// Protect lists paths kept read-only even under a writable root: a
+	// relative entry (a name or a glob such as ".env.*", or "dir/name") is
+	// looked for in every writable root down to ProtectDepth directories; an
+	// absolute entry is protected where it is.
+	Protect []string `yaml:"protect,omitempty" json:"protect,omitempty"`
+	// ProtectDepth is how many directories below a writable root relative
+	// protect entries are searched for (default 3). A child profile cannot
+	// lower its parent's depth.
+	ProtectDepth *int `yaml:"protect_depth,omitempty" json:"protect_depth,omitempty"`
+	// Deny lists paths hidden from the agent: an empty read-only directory
+	// over a directory, /dev/null over a file.
+	Deny []string `yaml:"deny,omitempty" json:"deny,omitempty"`
+	// Tmpfs maps a mount point to a size-capped tmpfs.
+	Tmpfs map[string]Tmpfs `yaml:"tmpfs,omitempty" json:"tmpfs,omitempty"`
+	// Home gives the agent a private, writable home (a capped tmpfs at the
+	// run user's home) instead of the host's, read-only.
+	Home Home `yaml:"home,omitempty" json:"home,omitempty"`
+	// Credentials lists paths (normally under ~) that appear in the agent's
+	// home: bound read-only when the run user can read them, else copied in,
+	// owned by the run user, and never written back.
+	Credentials []string `yaml:"credentials,omitempty" json:"credentials,omitempty"`
+}
+
+// Tmpfs is one size-capped tmpfs mount.
+type Tmpfs struct {
+	Size Size `yaml:"size,omitempty" json:"size,omitempty"`
+	Mode Mode `yaml:"mode,omitempty" json:"mode,omitempty"`
+}
+
+// Home configures the agent's home directory.
+type Home struct {
+	// Private mounts a capped tmpfs as the run user's home.
+	Private *bool `yaml:"private,omitempty" json:"private,omitempty"`
+	// Size caps it.
+	Size *Size `yaml:"size,omitempty" json:"size,omitempty"`
+}
+
+// Namespaces lists the optional namespaces; pid, uts and ipc are always new.
+type Namespaces struct {
+	// Net gives the jail its own network namespace (loopback only).
+	Net *bool `yaml:"net,omitempty" json:"net,omitempty"`
+}
+
+// Environment decides the jail's environment. Only allowed variables pass;
+// Set adds or replaces, Unset removes. CLAUDECODE is always removed.
+type Environment struct {
+	// Allow lists variable names; a trailing * matches a prefix (LC_*).
+	Allow []string `yaml:"allow,omitempty" json:"allow,omitempty"`
+	// Set maps names to values.
+	Set map[string]string `yaml:"set,omitempty" json:"set,omitempty"`
+	// Unset lists names removed even when allowed or set by a parent.
+	Unset []string `yaml:"unset,omitempty" json:"unset,omitempty"`
+}
+
+// Seccomp is the profile's system-call filter.
+type Seccomp struct {
+	// Default enables the built-in denials of every tier (default true).
+	Default *bool `yaml:"default,omitempty" json:"default,omitempty"`
+	// Files lists Docker/OCI seccomp JSON files applied on top; each is a
+	// separate filter and the stricter answer wins.
+	Files []string `yaml:"files,omitempty" json:"files,omitempty"`
+}
+
+// Limits bounds a run. The supervisor enforces them.
+type Limits struct {
+	// Wall is the wall-clock limit (0: none).
+	Wall *Duration `yaml:"wall,omitempty" json:"wall,omitempty"`
+	// Idle is the longest time without a byte on stdout or stderr (0: none).
+	Idle *Duration `yaml:"idle,omitempty" json:"idle,omitempty"`
+	// Grace is the time between SIGTERM and SIGKILL.
+	Grace *Duration `yaml:"grace,omitempty" json:"grace,omitempty"`
+	// Output caps what the run record keeps of each stream.
+	Output Output `yaml:"output,omitempty" json:"output,omitempty"`
+	// Rlimits maps a resource (nofile, nproc, fsize, core, as, ...) to its
+	// limit, applied to bwrap and so to the whole jail.
+	Rlimits map[string]Rlimit `yaml:"rlimits,omitempty" json:"rlimits,omitempty"`
+}
+
+// Output caps the head and tail kept of each stream for the record.
+type Output struct {
+	Head *Size `yaml:"head,omitempty" json:"head,omitempty"`
+	Tail *Size `yaml:"tail,omitempty" json:"tail,omitempty"`
+}

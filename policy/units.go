@@ -1,0 +1,245 @@
+package policy
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml/ast"
+)
+
+// Duration is a non-negative duration written in Go syntax ("90s", "10m")
+// or as a bare number of seconds. 0 means "none".
+type Duration time.Duration
+
+// Size is a byte count written as a number or with a binary suffix:
+// K, M, G, T, optionally followed by "i" and "B" ("64M" = "64MiB").
+type Size int64
+
+// Mode is a permission mode written in octal ("1777", "0700").
+type Mode uint32
+
+// Rlimit is a resource limit: a number, a size, or "unlimited".
+type Rlimit uint64
+
+// Unlimited is RLIM_INFINITY.
+const Unlimited = Rlimit(math.MaxUint64)
+
+// ParseDuration parses a policy or flag duration. Bare numbers are seconds;
+// negative values are refused.
+func ParseDuration(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, fmt.Errorf("empty duration (write e.g. 90s, 10m or a number of seconds)")
+	}
+	var d time.Duration
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		if math.IsNaN(f) || math.IsInf(f, 0) || f > float64(math.MaxInt64)/float64(time.Second) {
+			return 0, fmt.Errorf("duration %q is out of range", s)
+		}
+		d = time.Duration(f * float64(time.Second))
+		if f < 0 {
+			d = -1
+		}
+	} else {
+		d, err = time.ParseDuration(s)
+		if err != nil {
+			return 0, fmt.Errorf("invalid duration %q (write e.g. 90s, 10m, 1h30m or a number of seconds)", s)
+		}
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("duration %q is negative (use 0 for none)", s)
+	}
+	return d, nil
+}
+
+// ParseSize parses a byte count such as 512MiB, 1G or 4096.
+func ParseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	num := strings.TrimRight(t, "KMGTiBkmgtb")
+	suffix := strings.ToUpper(t[len(num):])
+	var shift uint
+	switch strings.TrimSuffix(strings.TrimSuffix(suffix, "B"), "I") {
+	case "":
+		if suffix != "" && suffix != "B" {
+			return 0, fmt.Errorf("invalid size %q (write e.g. 512MiB, 1G or a number of bytes)", s)
+		}
+	case "K":
+		shift = 10
+	case "M":
+		shift = 20
+	case "G":
+		shift = 30
+	case "T":
+		shift = 40
+	default:
+		return 0, fmt.Errorf("invalid size %q (write e.g. 512MiB, 1G or a number of bytes)", s)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("invalid size %q (write e.g. 512MiB, 1G or a number of bytes)", s)
+	}
+	if n < 0 {
+		return 0, fmt.Errorf("size %q is negative", s)
+	}
+	if n > math.MaxInt64>>shift {
+		return 0, fmt.Errorf("size %q is out of range", s)
+	}
+	return n << shift, nil
+}
+
+// FormatSize writes n with the largest binary suffix that divides it.
+func FormatSize(n int64) string {
+	for _, u := range []struct {
+		shift uint
+		name  string
+	}{{40, "TiB"}, {30, "GiB"}, {20, "MiB"}, {10, "KiB"}} {
+		if n != 0 && n%(1<<u.shift) == 0 {
+			return strconv.FormatInt(n>>u.shift, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// PosError is a decoding error at a YAML position.
+type PosError struct {
+	Line, Column int
+	Msg          string
+}
+
+func (e *PosError) Error() string { return fmt.Sprintf("%d:%d: %s", e.Line, e.Column, e.Msg) }
+
+// scalar returns the literal text of a scalar node, or a positioned error.
+func scalar(node ast.Node, what string) (string, error) {
+	tok := node.GetToken()
+	switch node.Type() {
+	case ast.StringType, ast.IntegerType, ast.FloatType:
+		return tok.Value, nil
+	}
+	return "", &PosError{tok.Position.Line, tok.Position.Column, fmt.Sprintf("%s must be a scalar, not %s", what, node.Type())}
+}
+
+func posErr(node ast.Node, err error) error {
+	p := node.GetToken().Position
+	return &PosError{p.Line, p.Column, err.Error()}
+}
+
+// UnmarshalYAML implements yaml.NodeUnmarshaler.
+func (d *Duration) UnmarshalYAML(node ast.Node) error {
+	s, err := scalar(node, "a duration")
+	if err != nil {
+		return err
+	}
+	v, err := ParseDuration(s)
+	if err != nil {
+		return posErr(node, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML implements yaml.InterfaceMarshaler.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// MarshalText keeps JSON output readable.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+func (d Duration) String() string {
+	if d == 0 {
+		return "0"
+	}
+	return time.Duration(d).String()
+}
+
+// UnmarshalYAML implements yaml.NodeUnmarshaler.
+func (s *Size) UnmarshalYAML(node ast.Node) error {
+	v, err := scalar(node, "a size")
+	if err != nil {
+		return err
+	}
+	n, err := ParseSize(v)
+	if err != nil {
+		return posErr(node, err)
+	}
+	*s = Size(n)
+	return nil
+}
+
+// MarshalYAML implements yaml.InterfaceMarshaler.
+func (s Size) MarshalYAML() (any, error) { return FormatSize(int64(s)), nil }
+
+// MarshalText keeps JSON output readable.
+func (s Size) MarshalText() ([]byte, error) { return []byte(FormatSize(int64(s))), nil }
+
+// ParseMode parses an octal permission mode.
+func ParseMode(s string) (uint32, error) {
+	n, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimSpace(s), "0o"), 8, 32)
+	if err != nil || n > 0o7777 {
+		return 0, fmt.Errorf("invalid mode %q (write an octal mode such as \"0700\" or \"1777\")", s)
+	}
+	return uint32(n), nil
+}
+
+// UnmarshalYAML implements yaml.NodeUnmarshaler. The literal text is read as
+// octal, so `mode: 1777` and `mode: "1777"` mean the same.
+func (m *Mode) UnmarshalYAML(node ast.Node) error {
+	v, err := scalar(node, "a mode")
+	if err != nil {
+		return err
+	}
+	n, err := ParseMode(v)
+	if err != nil {
+		return posErr(node, err)
+	}
+	*m = Mode(n)
+	return nil
+}
+
+func (m Mode) String() string { return fmt.Sprintf("%04o", uint32(m)) }
+
+// MarshalYAML implements yaml.InterfaceMarshaler.
+func (m Mode) MarshalYAML() (any, error) { return m.String(), nil }
+
+// MarshalText keeps JSON output readable.
+func (m Mode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+// ParseRlimit parses "unlimited", a number or a size.
+func ParseRlimit(s string) (Rlimit, error) {
+	if strings.TrimSpace(s) == "unlimited" {
+		return Unlimited, nil
+	}
+	n, err := ParseSize(s)
+	if err != nil {
+		return 0, fmt.Errorf("invalid limit %q (write a number, a size such as 1GiB, or unlimited)", s)
+	}
+	return Rlimit(n), nil
+}
+
+// UnmarshalYAML implements yaml.NodeUnmarshaler.
+func (r *Rlimit) UnmarshalYAML(node ast.Node) error {
+	v, err := scalar(node, "a limit")
+	if err != nil {
+		return err
+	}
+	n, err := ParseRlimit(v)
+	if err != nil {
+		return posErr(node, err)
+	}
+	*r = n
+	return nil
+}
+
+func (r Rlimit) String() string {
+	if r == Unlimited {
+		return "unlimited"
+	}
+	return FormatSize(int64(r))
+}
+
+// MarshalYAML implements yaml.InterfaceMarshaler.
+func (r Rlimit) MarshalYAML() (any, error) { return r.String(), nil }
+
+// MarshalText keeps JSON output readable.
+func (r Rlimit) MarshalText() ([]byte, error) { return []byte(r.String()), nil }

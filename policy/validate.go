@@ -1,0 +1,154 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// MaxProtectDepth bounds protect_depth: deeper searches cost a launch more
+// than they protect.
+const MaxProtectDepth = 16
+
+// DefaultProtectDepth is used when no profile sets protect_depth.
+const DefaultProtectDepth = 3
+
+// RlimitNames are the resources limits.rlimits may set.
+var RlimitNames = []string{"as", "core", "cpu", "data", "fsize", "locks", "memlock", "msgqueue", "nice", "nofile", "nproc", "rss", "rtprio", "rttime", "sigpending", "stack"}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Validate reports every problem of a merged policy at once (errors.Join of
+// *FieldError), each with its field path and origin.
+func Validate(p Policy) error {
+	v := validator{p: p}
+	v.oneOf("inner_sandbox", p.InnerSandbox, InnerFree, InnerSealed)
+	if p.InnerSandbox != InnerSealed && isRootUser(p.User) {
+		v.add("user", "uid 0 is allowed only with inner_sandbox: sealed: a jailed root could write host sysctls under /proc/sys and cannot build its own sandbox (use an unprivileged user)")
+	}
+	fs := p.Filesystem
+	v.oneOf("filesystem.base", fs.Base, BaseHost, BaseMinimal)
+	v.paths("filesystem.read", fs.Read, false)
+	v.paths("filesystem.write", fs.Write, false)
+	v.paths("filesystem.protect", fs.Protect, true)
+	v.paths("filesystem.deny", fs.Deny, false)
+	if d := fs.ProtectDepth; d != nil && (*d < 0 || *d > MaxProtectDepth) {
+		v.add("filesystem.protect_depth", fmt.Sprintf("must be between 0 and %d", MaxProtectDepth))
+	}
+	for _, mp := range sortedKeys(fs.Tmpfs) {
+		field := "filesystem.tmpfs[" + mp + "]"
+		if !path.IsAbs(mp) || path.Clean(mp) != mp {
+			v.add(field, "mount point must be a clean absolute path such as /tmp")
+		}
+		if fs.Tmpfs[mp].Size <= 0 {
+			v.add(field+".size", "every tmpfs needs a size cap (e.g. size: 256MiB)")
+		}
+	}
+	if fs.Home.Size != nil && *fs.Home.Size <= 0 {
+		v.add("filesystem.home.size", "must be positive (e.g. 256MiB)")
+	}
+	for i, c := range fs.Credentials {
+		if rest, ok := cutHome(c); !ok || rest == "" || hasDotDot(rest) {
+			v.add(fmt.Sprintf("filesystem.credentials[%d]", i), fmt.Sprintf("%q must be a path under ~ such as ~/.ssh", c))
+		}
+	}
+	for i, a := range p.Environment.Allow {
+		if !envName.MatchString(strings.TrimSuffix(a, "*")) {
+			v.add(fmt.Sprintf("environment.allow[%d]", i), fmt.Sprintf("%q is not a variable name or a prefix ending in * (e.g. LC_*)", a))
+		}
+	}
+	for _, k := range sortedKeys(p.Environment.Set) {
+		if !envName.MatchString(k) {
+			v.add("environment.set["+k+"]", fmt.Sprintf("%q is not a variable name", k))
+		}
+		if strings.ContainsRune(p.Environment.Set[k], 0) {
+			v.add("environment.set["+k+"]", "value contains a NUL byte")
+		}
+	}
+	for i, u := range p.Environment.Unset {
+		if !envName.MatchString(u) {
+			v.add(fmt.Sprintf("environment.unset[%d]", i), fmt.Sprintf("%q is not a variable name", u))
+		}
+	}
+	v.paths("seccomp.files", p.Seccomp.Files, false)
+	for _, k := range sortedKeys(p.Limits.Rlimits) {
+		if !slices.Contains(RlimitNames, k) {
+			v.add("limits.rlimits["+k+"]", fmt.Sprintf("unknown resource %q (one of %s)", k, strings.Join(RlimitNames, ", ")))
+		}
+	}
+	return errors.Join(v.errs...)
+}
+
+type validator struct {
+	p    Policy
+	errs []error
+}
+
+func (v *validator) add(field, msg string) {
+	v.errs = append(v.errs, &FieldError{Origin: v.p.Origins.Of(field), Field: field, Msg: msg})
+}
+
+func (v *validator) oneOf(field, got string, allowed ...string) {
+	if got != "" && !slices.Contains(allowed, got) {
+		v.add(field, fmt.Sprintf("%q is not one of %s", got, strings.Join(allowed, ", ")))
+	}
+}
+
+// paths checks that every entry is absolute once expanded: it starts with /,
+// ~, ${HOME} or ${PWD}. Relative entries are allowed where relative says so
+// (protect patterns, matched under each writable root).
+func (v *validator) paths(field string, list []string, relative bool) {
+	for i, s := range list {
+		f := field + "[" + strconv.Itoa(i) + "]"
+		switch {
+		case s == "":
+			v.add(f, "empty path")
+		case strings.ContainsRune(s, 0):
+			v.add(f, "path contains a NUL byte")
+		case strings.Contains(s, "${") && !hasKnownVar(s):
+			v.add(f, fmt.Sprintf("%q uses an unknown variable; only ~, ${HOME} and ${PWD} are expanded, at the start of a path", s))
+		case hasDotDot(s):
+			v.add(f, fmt.Sprintf("%q contains a .. component; write the path it means", s))
+		case relative && !isAbsForm(s):
+			if _, err := path.Match(s, ""); err != nil {
+				v.add(f, fmt.Sprintf("%q is not a valid pattern: %v", s, err))
+			}
+		case !isAbsForm(s):
+			v.add(f, fmt.Sprintf("%q must be absolute (start with /, ~/ or ${PWD}/)", s))
+		}
+	}
+}
+
+func isAbsForm(s string) bool {
+	if _, ok := cutHome(s); ok {
+		return true
+	}
+	if r, ok := strings.CutPrefix(s, "${PWD}"); ok {
+		return r == "" || r[0] == '/'
+	}
+	return path.IsAbs(s)
+}
+
+func hasKnownVar(s string) bool {
+	_, home := cutHome(s)
+	return (home || strings.HasPrefix(s, "${PWD}")) && !strings.Contains(s[1:], "${")
+}
+
+func hasDotDot(s string) bool {
+	return slices.Contains(strings.Split(s, "/"), "..")
+}
+
+func isRootUser(u string) bool { return u == "root" || u == "0" }
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

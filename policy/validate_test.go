@@ -1,0 +1,96 @@
+package policy
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestValidateCollectsEveryProblemWithOrigin(t *testing.T) {
+	t.Parallel()
+	src := `user: root
+inner_sandbox: loose
+filesystem:
+  base: tiny
+  write:
+    - relative/dir
+    - /ok
+    - ${TMPDIR}/x
+    - /a/../b
+  protect:
+    - ".env"
+    - "[unclosed"
+  deny: ["~/.ssh", "~other/.ssh"]
+  protect_depth: 99
+  tmpfs:
+    tmp: {size: 1M}
+    /run: {mode: "0755"}
+  credentials: [/etc/shadow]
+environment:
+  allow: [PATH, "LC_*", "BAD-NAME"]
+  set: {"1X": v}
+  unset: ["A B"]
+limits:
+  rlimits: {nofiles: 10}
+`
+	p, err := Decode("v.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Validate(p)
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Validate = %v, want ErrInvalid", err)
+	}
+	want := []string{
+		`v.yaml:2:1: inner_sandbox: "loose" is not one of free, sealed`,
+		"v.yaml:1:1: user: uid 0 is allowed only with inner_sandbox: sealed",
+		`v.yaml:4:3: filesystem.base: "tiny" is not one of host, minimal`,
+		`v.yaml:6:7: filesystem.write[0]: "relative/dir" must be absolute (start with /, ~/ or ${PWD}/)`,
+		`v.yaml:8:7: filesystem.write[2]: "${TMPDIR}/x" uses an unknown variable`,
+		`v.yaml:9:7: filesystem.write[3]: "/a/../b" contains a .. component`,
+		`v.yaml:12:7: filesystem.protect[1]: "[unclosed" is not a valid pattern`,
+		`v.yaml:13:20: filesystem.deny[1]: "~other/.ssh" must be absolute`,
+		"v.yaml:14:3: filesystem.protect_depth: must be between 0 and 16",
+		"v.yaml:17:5: filesystem.tmpfs[/run].size: every tmpfs needs a size cap",
+		"v.yaml:16:5: filesystem.tmpfs[tmp]: mount point must be a clean absolute path",
+		`v.yaml:18:17: filesystem.credentials[0]: "/etc/shadow" must be a path under ~`,
+		`v.yaml:20:25: environment.allow[2]: "BAD-NAME" is not a variable name`,
+		`v.yaml:21:9: environment.set[1X]: "1X" is not a variable name`,
+		`v.yaml:22:11: environment.unset[0]: "A B" is not a variable name`,
+		`v.yaml:24:13: limits.rlimits[nofiles]: unknown resource "nofiles"`,
+	}
+	got := strings.Split(err.Error(), "\n")
+	if len(got) != len(want) {
+		t.Errorf("got %d problems, want %d:\n%s", len(got), len(want), err)
+	}
+	for i := range min(len(got), len(want)) {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("problem %d:\n got %s\nwant %s", i, got[i], want[i])
+		}
+	}
+}
+
+func TestValidateAcceptsVariables(t *testing.T) {
+	t.Parallel()
+	p, err := Decode("ok.yaml", []byte("inner_sandbox: sealed\nuser: root\nfilesystem:\n  write:\n    - ~/w\n    - ${HOME}/x\n    - ${PWD}\n    - ${PWD}/out\n  protect: [.env.*, sub/.git/hooks, /abs/.env]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Validate(p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestNoLoosening(t *testing.T) {
+	t.Parallel()
+	l := testLoader(map[string]string{
+		"strict.yaml": "inner_sandbox: sealed\nnamespaces: {net: true}\nfilesystem:\n  home: {private: true}\n",
+		"loose.yaml":  "extends: strict\ninner_sandbox: free\nnamespaces: {net: false}\nseccomp: {default: false}\nfilesystem:\n  home: {private: false}\n",
+	})
+	_, err := l.Load("loose")
+	for _, want := range []string{"inner_sandbox: free, but", "namespaces.net: false", "seccomp.default: false", "filesystem.home.private: false"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Load(loose) = %v; want %q", err, want)
+		}
+	}
+}
