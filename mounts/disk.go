@@ -14,6 +14,20 @@ import (
 // fstest.MapFS in tests). Paths given to it are relative ("home/alice").
 type Disk = fs.ReadLinkFS
 
+// placeholderDisk hides the mask placeholders of other runs: a path that
+// exists only as one counts as missing, so it is masked again.
+type placeholderDisk struct {
+	Disk
+	placeholders map[string]bool
+}
+
+func (d placeholderDisk) Lstat(name string) (fs.FileInfo, error) {
+	if d.placeholders["/"+name] {
+		return nil, &fs.PathError{Op: "lstat", Path: name, Err: fs.ErrNotExist}
+	}
+	return d.Disk.Lstat(name)
+}
+
 // rel turns an absolute path into a Disk name.
 func rel(abs string) string {
 	if abs == "/" {

@@ -51,6 +51,9 @@ type Input struct {
 	Chdir         string // absolute; the agent starts here
 	ExecStage     string // host path of the agentjail binary
 	StagingDir    string // where copied credentials are placed before launch
+	// Placeholders are paths that exist only as mask placeholders of other
+	// (live or killed) runs; they count as missing.
+	Placeholders map[string]bool
 	Seccomp       int    // number of seccomp filters passed as fds
 	Argv          []string
 }
@@ -291,7 +294,7 @@ func (r *renderer) protect(roots []string) {
 	if d := r.p.Filesystem.ProtectDepth; d != nil {
 		depth = *d
 	}
-	pr := findProtected(r.in.Disk, roots, r.p.Filesystem.Protect, depth)
+	pr := findProtected(placeholderDisk{r.in.Disk, r.in.Placeholders}, roots, r.p.Filesystem.Protect, depth)
 	for _, p := range pr.existing {
 		r.mount("--ro-bind", p, p)
 	}

@@ -1,29 +1,123 @@
 package supervise
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
 
-// RemoveMasks deletes the empty files bwrap created on the host as mount
-// points for masks (mounts.Plan.Masks), so a run leaves no placeholders.
-// It never follows a symlink: the parent is opened with
-// RESOLVE_NO_SYMLINKS and the entry is checked with AT_SYMLINK_NOFOLLOW.
-// Anything that is not an empty regular file is left alone (someone wrote
-// to it). Errors are collected, not fatal.
-func RemoveMasks(paths []string) error {
-	var errs []error
+// Masks are the placeholders bwrap creates on the host as mount points that
+// keep missing protected paths from being created (mounts.Plan.Masks).
+// Concurrent runs may share a writable root, and so a placeholder: each run
+// holds a shared flock on the placeholder's registry entry while it runs,
+// and the last one out removes the placeholder. A registry entry without a
+// live holder (its run was killed) marks a leftover the next run reuses and
+// removes.
+type Masks struct {
+	dir   string
+	held  []*os.File
+	paths []string
+}
+
+func registryName(dir, path string) string {
+	sum := sha256.Sum256([]byte(path))
+	return filepath.Join(dir, hex.EncodeToString(sum[:16]))
+}
+
+// KnownMasks returns the placeholder paths recorded in the registry dir, so
+// that rendering treats them as missing rather than as the user's files.
+func KnownMasks(dir string) map[string]bool {
+	known := map[string]bool{}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if data, err := os.ReadFile(filepath.Join(dir, e.Name())); err == nil && len(data) > 0 {
+			known[string(data)] = true
+		}
+	}
+	return known
+}
+
+// HoldMasks registers paths in dir and holds a shared lock on each entry
+// until Release. Call it before bwrap starts, so no other run's Release
+// removes a placeholder this run is about to rely on.
+func HoldMasks(dir string, paths []string) (*Masks, error) {
+	m := &Masks{dir: dir, paths: paths}
+	if len(paths) == 0 {
+		return m, nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("mask registry: %w", err)
+	}
 	for _, p := range paths {
-		if err := removeEmptyFile(p); err != nil && !errors.Is(err, unix.ENOENT) {
+		f, err := lockEntry(registryName(dir, p), unix.LOCK_SH)
+		if err == nil {
+			_, err = f.WriteAt([]byte(p), 0)
+		}
+		if err != nil {
+			m.Release()
+			return nil, fmt.Errorf("mask registry entry for %s: %w", p, err)
+		}
+		m.held = append(m.held, f)
+	}
+	return m, nil
+}
+
+// lockEntry opens (creating) name and flocks it, retrying when the entry
+// was unlinked between open and lock (another run removing it).
+func lockEntry(name string, how int) (*os.File, error) {
+	for {
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, err
+		}
+		if err := unix.Flock(int(f.Fd()), how); err != nil {
+			f.Close()
+			return nil, err
+		}
+		var held, now unix.Stat_t
+		if unix.Fstat(int(f.Fd()), &held) == nil && unix.Stat(name, &now) == nil && held.Ino == now.Ino {
+			return f, nil
+		}
+		f.Close()
+	}
+}
+
+// Release drops this run's hold and removes every placeholder no other live
+// run holds: the empty file bwrap made, then its registry entry.
+func (m *Masks) Release() error {
+	for _, f := range m.held {
+		f.Close()
+	}
+	m.held = nil
+	var errs []error
+	for _, p := range m.paths {
+		name := registryName(m.dir, p)
+		f, err := os.OpenFile(name, os.O_RDWR, 0)
+		if err != nil {
+			continue // another run removed it
+		}
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+			f.Close() // another run still relies on it
+			continue
+		}
+		if err := removeEmptyFile(p); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
 			errs = append(errs, fmt.Errorf("remove mask placeholder %s: %w", p, err))
 		}
+		os.Remove(name)
+		f.Close()
 	}
 	return errors.Join(errs...)
 }
 
+// removeEmptyFile deletes p if it is an empty regular file, never following
+// a symlink: the parent is opened with RESOLVE_NO_SYMLINKS and the entry is
+// examined with AT_SYMLINK_NOFOLLOW. Anything else is left alone (someone
+// wrote to it).
 func removeEmptyFile(p string) error {
 	dir, name := filepath.Split(p)
 	fd, err := unix.Openat2(unix.AT_FDCWD, dir, &unix.OpenHow{

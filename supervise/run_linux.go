@@ -34,9 +34,6 @@ type Spec struct {
 	Stderr io.Writer
 	// Seccomp are compiled filters, passed from fd mounts.FDSeccomp on.
 	Seccomp []*os.File
-	// Masks are placeholders bwrap creates on the host (mounts.Plan.Masks);
-	// they are removed when the run ends.
-	Masks []string
 }
 
 // Result is how a run ended.
@@ -102,9 +99,6 @@ func Run(spec Spec) (Result, error) {
 	}
 	report, _ := io.ReadAll(reportR)
 	waitErr := cmd.Wait()
-	if err := RemoveMasks(spec.Masks); err != nil {
-		fmt.Fprintf(spec.Stderr, "agentjail: %v\n", err)
-	}
 
 	var ee *exec.ExitError
 	if waitErr != nil && !errors.As(waitErr, &ee) {

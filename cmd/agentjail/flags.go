@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -63,9 +64,14 @@ func overlay(cmd *cli.Command) (policy.Policy, error) {
 	if p.User != "" {
 		p.Origins["user"] = "--user"
 	}
+	// Paths on the command line are relative to the current directory, as
+	// a shell user expects; only profiles must spell them absolute.
 	list := func(flag, field string, dst *[]string) {
 		for i, v := range cmd.StringSlice(flag) {
 			p.Origins[fmt.Sprintf("%s[%d]", field, i)] = "--" + flag
+			if abs, err := filepath.Abs(v); err == nil && v != "" && !strings.HasPrefix(v, "~") && !strings.HasPrefix(v, "${") {
+				v = abs
+			}
 			*dst = append(*dst, v)
 		}
 	}

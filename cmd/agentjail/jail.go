@@ -18,6 +18,7 @@ import (
 	"github.com/agentjail/agentjail/mounts"
 	"github.com/agentjail/agentjail/policy"
 	"github.com/agentjail/agentjail/profiles"
+	"github.com/agentjail/agentjail/supervise"
 )
 
 // jail is a command line turned into everything a launch needs.
@@ -85,22 +86,30 @@ func prepare(cmd *cli.Command, argv []string) (*jail, error) {
 			j.user.Name, j.user.UID, choice.Why, inv.UID)
 	}
 
-	homes := []string{homeOf(strconv.Itoa(inv.UID))}
-	operator := []string{}
+	// The operator's homes: $SUDO_USER's, then the invoking user's ($HOME
+	// and the user database's, which differ under `sudo -E` and in
+	// containers). With the run user's, they are every home whose secrets
+	// are at stake.
+	var operator []string
 	if su := os.Getenv("SUDO_USER"); su != "" && inv.UID == 0 {
 		operator = append(operator, homeOf(su))
 	}
-	operator = append(operator, homes[0])
-	homes = append(homes, operator...)
-	homes = append(homes, j.user.Home)
+	if h := os.Getenv("HOME"); filepath.IsAbs(h) {
+		operator = append(operator, filepath.Clean(h))
+	}
+	operator = append(operator, homeOf(strconv.Itoa(inv.UID)))
+	homes := append(slices.Clone(operator), j.user.Home)
 	j.policy = policy.Expand(p, policy.Vars{SecretHomes: compact(homes), RunHome: j.user.Home, PWD: dir})
 
 	if j.bwrap, err = bwrap.Detect(cacheDir()); err != nil {
 		return nil, err
 	}
 	exe, err := os.Executable()
+	if err == nil && inv.UID == 0 && j.user.UID != 0 {
+		exe, err = supervise.StageExecutable(exe, filepath.Join(runDir(), "bin"))
+	}
 	if err != nil {
-		return nil, fmt.Errorf("cannot find the agentjail binary for the exec stage: %w", err)
+		return nil, fmt.Errorf("cannot provide the agentjail binary to the jail's exec stage: %w", err)
 	}
 	j.plan, err = mounts.Render(mounts.Input{
 		Policy:        j.policy,
@@ -111,6 +120,7 @@ func prepare(cmd *cli.Command, argv []string) (*jail, error) {
 		Chdir:         dir,
 		ExecStage:     exe,
 		StagingDir:    filepath.Join(runDir(), j.runID, "credentials"),
+		Placeholders:  supervise.KnownMasks(maskDir()),
 		Argv:          argv,
 	})
 	if err != nil {
@@ -191,6 +201,9 @@ func runDir() string {
 	}
 	return "/run/agentjail"
 }
+
+// maskDir is the registry of mask placeholders shared by concurrent runs.
+func maskDir() string { return filepath.Join(runDir(), "masks") }
 
 // cacheDir holds the detected bwrap version.
 func cacheDir() string {

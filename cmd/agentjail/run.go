@@ -25,12 +25,18 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 		Stdin:  e.stdin,
 		Stdout: e.stdout,
 		Stderr: e.stderr,
-		Masks:  j.plan.Masks,
 	}
 	if syscall.Getuid() == 0 && j.user.UID != 0 {
 		spec.Cred = &syscall.Credential{Uid: uint32(j.user.UID), Gid: uint32(j.user.GID), Groups: uint32s(j.user.Groups)}
 	}
+	masks, err := supervise.HoldMasks(maskDir(), j.plan.Masks)
+	if err != nil {
+		return err
+	}
 	res, err := supervise.Run(spec)
+	if merr := masks.Release(); merr != nil {
+		printError(e.stderr, merr)
+	}
 	*e.code = res.ExitCode
 	if err != nil {
 		printError(e.stderr, err)

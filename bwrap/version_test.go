@@ -1,0 +1,65 @@
+package bwrap
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestParseVersion(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]Version{
+		"bubblewrap 0.8.0\n":        {0, 8, 0},
+		"bubblewrap 0.11.0":         {0, 11, 0},
+		"bubblewrap 0.9.0-1ubuntu1": {0, 9, 0},
+		"bubblewrap 0.10":           {0, 10, 0},
+	} {
+		got, err := ParseVersion(in)
+		if err != nil || got != want {
+			t.Errorf("ParseVersion(%q) = %v, %v", in, got, err)
+		}
+	}
+	for _, bad := range []string{"", "bwrap 0.8.0", "bubblewrap x.y"} {
+		if _, err := ParseVersion(bad); err == nil {
+			t.Errorf("ParseVersion(%q) accepted", bad)
+		}
+	}
+	if !(Version{0, 7, 9}).Less(Minimum) || Minimum.Less(Version{0, 8, 0}) || !(Version{0, 8, 0}).Less(Version{1, 0, 0}) {
+		t.Error("Less is wrong")
+	}
+	if (Version{0, 8, 0}).Supports("--argv0") || !(Version{0, 9, 0}).Supports("--argv0") || !(Version{0, 8, 0}).Supports("--disable-userns") {
+		t.Error("Supports is wrong")
+	}
+}
+
+// TestDetectCaches: the version is probed once per installed binary; a
+// changed binary is probed again.
+func TestDetectCaches(t *testing.T) {
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "bwrap")
+	count := filepath.Join(dir, "count")
+	script := "#!/bin/sh\necho x >> " + count + "\necho bubblewrap 0.9.0\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AGENTJAIL_BWRAP", fake)
+	cache := filepath.Join(dir, "cache")
+	for range 3 {
+		info, err := Detect(cache)
+		if err != nil || info.Version != (Version{0, 9, 0}) || info.Path != fake {
+			t.Fatalf("Detect = %+v, %v", info, err)
+		}
+	}
+	if data, _ := os.ReadFile(count); string(data) != "x\n" {
+		t.Errorf("bwrap --version ran %d times, want once", len(data)/2)
+	}
+	if err := os.WriteFile(fake, []byte(script+"# changed\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Detect(cache); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(count); string(data) != "x\nx\n" {
+		t.Errorf("a changed binary was not probed again")
+	}
+}

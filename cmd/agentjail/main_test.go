@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/agentjail/agentjail/internal/testutil"
+)
+
+// agentjailRun calls run in-process and returns stdout, stderr, exit code.
+func agentjailRun(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), append([]string{"agentjail"}, args...), strings.NewReader(""), &stdout, &stderr)
+	return stdout.String(), stderr.String(), code
+}
+
+func TestRenderLine(t *testing.T) {
+	testutil.RequireBwrap(t)
+	t.Setenv("ANTHROPIC_API_KEY", "sk-secret-value")
+	out, errOut, code := agentjailRun(t, "render", "--chdir", "/", "--env", "EXTRA=also-secret", "--", "sh", "-c", "echo 'quoted arg'")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("want the command line, the fd comment and the env comment:\n%s", out)
+	}
+	for _, want := range []string{"--json-status-fd '<fd:status>'", "--report-fd '<fd:exec-report>'", "-- sh -c 'echo '\\''quoted arg'\\'''"} {
+		if !strings.Contains(lines[0], want) {
+			t.Errorf("command line lacks %s:\n%s", want, lines[0])
+		}
+	}
+	if !strings.HasPrefix(lines[1], "# fds: --json-status-fd '<fd:status>', --report-fd '<fd:exec-report>'") {
+		t.Errorf("fd comment: %s", lines[1])
+	}
+	if !strings.HasPrefix(lines[2], "# env: ") || !strings.Contains(lines[2], " ANTHROPIC_API_KEY ") || !strings.Contains(lines[2], " EXTRA ") {
+		t.Errorf("env comment: %s", lines[2])
+	}
+	if strings.Contains(out, "sk-secret-value") || strings.Contains(out, "also-secret") {
+		t.Errorf("render prints an environment value:\n%s", out)
+	}
+}
+
+// TestDoubleDashIsKept: urfave/cli v3 drops a "--" that follows the
+// command name; agentjail puts it back.
+func TestDoubleDashIsKept(t *testing.T) {
+	testutil.RequireBwrap(t)
+	for _, args := range [][]string{
+		{"render", "--chdir", "/", "sh", "--", "x"},
+		{"render", "--chdir", "/", "--", "sh", "--", "x"},
+	} {
+		out, errOut, code := agentjailRun(t, args...)
+		if code != 0 || !strings.HasSuffix(strings.SplitN(out, "\n", 2)[0], " -- sh -- x") {
+			t.Errorf("%q: exit %d, line %s %s", args, code, strings.SplitN(out, "\n", 2)[0], errOut)
+		}
+	}
+	// A comma in a path must not split it.
+	out, errOut, code := agentjailRun(t, "render", "--chdir", "/", "--read", "/a,b", "--", "true")
+	if code != 0 || strings.Contains(out, "--ro-bind-try /a ") {
+		t.Errorf("--read /a,b: exit %d %s %s", code, out, errOut)
+	}
+}
+
+func TestProfilesSchemaVersion(t *testing.T) {
+	out, _, code := agentjailRun(t, "profiles")
+	if code != 0 || !strings.Contains(out, "tier1   observe-only") || strings.Contains(out, "_base") {
+		t.Errorf("profiles: %d\n%s", code, out)
+	}
+	out, _, code = agentjailRun(t, "profiles", "show", "tier3")
+	if code != 0 || !strings.Contains(out, "credentials:") || !strings.Contains(out, "wall: 1h0m0s") || strings.Contains(out, "extends:") {
+		t.Errorf("profiles show tier3: %d\n%s", code, out)
+	}
+	_, errOut, code := agentjailRun(t, "profiles", "show", "nope")
+	if code != 125 || !strings.Contains(errOut, `unknown profile "nope"`) {
+		t.Errorf("profiles show nope: %d %s", code, errOut)
+	}
+	out, _, code = agentjailRun(t, "schema")
+	var schema map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &schema) != nil || schema["title"] != "agentjail profile" {
+		t.Errorf("schema: %d\n%.200s", code, out)
+	}
+	out, _, code = agentjailRun(t, "version")
+	if code != 0 || !strings.HasPrefix(out, "agentjail dev") || !strings.Contains(out, "bubblewrap") {
+		t.Errorf("version: %d\n%s", code, out)
+	}
+}
+
+func TestHelpGoesToStdoutAndUsageErrorsToStderr(t *testing.T) {
+	out, errOut, code := agentjailRun(t, "run", "--help")
+	if code != 0 || !strings.Contains(out, "--idle-timeout") || errOut != "" {
+		t.Errorf("run --help: %d\n%s\n%s", code, out, errOut)
+	}
+	out, errOut, code = agentjailRun(t, "render", "--user")
+	if code != 125 || out != "" || !strings.Contains(errOut, "flag needs an argument") {
+		t.Errorf("render --user: %d stdout %q stderr %q", code, out, errOut)
+	}
+}

@@ -1,0 +1,65 @@
+package supervise
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestMasksLastRunOutRemovesPlaceholder(t *testing.T) {
+	t.Parallel()
+	reg, root := t.TempDir(), t.TempDir()
+	ph := filepath.Join(root, ".mcp.json")
+	a, err := HoldMasks(reg, []string{ph})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := HoldMasks(reg, []string{ph})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(ph, nil, 0o444) // what bwrap creates as the mount point
+	if !KnownMasks(reg)[ph] {
+		t.Fatalf("registry does not know %s: %v", ph, KnownMasks(reg))
+	}
+	if err := a.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(ph); err != nil {
+		t.Fatal("the first run out removed a placeholder the second still holds")
+	}
+	if err := b.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(ph); !os.IsNotExist(err) {
+		t.Fatal("the last run out left the placeholder")
+	}
+	if len(KnownMasks(reg)) != 0 {
+		t.Errorf("registry entries left: %v", KnownMasks(reg))
+	}
+}
+
+func TestMasksLeaveWhatIsNotAnEmptyFile(t *testing.T) {
+	t.Parallel()
+	reg, root, outside := t.TempDir(), t.TempDir(), t.TempDir()
+	written := filepath.Join(root, "written")
+	os.WriteFile(written, []byte("someone wrote here"), 0o644)
+	asDir := filepath.Join(root, "dir")
+	os.Mkdir(asDir, 0o755)
+	// A symlinked parent must not be followed: the empty file behind it
+	// belongs to someone else.
+	victim := filepath.Join(outside, "victim")
+	os.WriteFile(victim, nil, 0o644)
+	os.Symlink(outside, filepath.Join(root, "link"))
+	viaLink := filepath.Join(root, "link", "victim")
+	m, err := HoldMasks(reg, []string{written, asDir, viaLink, filepath.Join(root, "never-created")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Release()
+	for _, p := range []string{written, asDir, victim} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s was removed", p)
+		}
+	}
+}

@@ -1,0 +1,99 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentjail/agentjail/internal/testutil"
+)
+
+// TestBadInput: every mistake exits 125 with one clear message on stderr
+// naming the file and line (or the flag) and the fix; stdout stays empty,
+// nothing panics, and the jailed command never runs.
+func TestBadInput(t *testing.T) {
+	testutil.RequireBwrap(t)
+	t.Parallel()
+	dir := visibleDirOrTemp(t)
+	files := map[string]string{
+		"unknown-key.yaml":  "extends: tier1\nfilesystem:\n  writable: [/srv]\n",
+		"wrong-type.yaml":   "extends: tier1\nlimits:\n  wall: [10m]\n",
+		"relative.yaml":     "extends: tier1\nfilesystem:\n  write:\n    - /ok\n    - relative/dir\n",
+		"missing-root.yaml": "extends: tier1\nfilesystem:\n  write:\n    - /nonexistent/agentjail/root\n",
+		"two-docs.yaml":     "extends: tier1\n---\nextends: tier2\n",
+		"dup.yaml":          "extends: tier1\nlimits:\n  wall: 1m\n  wall: 2m\n",
+		"old-bwrap":         "#!/bin/sh\necho bubblewrap 0.6.1\n",
+	}
+	write(t, dir, files)
+	os.Chmod(filepath.Join(dir, "old-bwrap"), 0o755)
+	f := func(name string) string { return filepath.Join(dir, name) }
+	for _, c := range []struct {
+		name string
+		env  []string
+		args []string
+		want []string
+	}{
+		{"unknown key", nil, []string{"--profile", f("unknown-key.yaml")}, []string{f("unknown-key.yaml") + `:3:3: cannot decode policy: unknown field "writable"`, "agentjail schema"}},
+		{"wrong type", nil, []string{"--profile", f("wrong-type.yaml")}, []string{f("wrong-type.yaml") + ":3:9: cannot decode policy: a duration must be a scalar"}},
+		{"relative path", nil, []string{"--profile", f("relative.yaml")}, []string{f("relative.yaml") + `:5:7: filesystem.write[1]: "relative/dir" must be absolute (start with /, ~/ or ${PWD}/)`}},
+		{"nonexistent root in a profile", nil, []string{"--profile", f("missing-root.yaml")}, []string{f("missing-root.yaml") + ":4:7: filesystem.write[0]: writable root /nonexistent/agentjail/root does not exist; create it first"}},
+		{"nonexistent root flag", nil, []string{"--write", "/nonexistent/agentjail/flag"}, []string{"--write: filesystem.write[0]: writable root /nonexistent/agentjail/flag does not exist"}},
+		{"second document", nil, []string{"--profile", f("two-docs.yaml")}, []string{f("two-docs.yaml") + ":2:1: cannot decode policy: a profile is one YAML document"}},
+		{"duplicate key", nil, []string{"--profile", f("dup.yaml")}, []string{f("dup.yaml") + `:4:3: cannot decode policy: mapping key "wall" already defined`}},
+		{"unknown profile", nil, []string{"--profile", "tier9"}, []string{`unknown profile "tier9": built-in profiles are sealed, tier1, tier2, tier3`}},
+		{"missing profile file", nil, []string{"--profile", f("nope.yaml")}, []string{f("nope.yaml") + ": no such file"}},
+		{"bwrap missing", []string{"AGENTJAIL_BWRAP=/nonexistent/bwrap"}, nil, []string{"bubblewrap (bwrap) not found", "apt-get install bubblewrap"}},
+		{"bwrap too old", []string{"AGENTJAIL_BWRAP=" + f("old-bwrap")}, nil, []string{"bubblewrap is too old: " + f("old-bwrap") + " is 0.6.1, agentjail needs >= 0.8.0", "apt-get install bubblewrap"}},
+		{"bad duration", nil, []string{"--timeout", "soon"}, []string{`invalid value "soon" for flag -timeout: invalid duration "soon"`}},
+		{"negative duration", nil, []string{"--idle-timeout", "-5"}, []string{`duration "-5" is negative`}},
+		{"bad --env", nil, []string{"--env", "NOEQUALS"}, []string{`--env "NOEQUALS": write K=V`}},
+		{"unknown flag", nil, []string{"--bogus"}, []string{"flag provided but not defined: -bogus", "agentjail run --help"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			marker := filepath.Join(dir, "ran-"+strings.ReplaceAll(c.name, " ", "-"))
+			r := invocation{env: c.env}.run(t, append(append([]string{"run"}, c.args...), "--", "touch", marker)...)
+			wantCode(t, r, 125)
+			for _, w := range c.want {
+				if !strings.Contains(r.stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, r.stderr)
+				}
+			}
+			if r.stdout != "" {
+				t.Errorf("stdout is not empty:\n%s", r.stdout)
+			}
+			if n := strings.Count(r.stderr, "agentjail: "); n != 1 {
+				t.Errorf("%d messages on stderr, want one:\n%s", n, r.stderr)
+			}
+			if fileExists(marker) {
+				t.Error("the command ran")
+			}
+		})
+	}
+}
+
+func TestNoCommand(t *testing.T) {
+	t.Parallel()
+	for _, sub := range []string{"run", "render"} {
+		r := aj(t, sub)
+		wantCode(t, r, 125)
+		if !strings.Contains(r.stderr, "no command to run: write `agentjail "+sub+" [flags] -- CMD [ARG...]`") || r.stdout != "" {
+			t.Errorf("%s without a command: stdout %q stderr %q", sub, r.stdout, r.stderr)
+		}
+	}
+	r := aj(t, "frobnicate")
+	wantCode(t, r, 125)
+	if !strings.Contains(r.stderr, `unknown command "frobnicate"`) || r.stdout != "" {
+		t.Errorf("unknown command: stdout %q stderr %q", r.stdout, r.stderr)
+	}
+}
+
+// visibleDirOrTemp is visibleDir as root and a temporary directory
+// otherwise (the bad-input tests need no root).
+func visibleDirOrTemp(t *testing.T) string {
+	if os.Getuid() == 0 {
+		return visibleDir(t)
+	}
+	return t.TempDir()
+}

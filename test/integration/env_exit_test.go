@@ -1,0 +1,129 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestEnvironmentIsAllowlistedAndNeverOnTheCommandLine(t *testing.T) {
+	jailed(t)
+	const secret = "sk-ant-integration-secret-value"
+	ready := filepath.Join(workspace(t), "ready")
+	cmd := exec.Command(agentjail, "run", "--write", filepath.Dir(ready), "--chdir", filepath.Dir(ready), "--", "sh", "-c", "env; touch "+ready+"; sleep 30")
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "ANTHROPIC_API_KEY=" + secret, "AWS_SECRET_ACCESS_KEY=aws-secret", "CLAUDECODE=1", "DATABASE_URL=postgres://x", "LANG=C.UTF-8"}
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	defer func() { cmd.Process.Kill(); <-exited }()
+	waitFor(t, func() bool {
+		select {
+		case <-exited:
+			t.Fatalf("agentjail exited early:\n%s", errOut.String())
+		default:
+		}
+		_, err := os.Stat(ready)
+		return err == nil
+	})
+
+	// Every process's command line, bwrap's included, is readable by every
+	// local user: no value may appear in any of them.
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	sawBwrap := false
+	for _, f := range procs {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if strings.Contains(string(data), ready) && strings.HasPrefix(filepath.Base(strings.Split(string(data), "\x00")[0]), "bwrap") {
+			sawBwrap = true
+		}
+		if bytes.Contains(data, []byte(secret)) {
+			t.Errorf("%s shows the secret: %q", f, data)
+		}
+	}
+	if !sawBwrap {
+		t.Error("found no bwrap process to inspect")
+	}
+	cmd.Process.Kill()
+	<-exited
+
+	env := out.String()
+	if !strings.Contains(env, "ANTHROPIC_API_KEY="+secret) {
+		t.Errorf("an allowlisted variable did not pass:\n%s", env)
+	}
+	for _, gone := range []string{"AWS_SECRET_ACCESS_KEY", "CLAUDECODE", "DATABASE_URL"} {
+		if strings.Contains(env, gone+"=") {
+			t.Errorf("%s reached the jail:\n%s", gone, env)
+		}
+	}
+	for _, want := range []string{"AGENTJAIL_RUN=", "HOME=", "PATH=/usr/bin:/bin", "TMPDIR=/tmp"} {
+		if !strings.Contains(env, want) {
+			t.Errorf("the jail's environment lacks %s:\n%s", want, env)
+		}
+	}
+}
+
+func TestExitCodesPassThrough(t *testing.T) {
+	jailed(t)
+	p := workspace(t)
+	write(t, p, map[string]string{"notexec.sh": "#!/bin/sh\nexit 0\n"})
+	for _, c := range []struct {
+		name string
+		argv []string
+		code int
+		msg  string
+	}{
+		{"zero", []string{"true"}, 0, ""},
+		{"seven", []string{"sh", "-c", "exit 7"}, 7, ""},
+		{"255", []string{"sh", "-c", "exit 255"}, 255, ""},
+		{"not found", []string{"no-such-command-anywhere"}, 127, "cannot execute no-such-command-anywhere inside the jail: no such file or directory"},
+		{"absent path", []string{p + "/missing"}, 127, "no such file or directory"},
+		{"not executable", []string{p + "/notexec.sh"}, 126, "permission denied"},
+		{"a directory", []string{"/etc"}, 126, "permission denied"},
+		{"SIGTERM", []string{"sh", "-c", "kill -TERM $$"}, 128 + 15, ""},
+		{"SIGKILL", []string{"sh", "-c", "kill -KILL $$"}, 128 + 9, ""},
+		{"SIGSEGV", []string{"sh", "-c", "kill -SEGV $$"}, 128 + 11, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			r := aj(t, append([]string{"run", "--write", p, "--chdir", p, "--"}, c.argv...)...)
+			wantCode(t, r, c.code)
+			if c.msg != "" && !strings.Contains(r.stderr, c.msg) {
+				t.Errorf("stderr lacks %q:\n%s", c.msg, r.stderr)
+			}
+		})
+	}
+}
+
+func TestStdioPassesThrough(t *testing.T) {
+	jailed(t)
+	r := invocation{stdin: "line one\nline two\n"}.run(t, "run", "--", "sh", "-c", "tr a-z A-Z; echo to-stderr >&2")
+	wantCode(t, r, 0)
+	if r.stdout != "LINE ONE\nLINE TWO\n" || !strings.Contains(r.stderr, "to-stderr") {
+		t.Errorf("stdout %q, stderr %q", r.stdout, r.stderr)
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after 30 s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatal("condition not met within 30s")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
