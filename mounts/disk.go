@@ -14,18 +14,19 @@ import (
 // fstest.MapFS in tests). Paths given to it are relative ("home/alice").
 type Disk = fs.ReadLinkFS
 
-// placeholderDisk hides the mask placeholders of other runs: a path that
-// exists only as one counts as missing, so it is masked again.
+// placeholderDisk hides the mask placeholders of other runs: an empty file
+// that is only one counts as missing, so it is masked again.
 type placeholderDisk struct {
 	Disk
-	placeholders map[string]bool
+	isPlaceholder func(path string) bool
 }
 
 func (d placeholderDisk) Lstat(name string) (fs.FileInfo, error) {
-	if d.placeholders["/"+name] {
+	fi, err := d.Disk.Lstat(name)
+	if err == nil && d.isPlaceholder != nil && fi.Mode().IsRegular() && fi.Size() == 0 && d.isPlaceholder("/"+name) {
 		return nil, &fs.PathError{Op: "lstat", Path: name, Err: fs.ErrNotExist}
 	}
-	return d.Disk.Lstat(name)
+	return fi, err
 }
 
 // rel turns an absolute path into a Disk name.

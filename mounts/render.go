@@ -51,10 +51,11 @@ type Input struct {
 	Chdir         string // absolute; the agent starts here
 	ExecStage     string // host path of the agentjail binary
 	StagingDir    string // where copied credentials are placed before launch
-	// Placeholders are paths that exist only as mask placeholders of other
-	// (live or killed) runs; they count as missing.
-	Placeholders map[string]bool
-	Seccomp       int    // number of seccomp filters passed as fds
+	// IsPlaceholder reports whether an empty file is only the mask
+	// placeholder of another (live or killed) run; such paths count as
+	// missing. Nil: none are.
+	IsPlaceholder func(path string) bool
+	Seccomp       int // number of seccomp filters passed as fds
 	Argv          []string
 }
 
@@ -294,7 +295,7 @@ func (r *renderer) protect(roots []string) {
 	if d := r.p.Filesystem.ProtectDepth; d != nil {
 		depth = *d
 	}
-	pr := findProtected(placeholderDisk{r.in.Disk, r.in.Placeholders}, roots, r.p.Filesystem.Protect, depth)
+	pr := findProtected(placeholderDisk{r.in.Disk, r.in.IsPlaceholder}, roots, r.p.Filesystem.Protect, depth)
 	for _, p := range pr.existing {
 		r.mount("--ro-bind", p, p)
 	}

@@ -29,17 +29,12 @@ func registryName(dir, path string) string {
 	return filepath.Join(dir, hex.EncodeToString(sum[:16]))
 }
 
-// KnownMasks returns the placeholder paths recorded in the registry dir, so
-// that rendering treats them as missing rather than as the user's files.
-func KnownMasks(dir string) map[string]bool {
-	known := map[string]bool{}
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		if data, err := os.ReadFile(filepath.Join(dir, e.Name())); err == nil && len(data) > 0 {
-			known[string(data)] = true
-		}
-	}
-	return known
+// IsMask reports whether path is registered in dir as a mask placeholder
+// (of a live run, or of one that was killed), so that rendering treats it as
+// missing rather than as the user's file.
+func IsMask(dir, path string) bool {
+	data, err := os.ReadFile(registryName(dir, path))
+	return err == nil && string(data) == path
 }
 
 // HoldMasks registers paths in dir and holds a shared lock on each entry

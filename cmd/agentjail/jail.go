@@ -120,7 +120,7 @@ func prepare(cmd *cli.Command, argv []string) (*jail, error) {
 		Chdir:         dir,
 		ExecStage:     exe,
 		StagingDir:    filepath.Join(runDir(), j.runID, "credentials"),
-		Placeholders:  supervise.KnownMasks(maskDir()),
+		IsPlaceholder: func(p string) bool { return supervise.IsMask(maskDir(), p) },
 		Argv:          argv,
 	})
 	if err != nil {

@@ -89,7 +89,7 @@ func newApp(args []string, stdin io.Reader, stdout, stderr io.Writer, code *int)
 				Usage:        "print the exact bwrap command line a run would use",
 				ArgsUsage:    "-- CMD [ARG...]",
 				StopOnNthArg: &one,
-				Flags:        jailFlags(),
+				Flags:        append(jailFlags(), &cli.BoolFlag{Name: "json", Usage: "print the plan as JSON (argv, fds, env names, user)"}),
 				Action:       env.renderAction,
 			}),
 			sub(&cli.Command{

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v3"
@@ -20,6 +22,25 @@ func (e appEnv) renderAction(ctx context.Context, cmd *cli.Command) error {
 	for _, w := range j.plan.Warnings {
 		fmt.Fprintf(e.stderr, "agentjail: warning: %s\n", w)
 	}
+	names := make([]string, 0, len(j.env))
+	for _, kv := range j.env {
+		k, _, _ := strings.Cut(kv, "=")
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	if cmd.Bool("json") {
+		fds := map[string]string{}
+		for i, name := range j.plan.FDs {
+			fds[strconv.Itoa(i+1)] = name
+		}
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(renderJSON{
+			Argv: append([]string{j.bwrap.Path}, j.plan.Args...), FDs: fds, Env: names,
+			User: recordUser{UID: j.user.UID, GID: j.user.GID, Name: j.user.Name}, UserReason: j.userWhy,
+			Profile: j.profile, Home: j.plan.Home, Masks: j.plan.Masks, Warnings: j.plan.Warnings,
+		})
+	}
 	words := []string{shellQuote(j.bwrap.Path)}
 	var fds []string
 	for i, a := range j.plan.Args {
@@ -31,14 +52,30 @@ func (e appEnv) renderAction(ctx context.Context, cmd *cli.Command) error {
 	}
 	fmt.Fprintln(e.stdout, strings.Join(words, " "))
 	fmt.Fprintf(e.stdout, "# fds: %s: pipes agentjail run passes; remove each flag with its value to run this line by hand\n", strings.Join(fds, ", "))
-	names := make([]string, 0, len(j.env))
-	for _, kv := range j.env {
-		k, _, _ := strings.Cut(kv, "=")
-		names = append(names, k)
-	}
-	slices.Sort(names)
 	fmt.Fprintf(e.stdout, "# env: %s\n", strings.Join(names, " "))
 	return nil
+}
+
+// renderJSON is `render --json`, a stable contract: fields are added,
+// never renamed. argv[0] is bwrap; fds maps an argv index to the name of
+// the pipe agentjail run passes there.
+type renderJSON struct {
+	Argv       []string          `json:"argv"`
+	FDs        map[string]string `json:"fds"`
+	Env        []string          `json:"env"`
+	User       recordUser        `json:"user"`
+	UserReason string            `json:"user_reason"`
+	Profile    string            `json:"profile"`
+	Home       string            `json:"home"`
+	Masks      []string          `json:"masks"`
+	Warnings   []string          `json:"warnings"`
+}
+
+// recordUser is a user as records and JSON output show it.
+type recordUser struct {
+	UID  int    `json:"uid"`
+	GID  int    `json:"gid"`
+	Name string `json:"name"`
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.

@@ -1,0 +1,14 @@
+// Package reaper makes this process a child subreaper
+// (PR_SET_CHILD_SUBREAPER) and owns wait4(-1): exactly one goroutine reaps
+// every child and every orphan re-parented to us, and hands the status of
+// the children we started to whoever waits for them. It is the core of
+// `agentjail init` (PID 1 in containers) and of `agentjail run`.
+//
+// Commands must be started with Start, never cmd.Start directly: Start
+// registers the child under the same lock the reaping goroutine takes, so a
+// child that exits at once is never mistaken for an orphan (the race of
+// ramr/go-reaper#2; canonical/pebble's reaper is the model). cmd.Wait is
+// still called, for its cleanup (pipes, goroutines); its ECHILD is expected.
+//
+// It must not decide what to signal or when: that is supervise/ and cmd/.
+package reaper

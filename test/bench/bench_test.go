@@ -1,0 +1,138 @@
+// Package bench holds agentjail's benchmarks (`make bench`). Each compares
+// agentjail with a reference measured in the same run, interleaved sample
+// by sample, and reports medians and their ratio: machine noise moves both
+// sides alike. Tests never assert on time; benchmarks only report.
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var agentjail string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "agentjail-bench-")
+	if err != nil {
+		panic(err)
+	}
+	os.Chmod(dir, 0o755)
+	agentjail = filepath.Join(dir, "agentjail")
+	build := exec.Command("go", "build", "-o", agentjail, "github.com/agentjail/agentjail/cmd/agentjail")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// samples is how many interleaved pairs each benchmark takes
+// (AGENTJAIL_BENCH_N overrides).
+func samples(def int) int {
+	if n, err := strconv.Atoi(os.Getenv("AGENTJAIL_BENCH_N")); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
+}
+
+// compare runs ref and subject alternately n times and reports medians and
+// the subject/reference ratio, also as benchmark metrics.
+func compare(b *testing.B, name string, n int, refName string, ref func() error, subjName string, subject func() error) (time.Duration, time.Duration) {
+	b.Helper()
+	var rs, ss []time.Duration
+	for i := range n {
+		order := []int{0, 1} // alternate who goes first
+		if i%2 == 1 {
+			order = []int{1, 0}
+		}
+		for _, k := range order {
+			f, dst := ref, &rs
+			if k == 1 {
+				f, dst = subject, &ss
+			}
+			start := time.Now()
+			if err := f(); err != nil {
+				b.Fatalf("%s: %v", name, err)
+			}
+			*dst = append(*dst, time.Since(start))
+		}
+	}
+	mr, ms := median(rs), median(ss)
+	ratio := float64(ms) / float64(mr)
+	fmt.Printf("%-28s %-34s median %8.3f ms\n%-28s %-34s median %8.3f ms   ratio %.3f× (n=%d)\n",
+		name, refName, ms2(mr), "", subjName, ms2(ms), ratio, n)
+	b.ReportMetric(ms2(mr), "ref-ms")
+	b.ReportMetric(ms2(ms), "agentjail-ms")
+	b.ReportMetric(ratio, "ratio")
+	return mr, ms
+}
+
+func ms2(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// BenchmarkLaunch: `agentjail run --profile tier1 -- /bin/true` against bare
+// bwrap running the very argv agentjail renders (minus the pipes only
+// agentjail passes), as the same run user. Target: ratio <= 1.15.
+func BenchmarkLaunch(b *testing.B) {
+	if os.Getuid() != 0 {
+		b.Skip("needs root: agentjail drops to the run user, and so must the reference")
+	}
+	out, err := exec.Command(agentjail, "render", "--json", "--profile", "tier1", "--chdir", "/", "--", "/bin/true").Output()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var plan struct {
+		Argv []string          `json:"argv"`
+		FDs  map[string]string `json:"fds"`
+		User struct{ UID, GID int }
+	}
+	if err := json.Unmarshal(out, &plan); err != nil {
+		b.Fatal(err)
+	}
+	var bare []string
+	for i := 0; i < len(plan.Argv); i++ {
+		if _, isFD := plan.FDs[strconv.Itoa(i)]; isFD {
+			continue
+		}
+		if _, nextIsFD := plan.FDs[strconv.Itoa(i+1)]; nextIsFD {
+			continue // the flag whose value is an fd
+		}
+		bare = append(bare, plan.Argv[i])
+	}
+	env := []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8"}
+	ref := func() error {
+		cmd := exec.Command(bare[0], bare[1:]...)
+		cmd.Env, cmd.Dir = env, "/"
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(plan.User.UID), Gid: uint32(plan.User.GID)}}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	}
+	subject := func() error {
+		cmd := exec.Command(agentjail, "run", "--profile", "tier1", "--", "/bin/true")
+		cmd.Env, cmd.Dir = env, "/"
+		return cmd.Run()
+	}
+	for range b.N {
+		compare(b, "launch (tier1, /bin/true)", samples(300), "bare bwrap, same argv and user", ref, "agentjail run", subject)
+	}
+}
