@@ -157,4 +157,3 @@ func Release(cmd *exec.Cmd) {
 	mu.Unlock()
 	_ = cmd.Wait()
 }
-
