@@ -34,7 +34,7 @@ func TestRenderLine(t *testing.T) {
 			t.Errorf("command line lacks %s:\n%s", want, lines[0])
 		}
 	}
-	if !strings.HasPrefix(lines[1], "# fds: --json-status-fd '<fd:status>', --report-fd '<fd:exec-report>'") {
+	if !strings.HasPrefix(lines[1], "# fds: --json-status-fd '<fd:status>', --block-fd '<fd:block>', --report-fd '<fd:exec-report>'") {
 		t.Errorf("fd comment: %s", lines[1])
 	}
 	if !strings.HasPrefix(lines[2], "# env: ") || !strings.Contains(lines[2], " ANTHROPIC_API_KEY ") || !strings.Contains(lines[2], " EXTRA ") {

@@ -1,0 +1,303 @@
+package supervise
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// State is a live run's state file, DIR/ID.json, written when the run
+// starts and removed when it ends. A state file whose supervisor is gone
+// (Alive false) marks a run whose supervisor died: `agentjail init` sweeps
+// its processes (Marked, KillMarked).
+type State struct {
+	RunID   string `json:"run_id"`
+	Profile string `json:"profile"`
+	// PID is the supervisor's (agentjail run's) pid and PIDStart its start
+	// time in clock ticks (proc(5) stat field 22), so that a reused pid is
+	// never taken for it.
+	PID       int    `json:"pid"`
+	PIDStart  uint64 `json:"pid_start"`
+	StartedAt Time   `json:"started_at"`
+	// Socket is the run's control socket (status, stop).
+	Socket string `json:"socket"`
+	// StopWaitMS bounds how long a stop may take: grace, then the wait
+	// after SIGKILL.
+	StopWaitMS int64 `json:"stop_wait_ms"`
+	User       *User `json:"user"`
+
+	// Alive is computed by Runs, not stored.
+	Alive bool `json:"-"`
+}
+
+// Status is what `agentjail ps` shows of a live run.
+type Status struct {
+	RunID     string `json:"run_id"`
+	Profile   string `json:"profile"`
+	PID       int    `json:"pid"`
+	ChildPID  int    `json:"child_pid"`
+	StartedAt Time   `json:"started_at"`
+	IdleMS    int64  `json:"idle_ms"`
+	Bytes     Bytes  `json:"bytes"`
+}
+
+// Live is a published live run: its state file and control socket.
+type Live struct {
+	dir   string
+	state State
+	ln    *net.UnixListener
+	stops chan struct{}
+
+	mu     sync.Mutex
+	status func() Status
+	final  *Record
+	done   chan struct{}
+	conns  sync.WaitGroup
+}
+
+// Publish writes the run's state file in dir (created 0700: only the
+// supervisor's user may stop its runs) and opens its control socket.
+func Publish(dir string, st State) (*Live, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("run directory: %w", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("run directory: %w", err)
+	}
+	st.PID = os.Getpid()
+	if p, err := readProc("/proc", st.PID); err == nil {
+		st.PIDStart = p.Start
+	}
+	st.Socket = filepath.Join(dir, st.RunID+".sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: st.Socket, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	l := &Live{dir: dir, state: st, ln: ln, stops: make(chan struct{}, 1), done: make(chan struct{})}
+	if err := writeJSON(l.statePath(), st); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	go l.serve()
+	return l, nil
+}
+
+func (l *Live) statePath() string { return filepath.Join(l.dir, l.state.RunID+".json") }
+
+// Stops delivers a request from `agentjail stop`.
+func (l *Live) Stops() <-chan struct{} { return l.stops }
+
+func (l *Live) setStatus(f func() Status) {
+	l.mu.Lock()
+	l.status = f
+	l.mu.Unlock()
+}
+
+// Close answers waiting stop requests with the run's outcome, then removes
+// the socket and the state file.
+func (l *Live) Close(rec *Record) {
+	l.mu.Lock()
+	l.final = rec
+	l.mu.Unlock()
+	close(l.done)
+	l.ln.Close()
+	waited := make(chan struct{})
+	go func() { l.conns.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(time.Second):
+	}
+	os.Remove(l.state.Socket)
+	os.Remove(l.statePath())
+}
+
+// request and reply are the control protocol: one JSON line each way.
+type request struct {
+	Op string `json:"op"` // "status" or "stop"
+}
+
+type reply struct {
+	Status   *Status `json:"status,omitempty"`
+	Reason   string  `json:"reason,omitempty"`
+	ExitCode *int    `json:"exit_code,omitempty"`
+	Error    string  `json:"error,omitempty"`
+}
+
+func (l *Live) serve() {
+	for {
+		c, err := l.ln.AcceptUnix()
+		if err != nil {
+			return
+		}
+		l.conns.Add(1)
+		go func() {
+			defer l.conns.Done()
+			defer c.Close()
+			l.handle(c)
+		}()
+	}
+}
+
+func (l *Live) handle(c *net.UnixConn) {
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var req request
+	if err := json.NewDecoder(c).Decode(&req); err != nil {
+		return
+	}
+	enc := json.NewEncoder(c)
+	switch req.Op {
+	case "status":
+		l.mu.Lock()
+		f := l.status
+		l.mu.Unlock()
+		st := Status{RunID: l.state.RunID, Profile: l.state.Profile, PID: l.state.PID, StartedAt: l.state.StartedAt}
+		if f != nil {
+			st = f()
+		}
+		enc.Encode(reply{Status: &st})
+	case "stop":
+		select {
+		case l.stops <- struct{}{}:
+		default: // a stop is already pending
+		}
+		<-l.done
+		l.mu.Lock()
+		rec := l.final
+		l.mu.Unlock()
+		r := reply{}
+		if rec != nil {
+			r.Reason, r.ExitCode = rec.Reason, &rec.ExitCode
+		}
+		enc.Encode(r)
+	default:
+		enc.Encode(reply{Error: fmt.Sprintf("unknown op %q", req.Op)})
+	}
+}
+
+// Runs lists the state files in dir, each marked Alive when its supervisor
+// still runs (same pid and start time under procRoot).
+func Runs(dir, procRoot string) ([]State, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	var out []State
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue // removed meanwhile
+		}
+		var st State
+		if json.Unmarshal(data, &st) != nil || st.RunID == "" {
+			continue
+		}
+		p, err := readProc(procRoot, st.PID)
+		st.Alive = err == nil && p.Start == st.PIDStart && !zombie(procRoot, st.PID)
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b State) int { return time.Time(a.StartedAt).Compare(time.Time(b.StartedAt)) })
+	return out, nil
+}
+
+// Find returns the live run whose id is id or starts with it.
+func Find(dir, procRoot, id string) (State, error) {
+	runs, err := Runs(dir, procRoot)
+	if err != nil {
+		return State{}, err
+	}
+	var match []State
+	for _, st := range runs {
+		if st.Alive && (st.RunID == id || id != "" && strings.HasPrefix(st.RunID, id)) {
+			if st.RunID == id {
+				return st, nil
+			}
+			match = append(match, st)
+		}
+	}
+	switch len(match) {
+	case 0:
+		return State{}, fmt.Errorf("%w: %q", ErrUnknownRun, id)
+	case 1:
+		return match[0], nil
+	}
+	return State{}, fmt.Errorf("%w: %q", ErrAmbiguousRun, id)
+}
+
+// Query asks a live run for its status.
+func Query(st State) (Status, error) {
+	r, err := call(st, "status", 5*time.Second)
+	if err != nil {
+		return Status{}, err
+	}
+	if r.Status == nil {
+		return Status{}, fmt.Errorf("run %s: no status in the reply", st.RunID)
+	}
+	return *r.Status, nil
+}
+
+// Stop asks a live run to stop (SIGTERM, grace, SIGKILL, as a timeout
+// would) and waits until it has ended; it returns the run's reason and
+// exit code.
+func Stop(st State) (string, int, error) {
+	r, err := call(st, "stop", time.Duration(st.StopWaitMS)*time.Millisecond+30*time.Second)
+	if err != nil {
+		return "", 0, err
+	}
+	if r.ExitCode == nil {
+		return "", 0, fmt.Errorf("run %s ended without an outcome", st.RunID)
+	}
+	return r.Reason, *r.ExitCode, nil
+}
+
+func call(st State, op string, wait time.Duration) (reply, error) {
+	c, err := net.DialTimeout("unix", st.Socket, 5*time.Second)
+	if err != nil {
+		return reply{}, fmt.Errorf("run %s: %w", st.RunID, err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(wait))
+	if err := json.NewEncoder(c).Encode(request{Op: op}); err != nil {
+		return reply{}, fmt.Errorf("run %s: %w", st.RunID, err)
+	}
+	var r reply
+	line, err := bufio.NewReader(c).ReadBytes('\n')
+	if err == nil {
+		err = json.Unmarshal(line, &r)
+	}
+	if err != nil {
+		return reply{}, fmt.Errorf("run %s: no answer: %w", st.RunID, err)
+	}
+	if r.Error != "" {
+		return r, errors.New(r.Error)
+	}
+	return r, nil
+}
+
+// writeJSON writes v to path atomically (temporary file, rename).
+func writeJSON(path string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".state-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(append(data, '\n'))
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	return err
+}
