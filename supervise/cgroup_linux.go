@@ -90,27 +90,33 @@ func makeCgroup(procRoot, runID string, pidsMax, memoryMax int64) (*runCgroup, [
 // end kills whatever is still in the cgroup, waits (at most d) until it is
 // empty, removes it and returns the processes it found there.
 func (c *runCgroup) end(procRoot string, d time.Duration) ([]Proc, error) {
-	defer unix.Close(c.fd)
+	unix.Close(c.fd)
+	return killCgroup(c.dir, procRoot, d)
+}
+
+// killCgroup writes cgroup.kill in dir, waits (at most d) until the cgroup
+// is empty and removes it; it returns the processes it held.
+func killCgroup(dir, procRoot string, d time.Duration) ([]Proc, error) {
 	var left []Proc
-	for _, f := range strings.Fields(readString(filepath.Join(c.dir, "cgroup.procs"))) {
+	for _, f := range strings.Fields(readString(filepath.Join(dir, "cgroup.procs"))) {
 		if pid, err := strconv.Atoi(f); err == nil {
 			if p, err := readProc(procRoot, pid); err == nil && !zombie(procRoot, pid) {
 				left = append(left, p)
 			}
 		}
 	}
-	if err := os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0); err != nil {
-		return left, fmt.Errorf("cgroup.kill in %s: %w", c.dir, err)
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0); err != nil {
+		return left, fmt.Errorf("cgroup.kill in %s: %w", dir, err)
 	}
 	deadline := time.Now().Add(d)
-	for !bytes.Contains([]byte(readString(filepath.Join(c.dir, "cgroup.events"))), []byte("populated 0")) {
+	for !bytes.Contains([]byte(readString(filepath.Join(dir, "cgroup.events"))), []byte("populated 0")) {
 		if time.Now().After(deadline) {
-			return left, fmt.Errorf("cgroup %s still holds processes %v after cgroup.kill", c.dir, d)
+			return left, fmt.Errorf("cgroup %s still holds processes %v after cgroup.kill", dir, d)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	if err := os.Remove(c.dir); err != nil {
-		return left, fmt.Errorf("remove cgroup %s: %w", c.dir, err)
+	if err := os.Remove(dir); err != nil {
+		return left, fmt.Errorf("remove cgroup %s: %w", dir, err)
 	}
 	return left, nil
 }

@@ -33,6 +33,8 @@ type State struct {
 	// after SIGKILL.
 	StopWaitMS int64 `json:"stop_wait_ms"`
 	User       *User `json:"user"`
+	// Cgroup is the run's cgroup directory, "" when it has none.
+	Cgroup string `json:"cgroup"`
 
 	// Alive is computed by Runs, not stored.
 	Alive bool `json:"-"`
@@ -95,28 +97,37 @@ func (l *Live) statePath() string { return filepath.Join(l.dir, l.state.RunID+".
 // Stops delivers a request from `agentjail stop`.
 func (l *Live) Stops() <-chan struct{} { return l.stops }
 
+// setCgroup records the run's cgroup in the state file, for a sweeper.
+func (l *Live) setCgroup(dir string) {
+	l.mu.Lock()
+	l.state.Cgroup = dir
+	st := l.state
+	l.mu.Unlock()
+	writeJSON(l.statePath(), st)
+}
+
 func (l *Live) setStatus(f func() Status) {
 	l.mu.Lock()
 	l.status = f
 	l.mu.Unlock()
 }
 
-// Close answers waiting stop requests with the run's outcome, then removes
-// the socket and the state file.
+// Close removes the state file and the socket, then answers waiting stop
+// requests with the run's outcome: a stop that returns finds the run gone.
 func (l *Live) Close(rec *Record) {
 	l.mu.Lock()
 	l.final = rec
 	l.mu.Unlock()
-	close(l.done)
+	os.Remove(l.state.Socket)
+	os.Remove(l.statePath())
 	l.ln.Close()
+	close(l.done)
 	waited := make(chan struct{})
 	go func() { l.conns.Wait(); close(waited) }()
 	select {
 	case <-waited:
 	case <-time.After(time.Second):
 	}
-	os.Remove(l.state.Socket)
-	os.Remove(l.statePath())
 }
 
 // request and reply are the control protocol: one JSON line each way.
@@ -205,6 +216,48 @@ func Runs(dir, procRoot string) ([]State, error) {
 	}
 	slices.SortFunc(out, func(a, b State) int { return time.Time(a.StartedAt).Compare(time.Time(b.StartedAt)) })
 	return out, nil
+}
+
+// SweepDead ends what runs whose supervisor died (a state file in dir
+// whose supervisor no longer runs) left behind: every process still
+// carrying their marker, their cgroup, their state file and socket. It
+// returns the processes it killed, by run id. `agentjail init` calls it
+// periodically; a supervisor that was SIGKILLed leaves no jailed process
+// (bwrap's --die-with-parent), but may leave these files and an empty
+// cgroup.
+//
+// Marked processes of a run id with no state file in dir are left alone:
+// another user's supervisor keeps its state elsewhere, and only the state
+// file tells a dead run from a live one.
+func SweepDead(dir, procRoot string) (map[string][]Proc, error) {
+	runs, err := Runs(dir, procRoot)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]Proc{}
+	var errs []error
+	for _, st := range runs {
+		if st.Alive {
+			continue
+		}
+		killed, err := KillMarked(procRoot, st.RunID)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if st.Cgroup != "" {
+			left, err := killCgroup(st.Cgroup, procRoot, time.Second)
+			killed = append(killed, left...)
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+		if len(killed) > 0 {
+			out[st.RunID] = killed
+		}
+		os.Remove(st.Socket)
+		os.Remove(filepath.Join(dir, st.RunID+".json"))
+	}
+	return out, errors.Join(errs...)
 }
 
 // Find returns the live run whose id is id or starts with it.

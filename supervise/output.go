@@ -100,7 +100,7 @@ func (s *stream) excerpt() (head, tail []byte, omitted int64) {
 	total := s.n.Load()
 	k := min(int64(s.tailCap), total-int64(len(s.head)))
 	if k <= 0 {
-		return s.head, nil, 0
+		return s.head, nil, total - int64(len(s.head))
 	}
 	cur := s.bufs[s.cur][:s.fill]
 	if int64(len(cur)) >= k {

@@ -3,6 +3,7 @@ package supervise
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -219,9 +220,14 @@ func (r *Record) WriteFile(path string) error {
 // CheckWritable fails early, before a run, when the record could not be
 // written into path's directory.
 func CheckWritable(path string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
 	if err != nil {
-		return err
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("cannot create a file in %s: %w", dir, err)
 	}
 	tmp.Close()
 	return os.Remove(tmp.Name())

@@ -164,6 +164,9 @@ func (s *supervisor) run() error {
 		if s.cgroup != nil {
 			s.rec.Limits.Cgroup = s.cgroup.dir
 			s.rec.Limits.PidsMax, s.rec.Limits.MemoryMax = s.cgroup.pidsMax, s.cgroup.memoryMax
+			if sp.Live != nil {
+				sp.Live.setCgroup(s.cgroup.dir)
+			}
 		}
 	}
 
