@@ -32,12 +32,7 @@ type runCgroup struct {
 // with no cgroup at all the pid namespace's teardown and the marker sweep
 // still end the run.
 func makeCgroup(procRoot, runID string, pidsMax, memoryMax int64) (*runCgroup, []Note) {
-	mountinfo, err1 := os.ReadFile(filepath.Join(procRoot, "self/mountinfo"))
-	own, err2 := os.ReadFile(filepath.Join(procRoot, "self/cgroup"))
-	base := ""
-	if err1 == nil && err2 == nil {
-		base = cgroupDir(string(mountinfo), string(own))
-	}
+	base := ownCgroup(procRoot)
 	if base == "" {
 		return nil, []Note{{"cgroup", "no cgroup v2 hierarchy is mounted: the run has no cgroup of its own; the pid namespace's teardown and the marker sweep end it"}}
 	}
@@ -87,6 +82,36 @@ func makeCgroup(procRoot, runID string, pidsMax, memoryMax int64) (*runCgroup, [
 	return cg, notes
 }
 
+// ownCgroup is the directory of agentjail's own cgroup v2, "" without one.
+// The usual mount points are tried first (statfs: one system call each);
+// only then is mountinfo parsed.
+func ownCgroup(procRoot string) string {
+	own, err := os.ReadFile(filepath.Join(procRoot, "self/cgroup"))
+	if err != nil {
+		return ""
+	}
+	rel, ok := "", false
+	for _, line := range strings.Split(string(own), "\n") {
+		if rel, ok = strings.CutPrefix(line, "0::"); ok {
+			break
+		}
+	}
+	if !ok {
+		return ""
+	}
+	for _, mnt := range []string{"/sys/fs/cgroup/unified", "/sys/fs/cgroup"} {
+		var st unix.Statfs_t
+		if unix.Statfs(mnt, &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
+			return filepath.Join(mnt, rel)
+		}
+	}
+	mountinfo, err := os.ReadFile(filepath.Join(procRoot, "self/mountinfo"))
+	if err != nil {
+		return ""
+	}
+	return cgroupDir(string(mountinfo), string(own))
+}
+
 // end kills whatever is still in the cgroup, waits (at most d) until it is
 // empty, removes it and returns the processes it found there.
 func (c *runCgroup) end(procRoot string, d time.Duration) ([]Proc, error) {
@@ -98,12 +123,18 @@ func (c *runCgroup) end(procRoot string, d time.Duration) ([]Proc, error) {
 // is empty and removes it; it returns the processes it held.
 func killCgroup(dir, procRoot string, d time.Duration) ([]Proc, error) {
 	var left []Proc
-	for _, f := range strings.Fields(readString(filepath.Join(dir, "cgroup.procs"))) {
+	procs := strings.Fields(readString(filepath.Join(dir, "cgroup.procs")))
+	for _, f := range procs {
 		if pid, err := strconv.Atoi(f); err == nil {
 			if p, err := readProc(procRoot, pid); err == nil && !zombie(procRoot, pid) {
 				left = append(left, p)
 			}
 		}
+	}
+	// An empty cgroup (the usual end: the pid namespace is gone) is only
+	// removed; EBUSY means a process entered it meanwhile.
+	if len(procs) == 0 && os.Remove(dir) == nil {
+		return nil, nil
 	}
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0); err != nil {
 		return left, fmt.Errorf("cgroup.kill in %s: %w", dir, err)

@@ -55,7 +55,6 @@ type Status struct {
 type Live struct {
 	dir   string
 	state State
-	ln    *net.UnixListener
 	stops chan struct{}
 
 	mu     sync.Mutex
@@ -63,48 +62,53 @@ type Live struct {
 	final  *Record
 	done   chan struct{}
 	conns  sync.WaitGroup
+	ln     *net.UnixListener // nil until open
 }
 
-// Publish writes the run's state file in dir (created 0700: only the
-// supervisor's user may stop its runs) and opens its control socket.
-func Publish(dir string, st State) (*Live, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("run directory: %w", err)
+// NewLive prepares a live run whose state lives in dir. Run opens its
+// control socket and writes its state file once bwrap has started, while
+// bwrap sets the jail up; Close removes both.
+func NewLive(dir string, st State) *Live {
+	return &Live{dir: dir, state: st, stops: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// open creates dir (0700: only the supervisor's user may query or stop
+// its runs), listens on the run's control socket and writes the state
+// file, naming the run's cgroup ("" for none).
+func (l *Live) open(cgroup string) error {
+	if fi, err := os.Stat(l.dir); err != nil || fi.Mode().Perm() != 0o700 {
+		if err := os.MkdirAll(l.dir, 0o700); err != nil {
+			return err
+		}
+		if err := os.Chmod(l.dir, 0o700); err != nil {
+			return err
+		}
 	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("run directory: %w", err)
-	}
-	st.PID = os.Getpid()
+	st := l.state
+	st.PID, st.Cgroup = os.Getpid(), cgroup
 	if p, err := readProc("/proc", st.PID); err == nil {
 		st.PIDStart = p.Start
 	}
-	st.Socket = filepath.Join(dir, st.RunID+".sock")
+	st.Socket = filepath.Join(l.dir, st.RunID+".sock")
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: st.Socket, Net: "unix"})
 	if err != nil {
-		return nil, fmt.Errorf("control socket: %w", err)
+		return err
 	}
-	l := &Live{dir: dir, state: st, ln: ln, stops: make(chan struct{}, 1), done: make(chan struct{})}
 	if err := writeJSON(l.statePath(), st); err != nil {
 		ln.Close()
-		return nil, err
+		return err
 	}
-	go l.serve()
-	return l, nil
+	l.mu.Lock()
+	l.state, l.ln = st, ln
+	l.mu.Unlock()
+	go l.serve(ln)
+	return nil
 }
 
 func (l *Live) statePath() string { return filepath.Join(l.dir, l.state.RunID+".json") }
 
 // Stops delivers a request from `agentjail stop`.
 func (l *Live) Stops() <-chan struct{} { return l.stops }
-
-// setCgroup records the run's cgroup in the state file, for a sweeper.
-func (l *Live) setCgroup(dir string) {
-	l.mu.Lock()
-	l.state.Cgroup = dir
-	st := l.state
-	l.mu.Unlock()
-	writeJSON(l.statePath(), st)
-}
 
 func (l *Live) setStatus(f func() Status) {
 	l.mu.Lock()
@@ -117,10 +121,14 @@ func (l *Live) setStatus(f func() Status) {
 func (l *Live) Close(rec *Record) {
 	l.mu.Lock()
 	l.final = rec
+	ln := l.ln
 	l.mu.Unlock()
+	if ln == nil {
+		return // never opened
+	}
 	os.Remove(l.state.Socket)
 	os.Remove(l.statePath())
-	l.ln.Close()
+	ln.Close()
 	close(l.done)
 	waited := make(chan struct{})
 	go func() { l.conns.Wait(); close(waited) }()
@@ -142,9 +150,9 @@ type reply struct {
 	Error    string  `json:"error,omitempty"`
 }
 
-func (l *Live) serve() {
+func (l *Live) serve(ln *net.UnixListener) {
 	for {
-		c, err := l.ln.AcceptUnix()
+		c, err := ln.AcceptUnix()
 		if err != nil {
 			return
 		}

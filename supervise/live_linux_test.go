@@ -11,8 +11,11 @@ import (
 func TestLiveRunAnswersStatusAndStop(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "runs")
-	l, err := Publish(dir, State{RunID: "abcdefgh", Profile: "tier1", StartedAt: Time(time.Now()), StopWaitMS: 1000})
-	if err != nil {
+	l := NewLive(dir, State{RunID: "abcdefgh", Profile: "tier1", StartedAt: Time(time.Now()), StopWaitMS: 1000})
+	if _, err := Find(dir, "/proc", "abcdefgh"); !errors.Is(err, ErrUnknownRun) {
+		t.Errorf("a run is listed before its state file is written: %v", err)
+	}
+	if err := l.open(""); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
@@ -53,10 +56,13 @@ func TestRunsTellsDeadSupervisorsAndSweepDeadCleansUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(dead.Socket, nil, 0o600)
-	a, _ := Publish(dir, State{RunID: "liverun1"})
-	defer a.Close(&Record{})
-	b, _ := Publish(dir, State{RunID: "liverun2"})
-	defer b.Close(&Record{})
+	for _, id := range []string{"liverun1", "liverun2"} {
+		l := NewLive(dir, State{RunID: id})
+		if err := l.open(""); err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close(&Record{})
+	}
 	runs, err := Runs(dir, "/proc")
 	if err != nil || len(runs) != 3 {
 		t.Fatalf("Runs: %v %v", runs, err)

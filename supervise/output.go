@@ -44,22 +44,33 @@ type stream struct {
 }
 
 func newStream(src *os.File, dst, log io.Writer, headCap, tailCap int, act *activity) *stream {
-	size := max(tailCap, minChunk)
-	s := &stream{src: src, dst: dst, log: log, headCap: headCap, tailCap: tailCap, activity: act}
-	s.bufs[0] = make([]byte, size)
-	s.bufs[1] = make([]byte, size)
-	return s
+	return &stream{src: src, dst: dst, log: log, headCap: headCap, tailCap: tailCap, activity: act}
 }
+
+// firstRead is the buffer of a stream's first read. The big buffers come
+// with the first bytes: a run that prints little allocates little (and
+// does not start the garbage collector).
+const firstRead = 32 << 10
 
 // copy runs until src ends (EOF, or the read deadline set by the
 // supervisor once the jail is gone).
 func (s *stream) copy() {
+	size := max(s.tailCap, minChunk)
 	for {
 		b := s.bufs[s.cur]
+		into := b[s.fill:]
+		if b == nil {
+			into = make([]byte, min(firstRead, size))
+		}
 		s.reading.Store(int64(time.Since(s.activity.start)))
-		n, err := s.src.Read(b[s.fill:])
+		n, err := s.src.Read(into)
 		s.reading.Store(0)
 		if n > 0 {
+			if b == nil {
+				b = make([]byte, size)
+				s.bufs[s.cur] = b
+				copy(b, into[:n])
+			}
 			s.chunk(b[s.fill : s.fill+n])
 			s.fill += n
 			if s.fill == len(b) {

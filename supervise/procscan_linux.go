@@ -6,8 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -59,34 +61,63 @@ func scan(procRoot, only string) (map[string][]Proc, error) {
 	if err != nil {
 		return nil, err
 	}
+	dirfd := int(dir.Fd())
+	// Opening and reading another process's environment is kernel work:
+	// on a host with many processes the scan is split across the CPUs,
+	// this goroutine taking one share (on a small host waking another
+	// thread would cost more than it saves).
+	workers := min(runtime.GOMAXPROCS(0), 1+len(names)/256)
+	found := make([][]Proc, workers)
+	share := func(w int) {
+		buf := make([]byte, 8<<10)
+		for i := w; i < len(names); i += workers {
+			name := names[i]
+			if name[0] < '0' || name[0] > '9' {
+				continue
+			}
+			var id string
+			id, buf = readMarkerAt(dirfd, name+"/environ", buf)
+			if id == "" || only != "" && id != only {
+				continue
+			}
+			pid, err := strconv.Atoi(name)
+			if err != nil {
+				continue
+			}
+			p, err := readProc(procRoot, pid)
+			if err != nil {
+				continue // gone meanwhile
+			}
+			p.RunID = id
+			found[w] = append(found[w], p)
+		}
+	}
+	var wg sync.WaitGroup
+	for w := 1; w < workers; w++ {
+		wg.Go(func() { share(w) })
+	}
+	share(0)
+	wg.Wait()
 	out := map[string][]Proc{}
-	buf := make([]byte, 64<<10)
-	for _, name := range names {
-		pid, err := strconv.Atoi(name)
-		if err != nil || pid <= 0 {
-			continue
+	for _, ps := range found {
+		for _, p := range ps {
+			out[p.RunID] = append(out[p.RunID], p)
 		}
-		var id string
-		id, buf = readMarker(filepath.Join(procRoot, name, "environ"), buf)
-		if id == "" || only != "" && id != only {
-			continue
-		}
-		p, err := readProc(procRoot, pid)
-		if err != nil {
-			continue // gone meanwhile
-		}
-		p.RunID = id
-		out[id] = append(out[id], p)
 	}
 	return out, nil
 }
 
 // readMarker returns the value of MarkerVar in an environ file ("" when
 // absent or unreadable), growing buf as needed; it returns buf for reuse.
-// Raw system calls keep a sweep of thousands of processes cheap (os.Open
-// would also try to register every file with the poller).
 func readMarker(path string, buf []byte) (string, []byte) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	return readMarkerAt(unix.AT_FDCWD, path, buf)
+}
+
+// readMarkerAt is readMarker relative to a directory fd. Raw system calls
+// keep a sweep of thousands of processes cheap (os.Open would also try to
+// register every file with the poller).
+func readMarkerAt(dirfd int, path string, buf []byte) (string, []byte) {
+	fd, err := unix.Openat(dirfd, path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return "", buf
 	}

@@ -66,8 +66,8 @@ type Spec struct {
 	ProcRoot string
 	// Signals are the signals agentjail receives (signal.Notify).
 	Signals <-chan os.Signal
-	// Live, when set, is the run's published state: stop requests come
-	// from it and ps reads the status from it.
+	// Live, when set, publishes the run (NewLive): Run opens it, stop
+	// requests come from it and ps reads the status through it.
 	Live *Live
 	// Secrets are values redacted from the record's excerpts.
 	Secrets []string
@@ -164,9 +164,6 @@ func (s *supervisor) run() error {
 		if s.cgroup != nil {
 			s.rec.Limits.Cgroup = s.cgroup.dir
 			s.rec.Limits.PidsMax, s.rec.Limits.MemoryMax = s.cgroup.pidsMax, s.cgroup.memoryMax
-			if sp.Live != nil {
-				sp.Live.setCgroup(s.cgroup.dir)
-			}
 		}
 	}
 
@@ -216,7 +213,15 @@ func (s *supervisor) run() error {
 		copying.Go(s.streams[i].copy)
 	}
 	if sp.Live != nil {
+		// While bwrap sets the jail up: off the launch's critical path.
+		cg := ""
+		if s.cgroup != nil {
+			cg = s.cgroup.dir
+		}
 		sp.Live.setStatus(s.status)
+		if err := sp.Live.open(cg); err != nil {
+			s.rec.Degradations = append(s.rec.Degradations, Note{"live", fmt.Sprintf("cannot publish the run in %s: %v; `agentjail ps` and `agentjail stop` cannot see it", sp.Live.dir, err)})
+		}
 	}
 
 	childPIDs := make(chan int, 1)

@@ -68,6 +68,9 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 			return failed(fmt.Errorf("--record %s: %w; choose a writable directory", cmd.String("record"), err))
 		}
 	}
+	// The log is written with no buffer of agentjail's own: every byte is
+	// in the file (the kernel's page cache) once read, on every exit path,
+	// even SIGKILL. It is not fsynced: that would cost a disk flush per run.
 	var log *os.File
 	if p := cmd.String("log"); p != "" {
 		if log, err = os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err != nil {
@@ -96,24 +99,15 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return failed(err)
 	}
-	live, err := supervise.Publish(liveDir(), supervise.State{
+	live := supervise.NewLive(liveDir(), supervise.State{
 		RunID: j.runID, Profile: j.profile, StartedAt: rec.StartedAt, User: rec.User,
 		StopWaitMS: (spec.Grace + supervise.KillWait).Milliseconds(),
 	})
-	if err != nil {
-		spec.Record.Degradations = append(spec.Record.Degradations, supervise.Note{What: "live", Detail: fmt.Sprintf("%v: `agentjail ps` and `agentjail stop` cannot see this run", err)})
-	} else {
-		spec.Live = live
-	}
+	spec.Live = live
 
 	rec, runErr := supervise.Run(spec)
 	if merr := masks.Release(); merr != nil {
 		printError(e.stderr, merr)
-	}
-	if log != nil {
-		if err := log.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
-			rec.Warnings = append(rec.Warnings, "log: "+err.Error())
-		}
 	}
 	if runErr != nil {
 		printError(e.stderr, runErr)
@@ -123,9 +117,7 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 			printError(e.stderr, err)
 		}
 	}
-	if live != nil {
-		live.Close(&rec)
-	}
+	live.Close(&rec)
 	*e.code = rec.ExitCode
 	return nil
 }
