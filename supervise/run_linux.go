@@ -172,7 +172,7 @@ func (s *supervisor) run() error {
 	cmd.Env = sp.Env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = sp.Stdin, outW, errW
 	cmd.ExtraFiles = append([]*os.File{statusW, reportW, blockR}, sp.Seccomp...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: sp.Cred, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = procAttr(sp.Cred)
 	if s.cgroup != nil {
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, s.cgroup.fd
 	}
@@ -186,7 +186,7 @@ func (s *supervisor) run() error {
 		s.cgroup, s.rec.Limits.Cgroup = nil, ""
 		cmd = &exec.Cmd{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Stdin: cmd.Stdin, Stdout: cmd.Stdout,
 			Stderr: cmd.Stderr, ExtraFiles: cmd.ExtraFiles, WaitDelay: cmd.WaitDelay,
-			SysProcAttr: &syscall.SysProcAttr{Credential: sp.Cred, Pdeathsig: syscall.SIGKILL}}
+			SysProcAttr: procAttr(sp.Cred)}
 		err = reaper.Start(cmd)
 	}
 	// The child holds its ends now; ours would keep the pipes open.
@@ -262,6 +262,15 @@ func (s *supervisor) run() error {
 	return s.outcome(report)
 }
 
+// procAttr starts bwrap as the run user, killed when agentjail's thread
+// dies, and in a process group of its own: a terminal's ^C or ^\ (sent to
+// the foreground process group, agentjail's) must reach agentjail only,
+// which forwards it with the grace, not kill bwrap outright (bwrap has no
+// handler for SIGINT).
+func procAttr(cred *syscall.Credential) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL, Setpgid: true}
+}
+
 // watch is the event loop: it returns once bwrap has been reaped, or when
 // the bounded wait after SIGKILL runs out.
 func (s *supervisor) watch(done <-chan syscall.WaitStatus, childPIDs <-chan int, blockW *os.File) {
@@ -299,11 +308,9 @@ func (s *supervisor) watch(done <-chan syscall.WaitStatus, childPIDs <-chan int,
 			return // already escalating
 		}
 		s.signal(first)
-		if first != syscall.SIGKILL {
-			// A stopped process acts on nothing but SIGKILL until it is
-			// continued (as timeout(1) does).
-			s.signal(syscall.SIGCONT)
-		}
+		// A stopped process acts on nothing but SIGKILL until it is
+		// continued (as timeout(1) does).
+		s.signal(syscall.SIGCONT)
 		if sp.Grace <= 0 {
 			s.kill()
 			killT, killWait = timer(KillWait)

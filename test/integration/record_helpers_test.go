@@ -168,8 +168,21 @@ type background struct {
 // start runs agentjail with args in the background; wait collects it.
 func start(t *testing.T, env []string, args ...string) *background {
 	t.Helper()
-	b := &background{stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, exited: make(chan struct{})}
-	b.cmd = exec.Command(agentjail, args...)
+	return startCmd(t, exec.Command(agentjail, args...), env)
+}
+
+// startGroup is start with agentjail leading a process group of its own,
+// as a shell's foreground job does.
+func startGroup(t *testing.T, args ...string) *background {
+	t.Helper()
+	cmd := exec.Command(agentjail, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return startCmd(t, cmd, nil)
+}
+
+func startCmd(t *testing.T, cmd *exec.Cmd, env []string) *background {
+	t.Helper()
+	b := &background{stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, exited: make(chan struct{}), cmd: cmd}
 	b.cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}, env...)
 	b.cmd.Dir = "/"
 	b.cmd.Stdout, b.cmd.Stderr = b.stdout, b.stderr

@@ -277,6 +277,23 @@ func TestSIGTERMToAgentjailGivesGraceAndRecordsInterrupted(t *testing.T) {
 	}
 }
 
+// TestCtrlCReachesTheAgentThroughAgentjail: a terminal sends ^C to its
+// foreground process group, agentjail's; bwrap must not be in it.
+func TestCtrlCReachesTheAgentThroughAgentjail(t *testing.T) {
+	jailed(t)
+	ws := workspace(t)
+	rp := recordPath(t)
+	b := startGroup(t, "run", "--write", ws, "--chdir", ws, "--record", rp, "--", "sh", "-c",
+		`trap 'echo got-int; exit 0' INT; touch ready; while :; do sleep 0.1; done`)
+	waitFile(t, b, filepath.Join(ws, "ready"))
+	syscall.Kill(-b.cmd.Process.Pid, syscall.SIGINT)
+	code := b.wait(t)
+	rec := readRecord(t, rp, code)
+	if code != 130 || rec.Reason != "interrupted" || b.stdout.String() != "got-int\n" || rec.AgentExitCode == nil || *rec.AgentExitCode != 0 {
+		t.Errorf("exit %d, reason %s, stdout %q, agent exit %v", code, rec.Reason, b.stdout.String(), rec.AgentExitCode)
+	}
+}
+
 func TestSecondSIGINTEscalatesAtOnce(t *testing.T) {
 	jailed(t)
 	ws := workspace(t)
@@ -451,5 +468,38 @@ func TestRecordInEveryOutcome(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLimitsReachTheAgent: the profile's rlimits bind the agent (a write
+// past fsize is refused), and the agent runs inside the run's cgroup.
+func TestLimitsReachTheAgent(t *testing.T) {
+	jailed(t)
+	dir := visibleDir(t)
+	ws := workspace(t)
+	write(t, dir, map[string]string{"limits.yaml": "extends: tier1\nlimits:\n  rlimits:\n    nofile: 1000\n    fsize: 1MiB\n    core: 0\n"})
+	rp := recordPath(t)
+	r := aj(t, "run", "--profile", filepath.Join(dir, "limits.yaml"), "--write", ws, "--chdir", ws, "--record", rp, "--", "sh", "-c",
+		`ulimit -n; ulimit -Hn; ulimit -c; cat /proc/self/cgroup | grep '^0::'; head -c 2000000 /dev/zero > big; echo "write exit $?"`)
+	wantCode(t, r, 0)
+	rec := readRecord(t, rp, 0)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 5 || lines[0] != "1000" || lines[1] != "1000" || lines[2] != "0" {
+		t.Fatalf("limits inside the jail: %q", r.stdout)
+	}
+	if own := strings.TrimPrefix(lines[3], "0::"); rec.Limits.Cgroup == "" || !strings.HasSuffix(rec.Limits.Cgroup, "/agentjail/"+rec.RunID) || !strings.HasSuffix(rec.Limits.Cgroup, own) {
+		t.Errorf("the agent's cgroup %q, the run's %q", lines[3], rec.Limits.Cgroup)
+	}
+	if lines[4] == "write exit 0" {
+		t.Errorf("a 2 MB write passed a 1 MiB fsize limit")
+	}
+	if fi, err := os.Stat(filepath.Join(ws, "big")); err != nil || fi.Size() != 1<<20 {
+		t.Errorf("the file past fsize: %v %v", fi, err)
+	}
+	if rec.Limits.Rlimits["nofile"] != "1000" || rec.Limits.Rlimits["fsize"] != "1048576" || rec.Limits.Rlimits["core"] != "0" {
+		t.Errorf("record limits %v", rec.Limits.Rlimits)
+	}
+	if fileExists(rec.Limits.Cgroup) {
+		t.Errorf("the run's cgroup %s was left behind", rec.Limits.Cgroup)
 	}
 }
