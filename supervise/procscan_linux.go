@@ -3,7 +3,6 @@ package supervise
 import (
 	"bytes"
 	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -237,6 +236,3 @@ func ancestors(procRoot string, pid int) map[int]bool {
 	}
 	return out
 }
-
-// isNotExist reports a vanished process.
-func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
