@@ -35,7 +35,7 @@ type jail struct {
 }
 
 func loader() policy.Loader {
-	return policy.Loader{Builtins: profiles.FS, ReadFile: os.ReadFile}
+	return policy.Loader{Builtins: profiles.FS, ReadFile: os.ReadFile, Precompiled: profiles.Precompiled}
 }
 
 // prepare loads the profile, lays the flags over it, picks the run user,
@@ -135,20 +135,17 @@ func prepare(cmd *cli.Command, argv []string) (*jail, error) {
 // lookupUser resolves the chosen run user in the user database. A numeric
 // uid without an entry is allowed (containers often have none).
 func lookupUser(c policy.UserChoice) (mounts.User, error) {
-	u, err := user.Lookup(c.Spec)
-	if _, isNum := strconv.Atoi(c.Spec); err != nil && isNum == nil {
-		u, err = user.LookupId(c.Spec)
-		if err != nil {
-			uid, _ := strconv.Atoi(c.Spec)
-			gid := uid
-			if g, err := strconv.Atoi(c.GID); err == nil {
-				gid = g
-			}
-			return mounts.User{UID: uid, GID: gid, Name: c.Spec, Home: "/nonexistent"}, nil
-		}
-	}
+	u, err := lookup(c.Spec)
 	if err != nil {
-		return mounts.User{}, fmt.Errorf("run user %q (chosen by %s) does not exist: %w; pass --user with an existing user or uid", c.Spec, c.Why, err)
+		uid, nerr := strconv.Atoi(c.Spec)
+		if nerr != nil || uid < 0 {
+			return mounts.User{}, fmt.Errorf("run user %q (chosen by %s) does not exist: %w; pass --user with an existing user or uid", c.Spec, c.Why, err)
+		}
+		gid := uid
+		if g, err := strconv.Atoi(c.GID); err == nil {
+			gid = g
+		}
+		return mounts.User{UID: uid, GID: gid, Name: c.Spec, Home: "/nonexistent"}, nil
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
@@ -166,15 +163,21 @@ func lookupUser(c policy.UserChoice) (mounts.User, error) {
 	return out, nil
 }
 
+// lookup finds a user by uid when spec is numeric, else by name: one query
+// of the user database either way.
+func lookup(spec string) (*user.User, error) {
+	if _, err := strconv.Atoi(spec); err == nil {
+		return user.LookupId(spec)
+	}
+	return user.Lookup(spec)
+}
+
 // homeOf is the home of a user name or uid, or "" when unknown.
 func homeOf(spec string) string {
-	u, err := user.Lookup(spec)
-	if err != nil {
-		if u, err = user.LookupId(spec); err != nil {
-			return ""
-		}
+	if u, err := lookup(spec); err == nil {
+		return u.HomeDir
 	}
-	return u.HomeDir
+	return ""
 }
 
 func compact(list []string) []string {
