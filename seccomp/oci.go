@@ -9,8 +9,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 )
 
 // This file is the edge: Docker/OCI seccomp JSON in and OCI JSON out.
@@ -71,6 +73,9 @@ type dockerProfile struct {
 	specs.LinuxSeccomp
 	ArchMap  []dockerArch    `json:"archMap,omitempty"`
 	Syscalls []dockerSyscall `json:"syscalls"`
+	// DefaultErrno names defaultErrnoRet (containers/common's profiles,
+	// Podman's default); used when defaultErrnoRet is absent.
+	DefaultErrno string `json:"defaultErrno,omitempty"`
 }
 
 type dockerArch struct {
@@ -84,6 +89,7 @@ type dockerSyscall struct {
 	Comment  string        `json:"comment,omitempty"`
 	Includes *dockerFilter `json:"includes,omitempty"`
 	Excludes *dockerFilter `json:"excludes,omitempty"`
+	Errno    string        `json:"errno,omitempty"` // names errnoRet (containers/common)
 }
 
 type dockerFilter struct {
@@ -113,6 +119,10 @@ func Import(source string, data []byte, h Host) (Filter, error) {
 		errs = append(errs, fmt.Errorf("%s: %s: %w %s", source, field, err, fmt.Sprintf(format, args...)))
 	}
 	var ok bool
+	var err error
+	if p.DefaultErrnoRet, err = errnoNamed(p.DefaultErrnoRet, p.DefaultErrno); err != nil {
+		fail("defaultErrno", ErrSyntax, "%v", err)
+	}
 	if p.DefaultAction == "" {
 		fail("defaultAction", ErrSyntax, "is missing (e.g. SCMP_ACT_ERRNO or SCMP_ACT_ALLOW)")
 	} else if f.Default, ok = action(p.DefaultAction, p.DefaultErrnoRet); !ok {
@@ -181,6 +191,9 @@ func Import(source string, data []byte, h Host) (Filter, error) {
 			}
 		}
 		r := Rule{Syscalls: slices.Clone(names), Origin: field}
+		if s.ErrnoRet, err = errnoNamed(s.ErrnoRet, s.Errno); err != nil {
+			fail(field+".errno", ErrSyntax, "%v", err)
+		}
 		if r.Action, ok = action(s.Action, s.ErrnoRet); !ok {
 			if s.Action == specs.ActNotify {
 				fail(field+".action", ErrUnsupported, "%q: bubblewrap loads the filter and keeps no listener; use another action", s.Action)
@@ -225,6 +238,20 @@ func action(a specs.LinuxSeccompAction, errnoRet *uint) (Action, bool) {
 		}
 	}
 	return out, true
+}
+
+// errnoNamed returns ret, or when it is unset the number of the errno
+// name (containers/common writes both).
+func errnoNamed(ret *uint, name string) (*uint, error) {
+	if ret != nil || name == "" {
+		return ret, nil
+	}
+	for n := range uint(maxErrno) {
+		if unix.ErrnoName(syscall.Errno(n)) == name {
+			return ptr(n), nil
+		}
+	}
+	return nil, fmt.Errorf("%q is not an errno name (EPERM, ENOSYS, ...)", name)
 }
 
 // applies evaluates Docker's includes/excludes for the host: every
@@ -296,10 +323,10 @@ func jsonError(source string, data []byte, err error) error {
 	var te *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &se):
-		line, col := position(data, se.Offset)
+		line, col := position(data, se.Offset-1) // Offset counts the offending byte
 		return fmt.Errorf("%s:%d:%d: %w: %v", source, line, col, ErrSyntax, se)
 	case errors.As(err, &te):
-		line, col := position(data, te.Offset)
+		line, col := position(data, te.Offset-1)
 		return fmt.Errorf("%s:%d:%d: %w: %s must be %s, not %s", source, line, col, ErrSyntax, te.Field, te.Type, te.Value)
 	case strings.HasPrefix(err.Error(), "json: unknown field"):
 		return fmt.Errorf("%s: %w: %s (a Docker/OCI profile has defaultAction, defaultErrnoRet, architectures or archMap, syscalls)",
@@ -313,8 +340,7 @@ func jsonError(source string, data []byte, err error) error {
 func position(data []byte, offset int64) (line, col int) {
 	offset = min(max(offset, 0), int64(len(data)))
 	before := data[:offset]
-	line = bytes.Count(before, []byte("\n")) + 1
-	return line, int(offset) - bytes.LastIndexByte(before, '\n')
+	return bytes.Count(before, []byte("\n")) + 1, int(offset) - bytes.LastIndexByte(before, '\n')
 }
 
 // Export writes f as an OCI seccomp profile (linux.seccomp of a runtime
