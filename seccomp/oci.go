@@ -331,8 +331,11 @@ func jsonError(source string, data []byte, err error) error {
 	case strings.HasPrefix(err.Error(), "json: unknown field"):
 		return fmt.Errorf("%s: %w: %s (a Docker/OCI profile has defaultAction, defaultErrnoRet, architectures or archMap, syscalls)",
 			source, ErrSyntax, strings.TrimPrefix(err.Error(), "json: "))
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		return fmt.Errorf("%s: %w: empty or truncated JSON", source, ErrSyntax)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		line, col := position(data, int64(len(data)))
+		return fmt.Errorf("%s:%d:%d: %w: the JSON ends early; close every [ and {", source, line, col, ErrSyntax)
+	case errors.Is(err, io.EOF):
+		return fmt.Errorf("%s: %w: empty file; a profile is a JSON object with defaultAction", source, ErrSyntax)
 	}
 	return fmt.Errorf("%s: %w: %v", source, ErrSyntax, err)
 }

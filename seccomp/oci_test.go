@@ -72,7 +72,8 @@ func TestImportRefuses(t *testing.T) {
 		says []string
 	}{
 		{`{"defaultAction": "SCMP_ACT_ALLOW",` + "\n" + `  "syscalls": [}`, ErrSyntax, []string{"bad.json:2:16", "invalid character"}},
-		{``, ErrSyntax, []string{"empty or truncated"}},
+		{``, ErrSyntax, []string{"empty file"}},
+		{"{\"defaultAction\": \"SCMP_ACT_ALLOW\",\n", ErrSyntax, []string{"bad.json:2:1", "ends early"}},
 		{`{"defaultAction": "SCMP_ACT_ALLOW"} {}`, ErrSyntax, []string{"more than one JSON value"}},
 		{`{"defautAction": "SCMP_ACT_ALLOW"}`, ErrSyntax, []string{`unknown field "defautAction"`}},
 		{`{"defaultAction": 3}`, ErrSyntax, []string{"bad.json:1:19", "defaultAction"}},
