@@ -30,6 +30,7 @@ type jail struct {
 	userWhy string
 	bwrap   bwrap.Info
 	plan    mounts.Plan
+	seccomp []*os.File // compiled filters, for --add-seccomp-fd
 	env     []string
 	argv    []string
 }
@@ -111,6 +112,9 @@ func prepare(cmd *cli.Command, argv []string) (*jail, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot provide the agentjail binary to the jail's exec stage: %w", err)
 	}
+	if j.seccomp, err = seccompFiles(j.policy); err != nil {
+		return nil, err
+	}
 	j.plan, err = mounts.Render(mounts.Input{
 		Policy:        j.policy,
 		Disk:          os.DirFS("/").(mounts.Disk),
@@ -121,9 +125,11 @@ func prepare(cmd *cli.Command, argv []string) (*jail, error) {
 		ExecStage:     exe,
 		StagingDir:    filepath.Join(runDir(), j.runID, "credentials"),
 		IsPlaceholder: func(p string) bool { return supervise.IsMask(maskDir(), p) },
+		Seccomp:       len(j.seccomp),
 		Argv:          argv,
 	})
 	if err != nil {
+		closeAll(j.seccomp)
 		return nil, err
 	}
 	j.env = j.policy.Environment.Apply(os.Environ(),

@@ -104,6 +104,19 @@ func newApp(args []string, stdin io.Reader, stdout, stderr io.Writer, code *int)
 				})},
 			}),
 			sub(&cli.Command{
+				Name:  "seccomp",
+				Usage: "seccomp profiles for container runtimes",
+				Commands: []*cli.Command{sub(&cli.Command{
+					Name:  "export",
+					Usage: "print a profile's built-in filter, or a profile for the container that runs agentjail, as OCI seccomp JSON",
+					Flags: []cli.Flag{
+						&cli.StringFlag{Name: "profile", Usage: "built-in profile `NAME` or profile FILE"},
+						&cli.BoolFlag{Name: "for-container", Usage: "Docker's default denials plus what agentjail and bubblewrap need to build namespaces"},
+					},
+					Action: env.seccompExportAction,
+				})},
+			}),
+			sub(&cli.Command{
 				Name:   "schema",
 				Usage:  "print the JSON Schema of profiles",
 				Action: env.schemaAction,

@@ -15,16 +15,18 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
+	defer closeAll(j.seccomp)
 	for _, w := range j.plan.Warnings {
 		fmt.Fprintf(e.stderr, "agentjail: warning: %s\n", w)
 	}
 	spec := supervise.Spec{
-		Bwrap:  j.bwrap.Path,
-		Args:   j.plan.Args,
-		Env:    j.env,
-		Stdin:  e.stdin,
-		Stdout: e.stdout,
-		Stderr: e.stderr,
+		Bwrap:   j.bwrap.Path,
+		Args:    j.plan.Args,
+		Env:     j.env,
+		Stdin:   e.stdin,
+		Stdout:  e.stdout,
+		Stderr:  e.stderr,
+		Seccomp: j.seccomp,
 	}
 	if syscall.Getuid() == 0 && j.user.UID != 0 {
 		spec.Cred = &syscall.Credential{Uid: uint32(j.user.UID), Gid: uint32(j.user.GID), Groups: uint32s(j.user.Groups)}
