@@ -68,9 +68,10 @@ func parseInner(t *testing.T, out string, n int) []innerResult {
 }
 
 // refused is how a forbidden namespace shows: ENOSPC from --disable-userns,
-// EPERM from a seccomp filter.
+// EPERM from a seccomp filter (bwrap words EPERM as "No permissions to
+// creating new namespace").
 func refused(output string) bool {
-	for _, s := range []string{"No space left on device", "ENOSPC", "Operation not permitted"} {
+	for _, s := range []string{"No space left on device", "ENOSPC", "Operation not permitted", "No permissions to creat"} {
 		if strings.Contains(output, s) {
 			return true
 		}
