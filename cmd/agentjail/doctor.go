@@ -32,6 +32,12 @@ func (e appEnv) doctorAction(ctx context.Context, cmd *cli.Command) error {
 	}
 	info, bErr := bwrap.Detect(cacheDir())
 	j := probeJail(cmd)
+	// A profile or flag mistake is bad input (125), not a finding.
+	for _, bad := range []error{errUsage, policy.ErrUnknownProfile, policy.ErrSyntax, policy.ErrInvalid} {
+		if errors.Is(j.Err, bad) {
+			return j.Err
+		}
+	}
 	rep := doctor.Diagnose(h, info, bErr, j)
 	if !rep.OK {
 		*e.code = exitDoctorFailed

@@ -128,3 +128,22 @@ func TestDoctorUnderMaskedProc(t *testing.T) {
 		t.Errorf("host-proc: %+v", hp)
 	}
 }
+
+// TestDoctorBadInput: a flag or profile mistake is agentjail's bad-input
+// exit, not a finding.
+func TestDoctorBadInput(t *testing.T) {
+	jailed(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"--profile", "tier9"}, `unknown profile "tier9"`},
+		{[]string{"--user", "root"}, "uid 0 is allowed only with inner_sandbox: sealed"},
+	} {
+		r := aj(t, append([]string{"doctor"}, c.args...)...)
+		if r.code != 125 || !strings.Contains(r.stderr, c.want) || r.stdout != "" {
+			t.Errorf("doctor %q: exit %d, stderr %q, stdout %q", c.args, r.code, r.stderr, r.stdout)
+		}
+	}
+}
