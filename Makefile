@@ -12,7 +12,7 @@ RUNTIME_PKGS := bubblewrap libseccomp-dev gcc pkg-config
 TEST_PKGS    := runc tini dumb-init catatonit socat ripgrep ruby iproute2 procps util-linux
 BENCH_PKGS   := hyperfine
 
-.PHONY: all deps deps-bench build demo test test-short bench fuzz clean
+.PHONY: all deps deps-bench build demo test test-short bench fuzz profiles clean
 
 all: build
 
@@ -31,10 +31,17 @@ build:
 demo: deps build
 	@./examples/demo.sh $(BIN)
 
-# test runs every test; those needing root and bubblewrap run here (as root).
-test: deps
+# test runs every test; those needing root and bubblewrap run here (as root),
+# then each fuzz target briefly (make fuzz runs them longer).
+test: deps profiles
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m ./...
+	$(GO) test -run '^$$' -fuzz '^FuzzImport$$' -fuzztime 10s -fuzzminimizetime 2s ./seccomp/
+
+# profiles fetches Docker's and Podman's default seccomp profiles (unpacked
+# from Debian's packages, not installed) for the import tests.
+profiles:
+	@./.ci/profiles seccomp/testdata/external
 
 test-short:
 	$(GO) test -short ./...
@@ -42,8 +49,8 @@ test-short:
 bench: deps-bench build
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/
 
-fuzz:
-	@echo "fuzz targets arrive with their packages"
+fuzz: profiles
+	$(GO) test -run '^$$' -fuzz '^FuzzImport$$' -fuzztime $${FUZZTIME:-5m} ./seccomp/
 
 clean:
 	rm -rf bin

@@ -25,6 +25,10 @@ type Loader struct {
 	// ReadFile reads a profile file from disk (os.ReadFile). Nil: only
 	// built-ins can be loaded.
 	ReadFile func(name string) ([]byte, error)
+	// Precompiled returns a built-in profile already loaded and merged at
+	// build time (profiles.Precompiled, generated Go), sparing the YAML
+	// parse on every launch. Nil, or false: the YAML in Builtins is read.
+	Precompiled func(name string) (Policy, bool)
 }
 
 // IsFile reports whether ref names a file rather than a built-in profile.
@@ -45,6 +49,26 @@ func (l Loader) BuiltinNames() []string {
 	return names
 }
 
+// LoadAll loads every built-in profile from its YAML, shared parents
+// included, keyed by name: what `go generate ./profiles` compiles.
+func (l Loader) LoadAll() (map[string]Policy, error) {
+	l.Precompiled = nil
+	out := map[string]Policy{}
+	entries, err := fs.ReadDir(l.Builtins, ".")
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if name, ok := strings.CutSuffix(e.Name(), ".yaml"); ok {
+			// A non-empty chain lets shared parents (_base) load.
+			if out[name], err = l.load(name, "", []string{"(all)"}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
 // Load reads a profile and everything it extends, merged. The result has an
 // empty Extends and Origins for every field set anywhere in the chain.
 func (l Loader) Load(ref string) (Policy, error) {
@@ -52,6 +76,11 @@ func (l Loader) Load(ref string) (Policy, error) {
 }
 
 func (l Loader) load(ref, fromDir string, chain []string) (Policy, error) {
+	if !IsFile(ref) && l.Precompiled != nil && (len(chain) > 0 || !strings.HasPrefix(ref, "_")) {
+		if p, ok := l.Precompiled(ref); ok {
+			return p, nil
+		}
+	}
 	name, data, err := l.read(ref, fromDir, len(chain) > 0)
 	if err != nil {
 		return Policy{}, err
@@ -186,6 +215,9 @@ func checkNoLoosening(parent, child Policy) error {
 	}
 	if parent.InnerSandbox == InnerSealed && child.InnerSandbox == InnerFree {
 		refuse("inner_sandbox", "free, but the profile it extends is sealed")
+	}
+	if parent.Filesystem.Proc == ProcFresh && child.Filesystem.Proc == ProcFreshOrBind {
+		refuse("filesystem.proc", "fresh-or-bind, but the profile it extends insists on a fresh /proc")
 	}
 	if isFalse(child.Seccomp.Default) && !isFalse(parent.Seccomp.Default) {
 		refuse("seccomp.default", "false, but the profile it extends applies the default filter")

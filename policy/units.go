@@ -146,6 +146,13 @@ func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
 // MarshalText keeps JSON output readable.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
+// UnmarshalText reads what MarshalText wrote.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := ParseDuration(string(b))
+	*d = Duration(v)
+	return err
+}
+
 func (d Duration) String() string {
 	if d == 0 {
 		return "0"
@@ -172,6 +179,13 @@ func (s Size) MarshalYAML() (any, error) { return FormatSize(int64(s)), nil }
 
 // MarshalText keeps JSON output readable.
 func (s Size) MarshalText() ([]byte, error) { return []byte(FormatSize(int64(s))), nil }
+
+// UnmarshalText reads what MarshalText wrote.
+func (s *Size) UnmarshalText(b []byte) error {
+	n, err := ParseSize(string(b))
+	*s = Size(n)
+	return err
+}
 
 // ParseMode parses an octal permission mode.
 func ParseMode(s string) (uint32, error) {
@@ -204,6 +218,13 @@ func (m Mode) MarshalYAML() (any, error) { return m.String(), nil }
 
 // MarshalText keeps JSON output readable.
 func (m Mode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+// UnmarshalText reads what MarshalText wrote.
+func (m *Mode) UnmarshalText(b []byte) error {
+	n, err := ParseMode(string(b))
+	*m = Mode(n)
+	return err
+}
 
 // ParseRlimit parses "unlimited", a number or a size.
 func ParseRlimit(s string) (Rlimit, error) {
@@ -243,3 +264,10 @@ func (r Rlimit) MarshalYAML() (any, error) { return r.String(), nil }
 
 // MarshalText keeps JSON output readable.
 func (r Rlimit) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// UnmarshalText reads what MarshalText wrote.
+func (r *Rlimit) UnmarshalText(b []byte) error {
+	v, err := ParseRlimit(string(b))
+	*r = v
+	return err
+}

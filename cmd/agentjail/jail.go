@@ -30,18 +30,31 @@ type jail struct {
 	userWhy string
 	bwrap   bwrap.Info
 	plan    mounts.Plan
+	seccomp []*os.File // compiled filters, for --add-seccomp-fd
 	env     []string
 	argv    []string
 }
 
 func loader() policy.Loader {
-	return policy.Loader{Builtins: profiles.FS, ReadFile: os.ReadFile}
+	return policy.Loader{Builtins: profiles.FS, ReadFile: os.ReadFile, Precompiled: profiles.Precompiled}
 }
 
 // prepare loads the profile, lays the flags over it, picks the run user,
 // expands and validates, detects bwrap and renders the plan. Every error it
 // returns is agentjail's own (exit 125) and names what to fix.
 func prepare(cmd *cli.Command, argv []string) (*jail, error) {
+	return prepareWith(cmd, argv, jailOptions{})
+}
+
+// jailOptions is what doctor varies in the jail a run would get.
+type jailOptions struct {
+	dir string // the start directory, instead of --chdir or the current one
+	// freshProc tries a fresh /proc whatever the host's mount table says,
+	// to hear the kernel's own verdict.
+	freshProc bool
+}
+
+func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error) {
 	if len(argv) == 0 {
 		return nil, usageError{"no command to run: write `agentjail " + cmd.Name + " [flags] -- CMD [ARG...]`"}
 	}
@@ -60,6 +73,9 @@ func prepare(cmd *cli.Command, argv []string) (*jail, error) {
 	}
 
 	dir := cmd.String("chdir")
+	if opt.dir != "" {
+		dir = opt.dir
+	}
 	if dir == "" {
 		if dir, err = os.Getwd(); err != nil {
 			return nil, fmt.Errorf("cannot read the current directory: %w; pass --chdir", err)
@@ -111,6 +127,13 @@ func prepare(cmd *cli.Command, argv []string) (*jail, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot provide the agentjail binary to the jail's exec stage: %w", err)
 	}
+	if j.seccomp, err = seccompFiles(j.policy); err != nil {
+		return nil, err
+	}
+	var covers []string
+	if !opt.freshProc {
+		covers = hostProcCovers(j.bwrap, j.policy)
+	}
 	j.plan, err = mounts.Render(mounts.Input{
 		Policy:        j.policy,
 		Disk:          os.DirFS("/").(mounts.Disk),
@@ -121,9 +144,12 @@ func prepare(cmd *cli.Command, argv []string) (*jail, error) {
 		ExecStage:     exe,
 		StagingDir:    filepath.Join(runDir(), j.runID, "credentials"),
 		IsPlaceholder: func(p string) bool { return supervise.IsMask(maskDir(), p) },
+		Seccomp:       len(j.seccomp),
 		Argv:          argv,
+		ProcCovers:    covers,
 	})
 	if err != nil {
+		closeAll(j.seccomp)
 		return nil, err
 	}
 	j.env = j.policy.Environment.Apply(os.Environ(),
@@ -132,23 +158,41 @@ func prepare(cmd *cli.Command, argv []string) (*jail, error) {
 	return j, nil
 }
 
+// hostProcCovers lists what keeps bwrap from mounting a fresh /proc here
+// (mounts.ProcCovers). Only a bwrap that makes a user namespace is refused:
+// a setuid bwrap without --unshare-user mounts procfs as real root. An
+// unreadable mount table yields nil: the fresh /proc is then tried, and
+// bwrap fails if it cannot — a degradation is taken only on evidence.
+func hostProcCovers(b bwrap.Info, p policy.Policy) []string {
+	if b.Setuid && p.InnerSandbox != policy.InnerSealed {
+		return nil
+	}
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	table, err := mounts.ParseMountinfo(f)
+	if err != nil {
+		return nil
+	}
+	return mounts.ProcCovers(table)
+}
+
 // lookupUser resolves the chosen run user in the user database. A numeric
 // uid without an entry is allowed (containers often have none).
 func lookupUser(c policy.UserChoice) (mounts.User, error) {
-	u, err := user.Lookup(c.Spec)
-	if _, isNum := strconv.Atoi(c.Spec); err != nil && isNum == nil {
-		u, err = user.LookupId(c.Spec)
-		if err != nil {
-			uid, _ := strconv.Atoi(c.Spec)
-			gid := uid
-			if g, err := strconv.Atoi(c.GID); err == nil {
-				gid = g
-			}
-			return mounts.User{UID: uid, GID: gid, Name: c.Spec, Home: "/nonexistent"}, nil
-		}
-	}
+	u, err := lookup(c.Spec)
 	if err != nil {
-		return mounts.User{}, fmt.Errorf("run user %q (chosen by %s) does not exist: %w; pass --user with an existing user or uid", c.Spec, c.Why, err)
+		uid, nerr := strconv.Atoi(c.Spec)
+		if nerr != nil || uid < 0 {
+			return mounts.User{}, fmt.Errorf("run user %q (chosen by %s) does not exist: %w; pass --user with an existing user or uid", c.Spec, c.Why, err)
+		}
+		gid := uid
+		if g, err := strconv.Atoi(c.GID); err == nil {
+			gid = g
+		}
+		return mounts.User{UID: uid, GID: gid, Name: c.Spec, Home: "/nonexistent"}, nil
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
@@ -166,15 +210,21 @@ func lookupUser(c policy.UserChoice) (mounts.User, error) {
 	return out, nil
 }
 
+// lookup finds a user by uid when spec is numeric, else by name: one query
+// of the user database either way.
+func lookup(spec string) (*user.User, error) {
+	if _, err := strconv.Atoi(spec); err == nil {
+		return user.LookupId(spec)
+	}
+	return user.Lookup(spec)
+}
+
 // homeOf is the home of a user name or uid, or "" when unknown.
 func homeOf(spec string) string {
-	u, err := user.Lookup(spec)
-	if err != nil {
-		if u, err = user.LookupId(spec); err != nil {
-			return ""
-		}
+	if u, err := lookup(spec); err == nil {
+		return u.HomeDir
 	}
-	return u.HomeDir
+	return ""
 }
 
 func compact(list []string) []string {

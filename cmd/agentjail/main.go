@@ -116,9 +116,32 @@ func newApp(args []string, stdin io.Reader, stdout, stderr io.Writer, code *int)
 				})},
 			}),
 			sub(&cli.Command{
+				Name:  "seccomp",
+				Usage: "seccomp profiles for container runtimes",
+				Commands: []*cli.Command{sub(&cli.Command{
+					Name:  "export",
+					Usage: "print a profile's built-in filter, or a profile for the container that runs agentjail, as OCI seccomp JSON",
+					Flags: []cli.Flag{
+						&cli.StringFlag{Name: "profile", Usage: "built-in profile `NAME` or profile FILE"},
+						&cli.BoolFlag{Name: "for-container", Usage: "Docker's default denials plus what agentjail and bubblewrap need to build namespaces"},
+					},
+					Action: env.seccompExportAction,
+				})},
+			}),
+			sub(&cli.Command{
 				Name:   "schema",
 				Usage:  "print the JSON Schema of profiles",
 				Action: env.schemaAction,
+			}),
+			sub(&cli.Command{
+				Name:  "doctor",
+				Usage: "check that jails, and the agent's own sandbox inside them, work here; say why not and how to fix it",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "profile", Value: "tier1", Usage: "probe the jail of built-in profile `NAME` or profile FILE"},
+					&cli.StringFlag{Name: "user", Usage: "probe as run user `USER` (name or uid)"},
+					&cli.BoolFlag{Name: "json", Usage: `print {"ok", "checks": [{"name", "status", "detail", "cause", "fix"}]}`},
+				},
+				Action: env.doctorAction,
 			}),
 			sub(&cli.Command{
 				Name:   "version",

@@ -34,7 +34,8 @@ func TestRenderLine(t *testing.T) {
 			t.Errorf("command line lacks %s:\n%s", want, lines[0])
 		}
 	}
-	if !strings.HasPrefix(lines[1], "# fds: --json-status-fd '<fd:status>', --block-fd '<fd:block>', --report-fd '<fd:exec-report>'") {
+	// tier1's built-in seccomp filter is passed as a file descriptor too.
+	if !strings.HasPrefix(lines[1], "# fds: --json-status-fd '<fd:status>', --block-fd '<fd:block>', --add-seccomp-fd '<fd:seccomp-0>', --report-fd '<fd:exec-report>'") {
 		t.Errorf("fd comment: %s", lines[1])
 	}
 	if !strings.HasPrefix(lines[2], "# env: ") || !strings.Contains(lines[2], " ANTHROPIC_API_KEY ") || !strings.Contains(lines[2], " EXTRA ") {

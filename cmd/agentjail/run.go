@@ -51,16 +51,22 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 		}
 		return err
 	}
-
 	j, err := prepare(cmd, argv)
 	if err != nil {
 		return failed(err)
 	}
+	defer closeAll(j.seccomp)
 	rec.RunID = j.runID
 	rec.User = &supervise.User{UID: j.user.UID, GID: j.user.GID, Name: j.user.Name}
 	rec.BwrapVersion = j.bwrap.Version.String()
 	for _, w := range j.plan.Warnings {
 		fmt.Fprintf(e.stderr, "agentjail: warning: %s\n", w)
+	}
+	// The plan's degradations go into the record, with what the supervisor
+	// adds (cgroup, rlimits).
+	for _, d := range j.plan.Degradations {
+		fmt.Fprintf(e.stderr, "agentjail: degraded: %s\n", d)
+		rec.Degradations = append(rec.Degradations, supervise.Note{What: "jail", Detail: d})
 	}
 	if recordPath != "" {
 		if err := supervise.CheckWritable(recordPath); err != nil {
@@ -83,7 +89,7 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	}
 
 	spec := supervise.Spec{
-		Bwrap: j.bwrap.Path, Args: j.plan.Args, Env: j.env,
+		Bwrap: j.bwrap.Path, Args: j.plan.Args, Env: j.env, Seccomp: j.seccomp,
 		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr,
 		RunID: j.runID, Signals: sigs, Cgroup: true, Record: rec,
 		Secrets: secretValues(j.env),

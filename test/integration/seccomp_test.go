@@ -1,0 +1,201 @@
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// seccompEnv builds the probe (testdata/probe) into a directory every jail
+// sees (outside the tier profiles' tmpfs /tmp), and a control profile that
+// differs from a jail only by having no seccomp filter.
+type seccompEnv struct{ dir, probe, control string }
+
+func newSeccompEnv(t *testing.T) seccompEnv {
+	t.Helper()
+	dir := visibleDir(t)
+	e := seccompEnv{dir: dir, probe: filepath.Join(dir, "probe"), control: filepath.Join(dir, "control.yaml")}
+	build := exec.Command("go", "build", "-o", e.probe, "./testdata/probe")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build probe: %v\n%s", err, out)
+	}
+	write(t, dir, map[string]string{"control.yaml": "description: the same jail without a seccomp filter\nseccomp:\n  default: false\nenvironment:\n  allow: [PATH]\n"})
+	return e
+}
+
+// probeResults parses the probe's NAME=RESULT lines.
+func probeResults(t *testing.T, r result) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// TestSeccompKernel proves the kernel enforces what the BPF-VM tests check
+// in userspace, one group at a time, against a control run that has the
+// same jail and no filter.
+func TestSeccompKernel(t *testing.T) {
+	jailed(t)
+	e := newSeccompEnv(t)
+
+	t.Run("denials", func(t *testing.T) {
+		t.Parallel()
+		calls := []string{"ptrace", "keyctl", "tiocsti", "tiocsti-high", "tioclinux", "io_uring", "tcgets"}
+		control := aj(t, append([]string{"run", "--profile", e.control, "--", e.probe}, calls...)...)
+		wantCode(t, control, 0)
+		jail := aj(t, append([]string{"run", "--profile", "tier1", "--", e.probe}, calls...)...)
+		wantCode(t, jail, 0)
+		c, j := probeResults(t, control), probeResults(t, jail)
+		for call, want := range map[string][2]string{
+			"ptrace":       {"ok", "EPERM"},
+			"keyctl":       {"ok", "EPERM"},
+			"io_uring":     {"ok", "EPERM"},
+			"tiocsti":      {"EBADF", "EPERM"},
+			"tiocsti-high": {"EBADF", "EPERM"}, // (0x123 << 32) | TIOCSTI, CVE-2019-10063
+			"tioclinux":    {"EBADF", "EPERM"},
+			"tcgets":       {"EBADF", "EBADF"}, // other ioctls pass
+		} {
+			if c[call] != want[0] || j[call] != want[1] {
+				t.Errorf("%s: without the filter %q (want %q), in tier1 %q (want %q)", call, c[call], want[0], j[call], want[1])
+			}
+		}
+	})
+
+	t.Run("i386", func(t *testing.T) {
+		t.Parallel()
+		if runtime.GOARCH != "amd64" {
+			t.Skip("int 0x80 is amd64's i386 entry; the BPF-VM test covers other architectures")
+		}
+		control := aj(t, "run", "--profile", e.control, "--", e.probe, "int80")
+		wantCode(t, control, 0)
+		if pid := probeResults(t, control)["int80"]; pid == "" || strings.HasPrefix(pid, "-") {
+			t.Fatalf("int 0x80 getpid did not work without the filter (no IA32 emulation?): %q", control.stdout)
+		}
+		for _, profile := range []string{"tier1", "sealed"} {
+			r := aj(t, "run", "--profile", profile, "--", e.probe, "int80")
+			wantCode(t, r, 128+31) // SIGSYS: the process is killed
+			if strings.Contains(r.stdout, "int80=") {
+				t.Errorf("%s: int 0x80 returned: %q", profile, r.stdout)
+			}
+		}
+	})
+
+	innerBwrap := []string{"bwrap", "--ro-bind", "/", "/", "--unshare-user", "--unshare-pid", "--unshare-net", "--proc", "/proc", "--dev", "/dev", "true"}
+	for _, profile := range []string{"tier1", "tier2", "tier3"} {
+		t.Run("inner-sandbox-free-"+profile, func(t *testing.T) {
+			t.Parallel()
+			wantCode(t, aj(t, "run", "--profile", profile, "--", "unshare", "-Ur", "true"), 0)
+			wantCode(t, aj(t, append([]string{"run", "--profile", profile, "--"}, innerBwrap...)...), 0)
+		})
+	}
+	t.Run("inner-sandbox-sealed", func(t *testing.T) {
+		t.Parallel()
+		r := aj(t, "run", "--profile", "sealed", "--", "unshare", "-Ur", "true")
+		if r.code == 0 {
+			t.Fatal("unshare -Ur succeeded in a sealed jail")
+		}
+		// EPERM is the filter's answer; --disable-userns alone would
+		// answer ENOSPC (NESTING.md).
+		if !strings.Contains(r.stderr, "Operation not permitted") {
+			t.Errorf("unshare was not refused by the filter:\n%s", r.stderr)
+		}
+		if r := aj(t, append([]string{"run", "--profile", "sealed", "--"}, innerBwrap...)...); r.code == 0 {
+			t.Error("an inner bwrap succeeded in a sealed jail")
+		}
+	})
+
+	t.Run("docker-format-file", func(t *testing.T) {
+		t.Parallel()
+		ws := workspace(t)
+		profile := filepath.Join(e.dir, "deny-mkdir.json")
+		write(t, e.dir, map[string]string{"deny-mkdir.json": `{
+			"defaultAction": "SCMP_ACT_ALLOW",
+			"archMap": [{"architecture": "SCMP_ARCH_X86_64", "subArchitectures": ["SCMP_ARCH_X86"]},
+			            {"architecture": "SCMP_ARCH_AARCH64", "subArchitectures": ["SCMP_ARCH_ARM"]}],
+			"syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 13, "comment": "no new directories"},
+			             {"names": ["ptrace"], "action": "SCMP_ACT_ALLOW", "includes": {"caps": ["CAP_SYS_PTRACE"]}}]}`})
+		r := aj(t, "run", "--seccomp", profile, "--write", ws, "--chdir", ws, "--", "mkdir", filepath.Join(ws, "made"))
+		if r.code == 0 || !strings.Contains(r.stderr, "Permission denied") || fileExists(filepath.Join(ws, "made")) {
+			t.Errorf("mkdir was not refused with EACCES (exit %d):\n%s", r.code, r.stderr)
+		}
+		// The profile's own filter still applies on top.
+		j := probeResults(t, aj(t, "run", "--seccomp", profile, "--", e.probe, "ptrace"))
+		if j["ptrace"] != "EPERM" {
+			t.Errorf("ptrace under tier1 plus the file: %q, want EPERM", j["ptrace"])
+		}
+		wantCode(t, aj(t, "run", "--write", ws, "--chdir", ws, "--", "mkdir", filepath.Join(ws, "made")), 0)
+	})
+
+	t.Run("export-round-trip", func(t *testing.T) {
+		t.Parallel()
+		r := aj(t, "seccomp", "export", "--profile", "tier1")
+		wantCode(t, r, 0)
+		var s specs.LinuxSeccomp
+		dec := json.NewDecoder(strings.NewReader(r.stdout))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&s); err != nil {
+			t.Fatalf("export is not strict OCI: %v\n%s", err, r.stdout)
+		}
+		exported := filepath.Join(e.dir, "tier1.json")
+		write(t, e.dir, map[string]string{"tier1.json": r.stdout})
+		// Imported back as the only filter, it refuses what tier1 refuses.
+		j := probeResults(t, aj(t, "run", "--profile", e.control, "--seccomp", exported, "--", e.probe, "ptrace", "tiocsti-high"))
+		if j["ptrace"] != "EPERM" || j["tiocsti-high"] != "EPERM" {
+			t.Errorf("the exported tier1 filter, imported back: %v", j)
+		}
+	})
+}
+
+// TestSeccompBadInput: malformed JSON, an unknown syscall or action is exit
+// 125 naming the file and the culprit, and the command never runs.
+func TestSeccompBadInput(t *testing.T) {
+	jailed(t)
+	dir := visibleDir(t)
+	files := map[string]string{
+		"malformed.json":  "{\"defaultAction\": \"SCMP_ACT_ALLOW\",\n \"syscalls\": [\n",
+		"badsyscall.json": `{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["mkdir", "mkdri"], "action": "SCMP_ACT_ERRNO"}]}`,
+		"badaction.json":  `{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["mkdir"], "action": "SCMP_ACT_DENY"}]}`,
+		"baddefault.json": `{"defaultAction": "SCMP_ACT_PERMIT"}`,
+		"badarch.json":    `{"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_Z80"]}`,
+		"unknownkey.json": `{"defaultAction": "SCMP_ACT_ALLOW", "sycalls": []}`,
+	}
+	write(t, dir, files)
+	for file, says := range map[string]string{
+		"malformed.json":  "malformed.json:3:1",
+		"badsyscall.json": `"mkdri"`,
+		"badaction.json":  `"SCMP_ACT_DENY"`,
+		"baddefault.json": `"SCMP_ACT_PERMIT"`,
+		"badarch.json":    `"SCMP_ARCH_Z80"`,
+		"unknownkey.json": `"sycalls"`,
+		"missing.json":    "missing.json",
+	} {
+		marker := filepath.Join(dir, "ran-"+file)
+		r := aj(t, "run", "--seccomp", filepath.Join(dir, file), "--", "sh", "-c", "touch "+marker)
+		wantCode(t, r, 125)
+		if !strings.Contains(r.stderr, filepath.Join(dir, file)) && file != "missing.json" || !strings.Contains(r.stderr, says) {
+			t.Errorf("%s: stderr does not name the file and %s:\n%s", file, says, r.stderr)
+		}
+		if strings.Count(strings.TrimSpace(r.stderr), "\n") > 3 || !strings.HasPrefix(r.stderr, "agentjail: ") {
+			t.Errorf("%s: not one clear message:\n%s", file, r.stderr)
+		}
+		if fileExists(marker) {
+			t.Errorf("%s: the command ran", file)
+		}
+	}
+	// render refuses the same way: it compiles the same filters.
+	r := aj(t, "render", "--seccomp", filepath.Join(dir, "badsyscall.json"), "--", "true")
+	wantCode(t, r, 125)
+	if bytes.Contains([]byte(r.stdout), []byte("bwrap")) {
+		t.Errorf("render printed a command line for a bad filter:\n%s", r.stdout)
+	}
+}
