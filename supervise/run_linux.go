@@ -231,12 +231,28 @@ func (s *supervisor) run() error {
 	s.watch(done, childPIDs, blockW)
 
 	// The jail has ended (or would not die within KillWait). Kill what is
-	// left: the cgroup first, then anything still carrying the marker.
+	// left: the cgroup first, then anything still carrying the marker. The
+	// /proc scan, the slow part, runs meanwhile on another thread; what it
+	// found and still runs once the pid namespace and the cgroup are gone
+	// is an orphan.
+	type scan struct {
+		procs []Proc
+		err   error
+	}
+	scanned := make(chan scan, 1)
+	go func() {
+		procs, err := MarkedBy(sp.ProcRoot, sp.RunID)
+		scanned <- scan{procs, err}
+	}()
 	if s.box != nil && !s.rec.KillWaitExpired && !s.box.waitExit(teardownWait) {
 		s.rec.Warnings = append(s.rec.Warnings, fmt.Sprintf("the jail's pid namespace was not torn down %v after bubblewrap exited", teardownWait))
 	}
 	s.endCgroup()
-	s.sweep()
+	found := <-scanned
+	if found.err != nil {
+		s.rec.Warnings = append(s.rec.Warnings, "marker sweep: "+found.err.Error())
+	}
+	s.sweep(found.procs)
 	if s.box != nil {
 		s.box.close()
 	}
@@ -493,9 +509,10 @@ func (s *supervisor) endCgroup() {
 	}
 }
 
-// sweep kills every process still carrying the run's marker.
-func (s *supervisor) sweep() {
-	killed, err := KillMarked(s.spec.ProcRoot, s.spec.RunID)
+// sweep kills those of the processes found carrying the run's marker
+// that still run, and lists them as orphans.
+func (s *supervisor) sweep(found []Proc) {
+	killed, err := killVerified(s.spec.ProcRoot, s.spec.RunID, found)
 	if err != nil {
 		s.rec.Warnings = append(s.rec.Warnings, "marker sweep: "+err.Error())
 	}

@@ -110,13 +110,22 @@ func newGuard(procRoot string) guard { return guard(ancestors(procRoot, os.Getpi
 // again with the pidfd open, so a pid reused since the scan is never hit.
 func KillMarked(procRoot, runID string) ([]Proc, error) {
 	procs, err := MarkedBy(procRoot, runID)
-	if err != nil || len(procs) == 0 {
+	if err != nil {
 		return nil, err
+	}
+	return killVerified(procRoot, runID, procs)
+}
+
+// killVerified kills those of procs (found carrying runID) that still run
+// and still carry it.
+func killVerified(procRoot, runID string, procs []Proc) ([]Proc, error) {
+	if len(procs) == 0 {
+		return nil, nil
 	}
 	never := newGuard(procRoot)
 	var killed []Proc
 	var errs []error
-	buf := make([]byte, 64<<10)
+	buf := make([]byte, 8<<10)
 	for _, p := range procs {
 		if never[p.PID] {
 			continue
@@ -128,7 +137,7 @@ func KillMarked(procRoot, runID string) ([]Proc, error) {
 		var id string
 		id, buf = readMarker(filepath.Join(procRoot, strconv.Itoa(p.PID), "environ"), buf)
 		now, err := readProc(procRoot, p.PID)
-		if err == nil && id == runID && now.Start == p.Start {
+		if err == nil && id == runID && now.Start == p.Start && !zombie(procRoot, p.PID) {
 			switch err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); {
 			case err == nil:
 				killed = append(killed, p)
