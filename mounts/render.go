@@ -53,6 +53,9 @@ type Input struct {
 	Chdir         string // absolute; the agent starts here
 	ExecStage     string // host path of the agentjail binary
 	StagingDir    string // where copied credentials are placed before launch
+	// ClaudeDir is the host directory that holds the run's private Claude
+	// Code directory (claude.home), bound at ~/.claude in the jail.
+	ClaudeDir string
 	// IsPlaceholder reports whether an empty file is only the mask
 	// placeholder of another (live or killed) run; such paths count as
 	// missing. Nil: none are.
@@ -76,9 +79,15 @@ type Plan struct {
 
 	// Home is the agent's HOME inside the jail.
 	Home string
-	// Copies are credentials to copy into StagingDir before the launch,
-	// owned by the run user.
+	// Copies are credentials to copy into StagingDir (and ClaudeDir)
+	// before the launch, owned by the run user.
 	Copies []Copy
+	// Dirs are directories to create, owned by the run user, before the
+	// launch (bind sources that must exist).
+	Dirs []string
+	// Claude is the run's private Claude Code directory; nil without
+	// claude.home.
+	Claude *ClaudeHome
 	// Masks are host paths bwrap creates as mount points to keep missing
 	// protected paths from being created; they are removed after the run.
 	Masks []string
@@ -94,6 +103,25 @@ type Plan struct {
 
 // Copy is one credential copied in.
 type Copy struct{ Src, Dst string }
+
+// ClaudeHome is a run's private Claude Code directory.
+type ClaudeHome struct {
+	Dir  string // on the host (Input.ClaudeDir)
+	Jail string // in the jail, ~/.claude: CLAUDE_CONFIG_DIR's value
+	// Credentials is the operator's credentials file copied in as
+	// Dir/.credentials.json, "" when there is none; WriteBack says whether
+	// a refreshed one goes back to it.
+	Credentials string
+	WriteBack   bool
+}
+
+// Claude Code's files: its credentials under its directory, its global
+// configuration next to it in the home (inside CLAUDE_CONFIG_DIR when that
+// is set).
+const (
+	ClaudeCredentials = ".credentials.json"
+	ClaudeConfig      = ".claude.json"
+)
 
 // Render builds the plan of one jail, or returns every problem found at once
 // (errors.Join of *policy.FieldError naming the field and its origin).
@@ -119,6 +147,7 @@ func Render(in Input) (Plan, error) {
 	r.protect(roots)
 	r.deny(roots)
 	r.credentials()
+	r.claude()
 	r.tail()
 	if len(r.errs) > 0 {
 		return Plan{}, errors.Join(r.errs...)
@@ -411,6 +440,39 @@ func (r *renderer) credentials() {
 			break
 		}
 	}
+}
+
+// claude binds the run's private Claude Code directory at ~/.claude (the
+// home is a tmpfs, so bwrap can make the mount point) and plans the copies
+// of the operator's login into it: the first operator home that has each
+// file provides it.
+func (r *renderer) claude() {
+	c := r.p.Claude
+	if !policy.On(c.Home) || r.in.ClaudeDir == "" {
+		return
+	}
+	home := &ClaudeHome{Dir: r.in.ClaudeDir, Jail: path.Join(r.plan.Home, ".claude")}
+	r.plan.Dirs = append(r.plan.Dirs, home.Dir)
+	if policy.On(c.Credentials) {
+		for _, f := range []struct{ src, dst string }{
+			{path.Join(".claude", ClaudeCredentials), ClaudeCredentials},
+			{ClaudeConfig, ClaudeConfig},
+		} {
+			for _, h := range r.in.OperatorHomes {
+				src := path.Join(h, f.src)
+				if fi, err := fs.Stat(r.in.Disk, rel(src)); err != nil || !fi.Mode().IsRegular() {
+					continue
+				}
+				r.plan.Copies = append(r.plan.Copies, Copy{Src: src, Dst: path.Join(home.Dir, f.dst)})
+				if f.dst == ClaudeCredentials {
+					home.Credentials, home.WriteBack = src, policy.On(c.WriteBack)
+				}
+				break
+			}
+		}
+	}
+	r.mount("--bind", home.Dir, home.Jail)
+	r.plan.Claude = home
 }
 
 func (r *renderer) tail() {
