@@ -52,6 +52,9 @@ type Input struct {
 	Bwrap         bwrap.Version
 	Chdir         string // absolute; the agent starts here
 	ExecStage     string // host path of the agentjail binary
+	// EmptyFile is an empty regular file on the host that every user can
+	// read; masks are bound from it (see protect). "": /dev/null.
+	EmptyFile string
 	StagingDir    string // where copied credentials are placed before launch
 	// ClaudeDir is the host directory that holds the run's private Claude
 	// Code directory (claude.home), bound at ~/.claude in the jail.
@@ -367,8 +370,19 @@ func (r *renderer) protect(roots []string) {
 	for _, p := range pr.existing {
 		r.mount("--ro-bind", p, p)
 	}
+	// A mask shows in the jail as an empty, read-only regular file, not
+	// as /dev/null's character device: the agent's own sandbox (Claude
+	// Code's sandbox-runtime) protects paths such as .claude/settings.json
+	// too, and skips one whose ancestor is a regular file, but binds
+	// /dev/null over it when the ancestor is a device, which bwrap cannot
+	// do under a non-directory ("Can't mkdir parents ...: Not a directory"),
+	// and every sandboxed command then fails.
+	empty := r.in.EmptyFile
+	if empty == "" {
+		empty = "/dev/null"
+	}
 	for _, m := range pr.masks {
-		r.mount("--ro-bind", "/dev/null", m)
+		r.mount("--ro-bind", empty, m)
 	}
 	for _, l := range pr.links {
 		r.plan.Warnings = append(r.plan.Warnings, fmt.Sprintf("protected path %s is a symlink: its target is read-only, but the link itself can be replaced; make it a regular file to protect it fully", l))

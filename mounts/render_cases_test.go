@@ -211,7 +211,7 @@ func TestRenderReprotectsClaudeOps(t *testing.T) {
 				t.Fatal(err)
 			}
 			args := strings.Join(plan.Args, " ")
-			for _, want := range []string{"--ro-bind /srv/proj/.claude-ops /srv/proj/.claude-ops", "--ro-bind /dev/null /srv/cache/.claude-ops"} {
+			for _, want := range []string{"--ro-bind /srv/proj/.claude-ops /srv/proj/.claude-ops", "--ro-bind /run/agentjail/empty /srv/cache/.claude-ops"} {
 				if !strings.Contains(args, want) {
 					t.Errorf("%s does not re-protect .claude-ops: no %q in\n%s", profile, want, args)
 				}

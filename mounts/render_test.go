@@ -118,6 +118,7 @@ func input(t *testing.T, profile string, write ...string) Input {
 		ExecStage:     "/usr/local/bin/agentjail",
 		StagingDir:    "/run/agentjail/RUN/credentials",
 		ClaudeDir:     "/run/agentjail/RUN/claude",
+		EmptyFile:     "/run/agentjail/empty",
 		Argv:          []string{"claude", "--print", "hi"},
 	}
 }
