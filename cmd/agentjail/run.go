@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/agentjail/agentjail/claude"
 	"github.com/agentjail/agentjail/policy"
 	"github.com/agentjail/agentjail/reaper"
 	"github.com/agentjail/agentjail/supervise"
@@ -84,9 +85,18 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 		}
 		defer log.Close()
 	}
+	results := cmd.String("results")
+	if err := checkResults(results); err != nil {
+		return failed(err)
+	}
 	if err := reaper.Begin(); err != nil {
 		return failed(err)
 	}
+	staged, err := j.stage()
+	if err != nil {
+		return failed(err)
+	}
+	defer staged.Remove()
 
 	spec := supervise.Spec{
 		Bwrap: j.bwrap.Path, Args: j.plan.Args, Env: j.env, Seccomp: j.seccomp,
@@ -96,6 +106,14 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	}
 	if log != nil {
 		spec.Log = log
+	}
+	// claude's json output is parsed as it passes, into the record.
+	var parser *claude.Parser
+	if format := claude.Command(argv); format != "" {
+		parser = claude.NewParser(format)
+		if format == claude.FormatJSON || format == claude.FormatStreamJSON {
+			spec.StdoutTap = parser
+		}
 	}
 	limitsSpec(&spec, j.policy.Limits)
 	if syscall.Getuid() == 0 && j.user.UID != 0 {
@@ -118,6 +136,7 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	if runErr != nil {
 		printError(e.stderr, runErr)
 	}
+	claudeAfter(j, staged, parser, results, &rec, spec.Secrets)
 	if recordPath != "" {
 		if err := rec.WriteFile(recordPath); err != nil {
 			printError(e.stderr, err)
@@ -169,7 +188,7 @@ func secretValues(env []string) []string {
 		k, v, _ := strings.Cut(kv, "=")
 		switch {
 		case strings.HasPrefix(k, "LC_"):
-		case strings.Contains(" PATH HOME USER LOGNAME LANG LANGUAGE TERM COLORTERM NO_COLOR TZ SHELL TMPDIR PWD "+supervise.MarkerVar+" ", " "+k+" "):
+		case strings.Contains(" PATH HOME USER LOGNAME LANG LANGUAGE TERM COLORTERM NO_COLOR TZ SHELL TMPDIR PWD CLAUDE_CONFIG_DIR "+supervise.MarkerVar+" ", " "+k+" "):
 		default:
 			out = append(out, v)
 		}
