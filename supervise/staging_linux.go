@@ -225,6 +225,14 @@ func traversable(dir string) error {
 	return nil
 }
 
+// Path is the staging directory, "" for none.
+func (s *Staged) Path() string {
+	if s == nil {
+		return ""
+	}
+	return s.Root
+}
+
 // Remove deletes the staging directory and everything in it.
 func (s *Staged) Remove() error {
 	if s == nil {

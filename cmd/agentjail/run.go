@@ -126,6 +126,7 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	live := supervise.NewLive(liveDir(), supervise.State{
 		RunID: j.runID, Profile: j.profile, StartedAt: rec.StartedAt, User: rec.User,
 		StopWaitMS: (spec.Grace + supervise.KillWait).Milliseconds(),
+		Stage:      staged.Path(),
 	})
 	spec.Live = live
 
