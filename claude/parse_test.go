@@ -31,7 +31,7 @@ func TestCommand(t *testing.T) {
 const (
 	initLine   = `{"type":"system","subtype":"init","cwd":"/w","session_id":"11111111-init","tools":["Bash"],"model":"claude-opus-4-8"}`
 	assistLine = `{"type":"assistant","message":{"content":[{"type":"text","text":"{\"type\":\"result\"}"}]},"session_id":"11111111-init"}`
-	okLine = `{"type":"result","subtype":"success","is_error":false,"api_error_status":null,"duration_ms":201,"num_turns":2,"result":"hello from fake","stop_reason":"end_turn","session_id":"11111111-result","total_cost_usd":0.0002,"usage":{"input_tokens":10,"output_tokens":6}}`
+	okLine     = `{"type":"result","subtype":"success","is_error":false,"api_error_status":null,"duration_ms":201,"num_turns":2,"result":"hello from fake","stop_reason":"end_turn","session_id":"11111111-result","total_cost_usd":0.0002,"usage":{"input_tokens":10,"output_tokens":6}}`
 	errorLine  = `{"type":"result","subtype":"success","is_error":true,"api_error_status":500,"num_turns":1,"result":"API Error: 500","session_id":"s-err","total_cost_usd":0,"usage":{"input_tokens":0,"output_tokens":0}}`
 )
 

@@ -54,8 +54,8 @@ type Input struct {
 	ExecStage     string // host path of the agentjail binary
 	// EmptyFile is an empty regular file on the host that every user can
 	// read; masks are bound from it (see protect). "": /dev/null.
-	EmptyFile string
-	StagingDir    string // where copied credentials are placed before launch
+	EmptyFile  string
+	StagingDir string // where copied credentials are placed before launch
 	// ClaudeDir is the host directory that holds the run's private Claude
 	// Code directory (claude.home), bound at ~/.claude in the jail.
 	ClaudeDir string
