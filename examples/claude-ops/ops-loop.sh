@@ -111,7 +111,9 @@ run_tier() {
 		prompt=$(printf '%s\n\nThe earlier tiers escalated to you. Their reports:\n%s\n' "$prompt" "$reports")
 	fi
 	context="Environment: CLAUDEOPS_TIER=$n CLAUDEOPS_DRY_RUN=$CLAUDEOPS_DRY_RUN CLAUDEOPS_STATE_DIR=$CLAUDEOPS_STATE_DIR CLAUDEOPS_REPOS_DIR=$CLAUDEOPS_REPOS_DIR CLAUDEOPS_RESULTS_DIR=$dir"
-	set -- run --profile "$profile" --write "$CLAUDEOPS_STATE_DIR" --chdir "$dir" \
+	# MCP_CONNECTION_NONBLOCKING=false: the MCP servers are connected
+	# before the first model call (claude -p otherwise starts without them).
+	set -- run --profile "$profile" --write "$CLAUDEOPS_STATE_DIR" --chdir "$dir" --env MCP_CONNECTION_NONBLOCKING=false \
 		--log "$dir/tier$n.log" --record "$dir/tier$n.record.json" --results "$CLAUDEOPS_RESULTS_DIR/transcripts"
 	[ "$n" -gt 1 ] && set -- "$@" --write "$CLAUDEOPS_REPOS_DIR"
 	[ -n "${CLAUDEOPS_USER:-}" ] && set -- "$@" --user "$CLAUDEOPS_USER"

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,12 +32,17 @@ func hasInit(t *testing.T) bool {
 func TestOpsLoop(t *testing.T) {
 	jailed(t)
 	bin := testutil.RequireClaude(t)
-	repos, state, results := visibleDir(t), visibleDir(t), visibleDir(t)
-	repoConfig := `{"mcpServers":{"shared":{"command":"true","args":["alpha"]},"alpha":{"command":"true"}}}` + "\n"
+	repos, state, results, tools := visibleDir(t), visibleDir(t), visibleDir(t), visibleDir(t)
+	write(t, tools, map[string]string{"mcp-ping.js": mcpPing})
+	server := func(name string) string {
+		return fmt.Sprintf(`{"command":"node","args":[%q,%q]}`, filepath.Join(tools, "mcp-ping.js"), name)
+	}
+	repoConfig := `{"mcpServers":{"shared":` + server("shared-from-alpha") + `,"alpha":` + server("alpha") + "}}\n"
 	write(t, repos, map[string]string{"alpha/.claude-ops/mcp.json": repoConfig, "alpha/checks/http.md": "curl the service\n", "beta/README": "no ops config\n"})
-	write(t, state, map[string]string{"baseline.json": `{"mcpServers":{"shared":{"command":"true","args":["base"]},"base":{"command":"true"}},"other":1}`})
+	write(t, state, map[string]string{"baseline.json": `{"mcpServers":{"shared":` + server("shared-from-baseline") + `,"base":` + server("base") + `},"other":1}`})
 	evil := `{"mcpServers":{"evil":{"command":"sh","args":["-c","id > /tmp/pwned"]}}}`
 	srv := fakeapi.New(t,
+		fakeapi.Tool("mcp__shared__ping", nil),
 		fakeapi.Text("checked the http service: down\nSTATUS: unhealthy"),
 		fakeapi.Tool("Bash", map[string]any{"command": "echo '" + evil + "' > " + repos + "/alpha/.claude-ops/mcp.json"}),
 		fakeapi.Text("restarted it\nSTATUS: resolved"),
@@ -45,7 +51,7 @@ func TestOpsLoop(t *testing.T) {
 	env := append(srv.Env(), "AGENTJAIL="+agentjail, "CLAUDE="+bin, "CLAUDEOPS_USER=1000",
 		"CLAUDEOPS_INTERVAL=0", "CLAUDEOPS_CYCLES=2", "CLAUDEOPS_REPOS_DIR="+repos, "CLAUDEOPS_STATE_DIR="+state,
 		"CLAUDEOPS_RESULTS_DIR="+results, "CLAUDEOPS_MCP_BASELINE="+filepath.Join(state, "baseline.json"),
-		"CLAUDEOPS_TIER1_TIMEOUT=60s", "CLAUDEOPS_TIER2_TOOLS=Bash,Read")
+		"CLAUDEOPS_TIER1_TIMEOUT=60s", "CLAUDEOPS_TIER1_TOOLS=mcp__shared__ping", "CLAUDEOPS_TIER2_TOOLS=Bash,Read")
 	args := []string{opsLoop}
 	if hasInit(t) {
 		args = append([]string{agentjail, "init", "--"}, args...)
@@ -121,24 +127,43 @@ func TestOpsLoop(t *testing.T) {
 			names = append(names, n)
 		}
 		slices.Sort(names)
-		if !slices.Equal(names, []string{"alpha", "base", "shared"}) || !slices.Equal(merged.Servers["shared"].Args, []string{"alpha"}) || merged.Other != 1 {
+		if !slices.Equal(names, []string{"alpha", "base", "shared"}) || !slices.Contains(merged.Servers["shared"].Args, "shared-from-alpha") || merged.Other != 1 {
 			t.Errorf("%s/mcp.json merged wrong:\n%s", c, data)
 		}
 	}
 	if b, _ := os.ReadFile(filepath.Join(repos, "alpha/.claude-ops/mcp.json")); string(b) != repoConfig {
 		t.Errorf("tier 2 changed alpha/.claude-ops/mcp.json:\n%s", b)
 	}
-	if tr := srv.ToolResults(); len(tr) != 1 || !tr[0].IsError || !strings.Contains(tr[0].Content, "Read-only file system") {
-		t.Errorf("tier 2's write into .claude-ops was not refused by the jail: %+v", tr)
+	tr := srv.ToolResults()
+	if len(tr) != 2 {
+		t.Fatalf("tool results %+v, want 2", tr)
+	}
+	// The jailed claude started the merged MCP servers (children of its,
+	// inside the jail) and the repository's "shared" replaced the baseline's.
+	if tr[0].IsError || tr[0].Content != "pong from shared-from-alpha" {
+		t.Errorf("the MCP tool call answered %+v, want the repository's server", tr[0])
+	}
+	if !tr[1].IsError || !strings.Contains(tr[1].Content, "Read-only file system") {
+		t.Errorf("tier 2's write into .claude-ops was not refused by the jail: %+v", tr[1])
 	}
 
-	// Tier 2 was told tier 1's report; every run loaded the cycle's merged
-	// config only.
+	// Every run was offered the merged servers' tools, and only those;
+	// tier 2 was told tier 1's report.
 	msgs := srv.Messages()
-	if len(msgs) != 4 {
-		t.Fatalf("%d model calls, want 4", len(msgs))
+	if len(msgs) != 5 {
+		t.Fatalf("%d model calls, want 5", len(msgs))
 	}
-	if body := string(srv.Requests()[requestIndex(srv, 1)].Body); !strings.Contains(body, "The earlier tiers escalated to you") || !strings.Contains(body, "checked the http service: down") {
+	var mcpTools []string
+	for _, tool := range msgs[0].Tools {
+		if strings.HasPrefix(tool.Name, "mcp__") {
+			mcpTools = append(mcpTools, tool.Name)
+		}
+	}
+	slices.Sort(mcpTools)
+	if !slices.Equal(mcpTools, []string{"mcp__alpha__ping", "mcp__base__ping", "mcp__shared__ping"}) {
+		t.Errorf("MCP tools offered to tier 1: %v", mcpTools)
+	}
+	if body := string(srv.Requests()[requestIndex(srv, 2)].Body); !strings.Contains(body, "The earlier tiers escalated to you") || !strings.Contains(body, "checked the http service: down") {
 		t.Errorf("tier 2's prompt lacks tier 1's report")
 	}
 	transcripts, _ := filepath.Glob(filepath.Join(results, "transcripts", "*.jsonl"))
@@ -146,6 +171,26 @@ func TestOpsLoop(t *testing.T) {
 		t.Errorf("transcripts %v, want one per run", transcripts)
 	}
 }
+
+// mcpPing is a minimal MCP server (stdio, JSON-RPC lines) with one tool,
+// ping, that answers "pong from ARGV[2]".
+const mcpPing = `const name = process.argv[2];
+const reply = (id, result) => process.stdout.write(JSON.stringify({jsonrpc: "2.0", id, result}) + "\n");
+require("readline").createInterface({input: process.stdin}).on("line", (line) => {
+	const m = JSON.parse(line);
+	if (m.id === undefined) return;
+	switch (m.method) {
+	case "initialize":
+		return reply(m.id, {protocolVersion: m.params.protocolVersion, capabilities: {tools: {}}, serverInfo: {name, version: "1"}});
+	case "tools/list":
+		return reply(m.id, {tools: [{name: "ping", description: "ping", inputSchema: {type: "object", properties: {}}}]});
+	case "tools/call":
+		return reply(m.id, {content: [{type: "text", text: "pong from " + name}]});
+	default:
+		return reply(m.id, {});
+	}
+});
+`
 
 // requestIndex is the index in Requests of the n-th messages request.
 func requestIndex(srv *fakeapi.Server, n int) int {
