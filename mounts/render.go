@@ -87,7 +87,7 @@ type Plan struct {
 	Copies []Copy
 	// Dirs are directories to create, owned by the run user, before the
 	// launch (bind sources that must exist).
-	Dirs []string
+	Dirs []Dir
 	// Claude is the run's private Claude Code directory; nil without
 	// claude.home.
 	Claude *ClaudeHome
@@ -106,6 +106,14 @@ type Plan struct {
 
 // Copy is one credential copied in.
 type Copy struct{ Src, Dst string }
+
+// Dir is a directory made on the host for the run. Size, when not 0, caps
+// it: it is a tmpfs of that size where agentjail may mount one (as root),
+// since it stands for part of the capped private home.
+type Dir struct {
+	Path string
+	Size int64
+}
 
 // ClaudeHome is a run's private Claude Code directory.
 type ClaudeHome struct {
@@ -466,7 +474,11 @@ func (r *renderer) claude() {
 		return
 	}
 	home := &ClaudeHome{Dir: r.in.ClaudeDir, Jail: path.Join(r.plan.Home, ".claude")}
-	r.plan.Dirs = append(r.plan.Dirs, home.Dir)
+	size := int64(DefaultHomeSize)
+	if s := r.p.Filesystem.Home.Size; s != nil {
+		size = int64(*s)
+	}
+	r.plan.Dirs = append(r.plan.Dirs, Dir{Path: home.Dir, Size: size})
 	if policy.On(c.Credentials) {
 		for _, f := range []struct{ src, dst string }{
 			{path.Join(".claude", ClaudeCredentials), ClaudeCredentials},

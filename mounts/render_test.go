@@ -142,7 +142,7 @@ func format(p Plan) string {
 		b.WriteString("copy: " + c.Src + " -> " + c.Dst + "\n")
 	}
 	for _, d := range p.Dirs {
-		b.WriteString("dir: " + d + "\n")
+		fmt.Fprintf(&b, "dir: %s (tmpfs of %d)\n", d.Path, d.Size)
 	}
 	if c := p.Claude; c != nil {
 		fmt.Fprintf(&b, "claude: %s at %s, credentials %q, write back %v\n", c.Dir, c.Jail, c.Credentials, c.WriteBack)

@@ -267,7 +267,9 @@ func SweepDead(dir, procRoot string) (map[string][]Proc, error) {
 			out[st.RunID] = killed
 		}
 		if st.Stage != "" {
-			os.RemoveAll(st.Stage)
+			if err := removeStage(st.Stage); err != nil {
+				errs = append(errs, err)
+			}
 		}
 		os.Remove(st.Socket)
 		os.Remove(filepath.Join(dir, st.RunID+".json"))

@@ -18,12 +18,23 @@ import (
 // FileCopy is one file or tree copied into a run's staging directory.
 type FileCopy struct{ Src, Dst string }
 
-// Staged is what Stage made: its root and the content of each regular
-// file copied at the top of a FileCopy, by destination, so that what the
-// run changed can be told afterwards.
+// StageDir is a directory made in a run's staging directory; Size, when
+// not 0, caps it with a tmpfs of that size.
+type StageDir struct {
+	Path string
+	Size int64
+}
+
+// Staged is what Stage made: its root, the tmpfs mounts in it, the
+// content of each regular file copied at the top of a FileCopy, by
+// destination (so that what the run changed can be told afterwards), and
+// what it could not do as asked.
 type Staged struct {
 	Root   string
+	Mounts []string
 	Copied map[string][]byte // Dst -> content as copied in
+	// Degradations are the caps that could not be applied.
+	Degradations []Note
 }
 
 // Stage makes a run's staging directory root (fresh, root-owned 0711: the
@@ -34,9 +45,14 @@ type Staged struct {
 // process of the run user can slip a symlink into a path agentjail writes
 // through. The parent of root is made traversable too.
 //
+// A directory with a Size is a tmpfs of that size, so that what the agent
+// writes there is capped as its private home is; only root can mount one,
+// and where the mount fails the directory is a plain one and the
+// degradation is reported.
+//
 // A source that is a symlink is followed; links inside a copied tree are
 // copied as links; sockets, fifos and devices are skipped.
-func Stage(root string, dirs []string, copies []FileCopy, uid, gid int) (*Staged, error) {
+func Stage(root string, dirs []StageDir, copies []FileCopy, uid, gid int) (*Staged, error) {
 	st := &Staged{Root: root, Copied: map[string][]byte{}}
 	if err := traversable(filepath.Dir(root)); err != nil {
 		return nil, err
@@ -68,9 +84,22 @@ func Stage(root string, dirs []string, copies []FileCopy, uid, gid int) (*Staged
 		return nil
 	}
 	for _, d := range dirs {
-		if err := mkdirs(d); err != nil {
+		if err := mkdirs(d.Path); err != nil {
 			return st, err
 		}
+		if d.Size <= 0 {
+			continue
+		}
+		err := errors.New("only root can mount one")
+		if os.Getuid() == 0 {
+			// Root's 0700 until handed over with the rest.
+			err = unix.Mount("tmpfs", d.Path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("size=%d,mode=0700", d.Size))
+		}
+		if err != nil {
+			st.Degradations = append(st.Degradations, Note{"staging.size", fmt.Sprintf("%s is not capped at %d bytes (a tmpfs: %v): what the agent writes there (~/.claude) is limited only by that filesystem's free space", d.Path, d.Size, err)})
+			continue
+		}
+		st.Mounts = append(st.Mounts, d.Path)
 	}
 	for _, c := range copies {
 		if err := mkdirs(filepath.Dir(c.Dst)); err != nil {
@@ -233,12 +262,41 @@ func (s *Staged) Path() string {
 	return s.Root
 }
 
-// Remove deletes the staging directory and everything in it.
+// Remove unmounts the staging directory's tmpfs mounts and deletes it and
+// everything in it.
 func (s *Staged) Remove() error {
 	if s == nil {
 		return nil
 	}
-	return os.RemoveAll(s.Root)
+	return removeStage(s.Root)
+}
+
+// removeStage unmounts every mount under root (found in the mount table,
+// so that a sweep after a supervisor that died finds them too), deepest
+// first, then deletes root.
+func removeStage(root string) error {
+	var errs []error
+	if data, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+		var points []string
+		for _, line := range strings.Split(string(data), "\n") {
+			// Field 5 is the mount point (proc(5)); agentjail's paths need
+			// no unescaping.
+			if f := strings.Fields(line); len(f) > 4 && (f[4] == root || strings.HasPrefix(f[4], root+"/")) {
+				points = append(points, f[4])
+			}
+		}
+		slices.Sort(points)
+		slices.Reverse(points)
+		for _, p := range points {
+			if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+				errs = append(errs, fmt.Errorf("unmount %s: %w", p, err))
+			}
+		}
+	}
+	if err := os.RemoveAll(root); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // ReadOwned reads the file rel below root that the run user left there, as

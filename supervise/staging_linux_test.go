@@ -1,12 +1,15 @@
 package supervise
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentjail/agentjail/internal/testutil"
 )
@@ -38,7 +41,7 @@ func TestStage(t *testing.T) {
 	run := filepath.Join(t.TempDir(), "runs")
 	os.Mkdir(run, 0o700) // as the state registries make it
 	root := filepath.Join(run, "RUN")
-	st, err := Stage(root, []string{filepath.Join(root, "claude")}, []FileCopy{
+	st, err := Stage(root, []StageDir{{Path: filepath.Join(root, "claude"), Size: 1 << 20}}, []FileCopy{
 		{Src: filepath.Join(src, ".ssh"), Dst: filepath.Join(root, "credentials", ".ssh")},
 		{Src: filepath.Join(src, "creds-link"), Dst: filepath.Join(root, "claude", ".credentials.json")},
 	}, 1000, 1000)
@@ -75,11 +78,22 @@ func TestStage(t *testing.T) {
 	if got := string(st.Copied[filepath.Join(root, "claude", ".credentials.json")]); got != `{"a":1}` {
 		t.Errorf("copied content kept as %q", got)
 	}
+	// The sized directory is a tmpfs of that size, holding the copy.
+	var fsys unix.Statfs_t
+	if err := unix.Statfs(filepath.Join(root, "claude"), &fsys); err != nil || fsys.Type != unix.TMPFS_MAGIC || len(st.Degradations) != 0 {
+		t.Errorf("claude/ is no tmpfs (type %#x, %v, %v)", fsys.Type, err, st.Degradations)
+	}
+	if err := os.WriteFile(filepath.Join(root, "claude", "big"), make([]byte, 2<<20), 0o600); !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("writing 2 MiB into a 1 MiB directory: %v, want ENOSPC", err)
+	}
 	if err := st.Remove(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(root); err == nil {
 		t.Errorf("Remove left %s", root)
+	}
+	if mi, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mi), root) {
+		t.Errorf("Remove left a mount under %s", root)
 	}
 	if _, err := Stage(filepath.Join(run, "R2"), nil, []FileCopy{{Src: filepath.Join(src, "missing"), Dst: filepath.Join(run, "R2", "x")}}, 1000, 1000); err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Errorf("a missing source: %v", err)

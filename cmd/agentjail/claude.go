@@ -29,7 +29,11 @@ func (j *jail) stage() (*supervise.Staged, error) {
 	for i, c := range j.plan.Copies {
 		copies[i] = supervise.FileCopy{Src: c.Src, Dst: c.Dst}
 	}
-	st, err := supervise.Stage(stageDir(j.runID), j.plan.Dirs, copies, j.user.UID, j.user.GID)
+	dirs := make([]supervise.StageDir, len(j.plan.Dirs))
+	for i, d := range j.plan.Dirs {
+		dirs[i] = supervise.StageDir{Path: d.Path, Size: d.Size}
+	}
+	st, err := supervise.Stage(stageDir(j.runID), dirs, copies, j.user.UID, j.user.GID)
 	if err != nil {
 		st.Remove()
 		return nil, fmt.Errorf("prepare the run's files: %w", err)

@@ -97,6 +97,9 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 		return failed(err)
 	}
 	defer staged.Remove()
+	if staged != nil {
+		rec.Degradations = append(rec.Degradations, staged.Degradations...)
+	}
 
 	spec := supervise.Spec{
 		Bwrap: j.bwrap.Path, Args: j.plan.Args, Env: j.env, Seccomp: j.seccomp,
