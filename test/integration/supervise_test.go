@@ -227,6 +227,11 @@ func TestSIGKILLOfAgentjailLeavesNoJailedProcess(t *testing.T) {
 		if fileExists(filepath.Join("/run/agentjail/runs", st.RunID+".json")) || st.Cgroup != "" && fileExists(st.Cgroup) {
 			t.Errorf("SweepDead left %s's state or cgroup %s", st.RunID, st.Cgroup)
 		}
+		// tier1's private Claude Code directory: a tmpfs in the run's
+		// staging directory.
+		if st.Stage == "" || fileExists(st.Stage) {
+			t.Errorf("SweepDead left %s's staging directory %q", st.RunID, st.Stage)
+		}
 	}
 }
 
