@@ -19,6 +19,12 @@ type protection struct {
 	existing []string // paths to bind read-only over themselves
 	masks    []string // first missing components to cover with /dev/null
 	links    []string // protected paths that are symlinks (warned about)
+	// pins are directories inside a protected name (the .git of
+	// .git/hooks) bound over themselves, writable: a mount point cannot be
+	// renamed or removed (rename(2), rmdir(2): EBUSY), so the agent cannot
+	// move .git aside with its read-only hooks and make a new, writable
+	// one in its place (the rename-parent bypass).
+	pins []string
 }
 
 // findProtected looks for every relative protect pattern in each writable
@@ -40,6 +46,7 @@ func findProtected(d Disk, roots, patterns []string, depth int) protection {
 			continue
 		}
 		if underAny(p, roots) {
+			pinBetween(d, deepestRoot(p, roots), p, &pr, add)
 			protectOne(d, roots, p, &pr, add)
 		}
 	}
@@ -50,20 +57,25 @@ func findProtected(d Disk, roots, patterns []string, depth int) protection {
 				if !hasMeta(pat) {
 					// A literal is protected where it exists; where it does
 					// not, only at the root, its first missing component is
-					// covered so that it cannot be created.
+					// covered so that it cannot be created. Deeper, what
+					// appears during the run is found by comparing
+					// snapshots (Snapshot) and reported as a violation.
 					if exists(d, full) || dir == root {
+						pinBetween(d, dir, full, &pr, add)
 						protectOne(d, roots, full, &pr, add)
 					}
 					continue
 				}
 				matches, _ := fs.Glob(d, rel(full))
 				for _, m := range matches {
+					pinBetween(d, dir, "/"+m, &pr, add)
 					protectOne(d, roots, "/"+m, &pr, add)
 				}
 			}
 			for _, g := range gitdirTargets(d, dir) {
 				for _, sub := range []string{"hooks", "config"} {
 					if p := path.Join(g, sub); underAny(p, roots) && exists(d, p) {
+						pinBetween(d, deepestRoot(p, roots), p, &pr, add)
 						add(&pr.existing, p)
 					}
 				}
@@ -91,6 +103,36 @@ func protectOne(d Disk, roots []string, p string, pr *protection, add func(*[]st
 	if t, err := resolve(d, p); err == nil && t != p && underAny(t, roots) && exists(d, t) {
 		add(&pr.existing, t)
 	}
+}
+
+// pinBetween pins every real directory strictly between from and p (not
+// through a symlink: a mount over a link lands on its target, and the link
+// itself stays replaceable, which the snapshot comparison reports).
+func pinBetween(d Disk, from, p string, pr *protection, add func(*[]string, string)) {
+	rest, ok := strings.CutPrefix(p, from+"/")
+	if !ok {
+		return
+	}
+	parts := strings.Split(rest, "/")
+	for i := 1; i < len(parts); i++ {
+		dir := path.Join(from, path.Join(parts[:i]...))
+		fi, err := lstat(d, dir)
+		if err != nil || !fi.IsDir() {
+			return
+		}
+		add(&pr.pins, dir)
+	}
+}
+
+// deepestRoot is the innermost writable root holding p (roots may nest).
+func deepestRoot(p string, roots []string) string {
+	best := ""
+	for _, r := range roots {
+		if under(p, r) && len(r) > len(best) {
+			best = r
+		}
+	}
+	return best
 }
 
 // walkDirs calls fn for root and every directory below it down to depth,

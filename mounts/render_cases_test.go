@@ -192,3 +192,46 @@ func TestRenderProcCovered(t *testing.T) {
 		t.Errorf("degradations = %q", plan.Degradations)
 	}
 }
+
+// TestRenderPinsDirectoriesInsideProtectedNames: the .git of .git/hooks
+// (at any depth) and a .claude holding protected settings are bound over
+// themselves before what they hold is made read-only, so that they cannot
+// be renamed aside; directories of the project itself are not pinned.
+func TestRenderPinsDirectoriesInsideProtectedNames(t *testing.T) {
+	t.Parallel()
+	in := input(t, "tier1", "/srv/proj")
+	d := in.Disk.(fstest.MapFS)
+	d["srv/proj/sub/.git/hooks"] = dir(0o755, 1000)
+	d["srv/proj/.claude/settings.json"] = node(0o644, 1000, 1000, "{}")
+	d["srv/proj/.claude/other"] = node(0o644, 1000, 1000, "")
+	d["srv/proj/.idea"] = link("/srv/dotfiles")
+	plan, err := Render(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Join(plan.Args, " ")
+	order := []string{
+		"--bind /srv/proj /srv/proj",
+		"--bind /srv/proj/.claude /srv/proj/.claude",
+		"--bind /srv/proj/.git /srv/proj/.git",
+		"--bind /srv/proj/sub/.git /srv/proj/sub/.git",
+		"--ro-bind /srv/proj/.git/hooks /srv/proj/.git/hooks",
+		"--ro-bind /srv/proj/.claude/settings.json /srv/proj/.claude/settings.json",
+		"--ro-bind /srv/proj/sub/.git/hooks /srv/proj/sub/.git/hooks",
+	}
+	last := -1
+	for _, want := range order {
+		i := strings.Index(args, want)
+		if i < 0 || i < last {
+			t.Fatalf("plan lacks %q after the mounts before it:\n%s", want, args)
+		}
+		if strings.HasPrefix(want, "--bind") {
+			last = i
+		}
+	}
+	for _, bad := range []string{"--bind /srv/proj/sub /srv/proj/sub", "--bind /srv/proj/a ", "--bind /srv/proj/.idea"} {
+		if strings.Contains(args, bad) {
+			t.Errorf("plan pins %q, a directory of the project or a link:\n%s", bad, args)
+		}
+	}
+}
