@@ -12,7 +12,7 @@ RUNTIME_PKGS := bubblewrap libseccomp-dev gcc pkg-config
 TEST_PKGS    := runc tini dumb-init catatonit socat ripgrep ruby iproute2 procps util-linux
 BENCH_PKGS   := hyperfine
 
-.PHONY: all deps deps-bench build demo test test-short bench fuzz profiles clean
+.PHONY: all deps deps-bench build demo test test-short escapes bench fuzz profiles clean
 
 all: build
 
@@ -43,6 +43,11 @@ test: deps profiles
 # from Debian's packages, not installed) for the import tests.
 profiles:
 	@./.ci/profiles seccomp/testdata/external
+
+# escapes runs the escapes suite alone: each escape class shown under plain
+# bubblewrap, then closed under agentjail (test/integration/escapes_test.go).
+escapes: deps
+	$(GO) test -count=1 -run '^TestEscape' -v ./test/integration/
 
 test-short:
 	$(GO) test -short ./...

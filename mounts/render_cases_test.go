@@ -41,7 +41,14 @@ func TestRenderRefusesRootAgentOutsideSealed(t *testing.T) {
 	if _, err := Render(in); err == nil || !strings.Contains(err.Error(), "uid 0, allowed only with inner_sandbox: sealed") {
 		t.Fatalf("Render = %v", err)
 	}
+	// A capless root writes only what root owns: the project is the
+	// agent's (uid 1000).
 	in = input(t, "sealed", "/srv/proj")
+	in.User = User{UID: 0, GID: 0, Name: "root", Home: "/root"}
+	if _, err := Render(in); err == nil || !strings.Contains(err.Error(), "writable root /srv/proj is not writable by the run user root (uid 0); fix with `chown -R 0:0 /srv/proj`") {
+		t.Fatalf("sealed root on a project it does not own: Render = %v", err)
+	}
+	in = input(t, "sealed", "/srv/rootonly")
 	in.User = User{UID: 0, GID: 0, Name: "root", Home: "/root"}
 	plan, err := Render(in)
 	if err != nil {
