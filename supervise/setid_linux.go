@@ -23,8 +23,8 @@ func RunClock() unix.Timespec {
 // make the run's files dangerous on the host, where the nosuid and nodev of
 // the jail's mounts do not apply: it strips the set-user-id and
 // set-group-id bits of regular files changed since the run started (a
-// ctime at or after since, compared in whole seconds because some file
-// systems keep no finer times), and removes device nodes made since then
+// ctime at or after since; see changedSince), and removes device nodes
+// made since then
 // (an agent never holds CAP_MKNOD, so there should be none). Each is a
 // violation. Files that were set-id before the run are left alone. Links
 // are never followed: each file is reopened through openat2(2) with
@@ -45,7 +45,7 @@ func StripSetID(roots []string, since unix.Timespec) ([]Note, error) {
 				return nil // links, directories, fifos, sockets
 			}
 			var st unix.Stat_t
-			if unix.Lstat(p, &st) != nil || st.Ctim.Sec < since.Sec {
+			if unix.Lstat(p, &st) != nil || !changedSince(st.Ctim, since) {
 				return nil
 			}
 			switch st.Mode & unix.S_IFMT {
@@ -78,6 +78,18 @@ func StripSetID(roots []string, since unix.Timespec) ([]Note, error) {
 		return notes, fmt.Errorf("set-id scan of the writable roots: %w", errors.Join(errs...))
 	}
 	return notes, nil
+}
+
+// changedSince reports whether a change time is at or after since, the
+// coarse clock read at launch. A file system that keeps whole seconds only
+// (nanoseconds 0) is compared in seconds, so that a change in the launch's
+// second is not missed; a file changed in the same second before the launch
+// then counts as the run's, and is reported.
+func changedSince(ctime, since unix.Timespec) bool {
+	if ctime.Nsec == 0 {
+		return ctime.Sec >= since.Sec
+	}
+	return ctime.Sec > since.Sec || ctime.Sec == since.Sec && ctime.Nsec >= since.Nsec
 }
 
 // stripOne clears the set-id bits of p if it is still the file seen.

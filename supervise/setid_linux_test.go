@@ -82,3 +82,23 @@ func TestStripSetIDRemovesDeviceNodes(t *testing.T) {
 		t.Error("the device node is still there")
 	}
 }
+
+func TestChangedSince(t *testing.T) {
+	t.Parallel()
+	since := unix.Timespec{Sec: 100, Nsec: 500}
+	for _, c := range []struct {
+		ctime unix.Timespec
+		want  bool
+	}{
+		{unix.Timespec{Sec: 100, Nsec: 500}, true},
+		{unix.Timespec{Sec: 100, Nsec: 499}, false},
+		{unix.Timespec{Sec: 101, Nsec: 1}, true},
+		{unix.Timespec{Sec: 99, Nsec: 999999999}, false},
+		{unix.Timespec{Sec: 100}, true}, // whole seconds only: the launch's second counts
+		{unix.Timespec{Sec: 99}, false},
+	} {
+		if got := changedSince(c.ctime, since); got != c.want {
+			t.Errorf("changedSince(%v, %v) = %v", c.ctime, since, got)
+		}
+	}
+}
