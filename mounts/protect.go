@@ -51,25 +51,20 @@ func findProtected(d Disk, roots, patterns []string, depth int) protection {
 		}
 	}
 	for _, root := range roots {
-		walkDirs(d, root, depth, func(dir string) {
+		walkDirs(d, root, depth, func(dir string, names []string) {
 			for _, pat := range relative {
-				full := path.Join(dir, pat)
-				if !hasMeta(pat) {
+				found := present(d, dir, names, pat)
+				if len(found) == 0 && dir == root && !hasMeta(pat) {
 					// A literal is protected where it exists; where it does
 					// not, only at the root, its first missing component is
 					// covered so that it cannot be created. Deeper, what
 					// appears during the run is found by comparing
-					// snapshots (Snapshot) and reported as a violation.
-					if exists(d, full) || dir == root {
-						pinBetween(d, dir, full, &pr, add)
-						protectOne(d, roots, full, &pr, add)
-					}
-					continue
+					// snapshots (TakeSnapshot) and reported as a violation.
+					found = []string{path.Join(dir, pat)}
 				}
-				matches, _ := fs.Glob(d, rel(full))
-				for _, m := range matches {
-					pinBetween(d, dir, "/"+m, &pr, add)
-					protectOne(d, roots, "/"+m, &pr, add)
+				for _, p := range found {
+					pinBetween(d, dir, p, &pr, add)
+					protectOne(d, roots, p, &pr, add)
 				}
 			}
 			for _, g := range gitdirTargets(d, dir) {
@@ -136,14 +131,17 @@ func deepestRoot(p string, roots []string) string {
 }
 
 // walkDirs calls fn for root and every directory below it down to depth,
-// without following symlinks or entering skipDirs.
-func walkDirs(d Disk, root string, depth int, fn func(dir string)) {
-	fn(root)
-	if depth == 0 {
-		return
+// with the names the directory holds, without following symlinks or
+// entering skipDirs. Each directory is read once: patterns are matched
+// against its names (present) rather than looked up one by one.
+func walkDirs(d Disk, root string, depth int, fn func(dir string, names []string)) {
+	entries, _ := fs.ReadDir(d, rel(root))
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name()
 	}
-	entries, err := fs.ReadDir(d, rel(root))
-	if err != nil {
+	fn(root, names)
+	if depth == 0 {
 		return
 	}
 	for _, e := range entries {
@@ -151,6 +149,27 @@ func walkDirs(d Disk, root string, depth int, fn func(dir string)) {
 			walkDirs(d, path.Join(root, e.Name()), depth-1, fn)
 		}
 	}
+}
+
+// present returns the paths under dir that a relative pattern names and
+// that exist. names (sorted, from walkDirs) rule out most patterns without
+// a system call.
+func present(d Disk, dir string, names []string, pat string) []string {
+	first, _, _ := strings.Cut(pat, "/")
+	if !hasMeta(pat) {
+		if _, ok := slices.BinarySearch(names, first); !ok || !exists(d, path.Join(dir, pat)) {
+			return nil
+		}
+		return []string{path.Join(dir, pat)}
+	}
+	if !slices.ContainsFunc(names, func(n string) bool { ok, _ := path.Match(first, n); return ok }) {
+		return nil
+	}
+	matches, _ := fs.Glob(d, rel(path.Join(dir, pat)))
+	for i, m := range matches {
+		matches[i] = "/" + m
+	}
+	return matches
 }
 
 // gitdirTargets reads a `.git` file ("gitdir: ../x/.git/worktrees/w") and

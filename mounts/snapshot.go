@@ -54,19 +54,13 @@ func TakeSnapshot(d Disk, p policy.Policy, isPlaceholder func(string) bool) Snap
 		}
 	}
 	for _, root := range roots {
-		walkDirs(d, root, depth, func(dir string) {
+		walkDirs(d, root, depth, func(dir string, names []string) {
 			for _, pat := range append(watched, p.Filesystem.Protect...) {
 				if path.IsAbs(pat) {
 					continue
 				}
-				full := path.Join(dir, pat)
-				if !hasMeta(pat) {
-					s.add(d, full)
-					continue
-				}
-				matches, _ := fs.Glob(d, rel(full))
-				for _, m := range matches {
-					s.add(d, "/"+m)
+				for _, q := range present(d, dir, names, pat) {
+					s.add(d, q)
 				}
 			}
 			for _, g := range gitdirTargets(d, dir) {

@@ -3,9 +3,13 @@ package supervise
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -24,60 +28,95 @@ func RunClock() unix.Timespec {
 // the jail's mounts do not apply: it strips the set-user-id and
 // set-group-id bits of regular files changed since the run started (a
 // ctime at or after since; see changedSince), and removes device nodes
-// made since then
-// (an agent never holds CAP_MKNOD, so there should be none). Each is a
-// violation. Files that were set-id before the run are left alone. Links
-// are never followed: each file is reopened through openat2(2) with
-// RESOLVE_NO_SYMLINKS and checked to be the one the walk saw.
+// made since then (an agent never holds CAP_MKNOD, so there should be
+// none). Each is a violation. Files that were set-id before the run are
+// left alone. The walk goes from directory descriptor to directory
+// descriptor (openat with O_NOFOLLOW, fstatat with AT_SYMLINK_NOFOLLOW), as
+// find(1) does, so a link is never followed, even one swapped in during
+// the walk, and no path is resolved twice.
 func StripSetID(roots []string, since unix.Timespec) ([]Note, error) {
-	var notes []Note
-	var errs []error
+	w := setIDWalk{since: since}
 	for _, root := range roots {
-		err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
-			if err != nil {
-				if p != root {
-					errs = append(errs, err)
-				}
-				return nil
-			}
-			t := e.Type()
-			if t&^(fs.ModeCharDevice|fs.ModeDevice) != 0 || e.IsDir() {
-				return nil // links, directories, fifos, sockets
-			}
-			var st unix.Stat_t
-			if unix.Lstat(p, &st) != nil || !changedSince(st.Ctim, since) {
-				return nil
-			}
-			switch st.Mode & unix.S_IFMT {
-			case unix.S_IFREG:
-				if st.Mode&(unix.S_ISUID|unix.S_ISGID) == 0 {
-					return nil
-				}
-				if err := stripOne(p, st); err != nil {
-					errs = append(errs, err)
-					return nil
-				}
-				notes = append(notes, setIDNote(p, st.Mode))
-			case unix.S_IFCHR, unix.S_IFBLK:
-				if st.Rdev == 0 {
-					return nil // an overlayfs whiteout: opens nothing
-				}
-				if err := removeNode(p, st); err != nil {
-					errs = append(errs, err)
-					return nil
-				}
-				notes = append(notes, deviceNote(p, unix.Major(st.Rdev), unix.Minor(st.Rdev)))
-			}
-			return nil
-		})
+		fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
-			errs = append(errs, err)
+			if !errors.Is(err, unix.ENOTDIR) && !errors.Is(err, unix.ENOENT) {
+				w.errs = append(w.errs, fmt.Errorf("%s: %w", root, err))
+			}
+			continue // a file as a writable root: its directory is not walked
+		}
+		w.dir(fd, root)
+	}
+	// Directory order is the file system's; the record's is by path.
+	slices.SortFunc(w.notes, func(a, b Note) int { return strings.Compare(a.Detail, b.Detail) })
+	if len(w.errs) > 0 {
+		return w.notes, fmt.Errorf("set-id scan of the writable roots: %w", errors.Join(w.errs...))
+	}
+	return w.notes, nil
+}
+
+type setIDWalk struct {
+	since unix.Timespec
+	notes []Note
+	errs  []error
+}
+
+// dir walks the directory open as fd (named p), and closes fd.
+func (w *setIDWalk) dir(fd int, p string) {
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
+	for {
+		entries, err := f.ReadDir(1024)
+		for _, e := range entries {
+			w.entry(fd, p, e)
+		}
+		if err != nil {
+			if err != io.EOF {
+				w.errs = append(w.errs, fmt.Errorf("%s: %w", p, err))
+			}
+			return
 		}
 	}
-	if len(errs) > 0 {
-		return notes, fmt.Errorf("set-id scan of the writable roots: %w", errors.Join(errs...))
+}
+
+func (w *setIDWalk) entry(dirfd int, dir string, e fs.DirEntry) {
+	name, p := e.Name(), filepath.Join(dir, e.Name())
+	t := e.Type()
+	if t.IsDir() {
+		fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			w.errs = append(w.errs, fmt.Errorf("%s: %w", p, err))
+			return
+		}
+		w.dir(fd, p)
+		return
 	}
-	return notes, nil
+	if t&^(fs.ModeCharDevice|fs.ModeDevice) != 0 {
+		return // links, fifos, sockets
+	}
+	var st unix.Stat_t
+	if unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || !changedSince(st.Ctim, w.since) {
+		return
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		if st.Mode&(unix.S_ISUID|unix.S_ISGID) == 0 {
+			return
+		}
+		if err := stripOne(dirfd, name, st); err != nil {
+			w.errs = append(w.errs, fmt.Errorf("strip set-id bits of %s: %w", p, err))
+			return
+		}
+		w.notes = append(w.notes, setIDNote(p, st.Mode))
+	case unix.S_IFCHR, unix.S_IFBLK:
+		if st.Rdev == 0 {
+			return // an overlayfs whiteout: opens nothing
+		}
+		if err := unix.Unlinkat(dirfd, name, 0); err != nil {
+			w.errs = append(w.errs, fmt.Errorf("remove device node %s: %w", p, err))
+			return
+		}
+		w.notes = append(w.notes, deviceNote(p, unix.Major(st.Rdev), unix.Minor(st.Rdev)))
+	}
 }
 
 // changedSince reports whether a change time is at or after since, the
@@ -92,51 +131,21 @@ func changedSince(ctime, since unix.Timespec) bool {
 	return ctime.Sec > since.Sec || ctime.Sec == since.Sec && ctime.Nsec >= since.Nsec
 }
 
-// stripOne clears the set-id bits of p if it is still the file seen.
-// An O_PATH descriptor needs no read permission; chmod goes through its
-// /proc/self/fd link, which fchmod(2) on O_PATH does not allow.
-func stripOne(p string, seen unix.Stat_t) error {
-	fd, err := unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_NO_SYMLINKS,
-	})
+// stripOne clears the set-id bits of name in dirfd if it is still the
+// file seen. An O_PATH descriptor needs no read permission; chmod goes
+// through its /proc/self/fd link, which fchmod(2) on O_PATH does not allow.
+func stripOne(dirfd int, name string, seen unix.Stat_t) error {
+	fd, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("strip set-id bits of %s: %w", p, err)
+		return err
 	}
 	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("strip set-id bits of %s: %w", p, err)
+		return err
 	}
 	if st.Ino != seen.Ino || st.Dev != seen.Dev || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return fmt.Errorf("strip set-id bits of %s: the file changed during the scan", p)
+		return errors.New("the file changed during the scan")
 	}
-	if err := unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), st.Mode&0o1777); err != nil {
-		return fmt.Errorf("strip set-id bits of %s: %w", p, err)
-	}
-	return nil
-}
-
-// removeNode unlinks the device node p if it is still the one seen.
-func removeNode(p string, seen unix.Stat_t) error {
-	dir, name := filepath.Split(p)
-	fd, err := unix.Openat2(unix.AT_FDCWD, dir, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_NO_SYMLINKS,
-	})
-	if err != nil {
-		return fmt.Errorf("remove device node %s: %w", p, err)
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return fmt.Errorf("remove device node %s: %w", p, err)
-	}
-	if st.Ino != seen.Ino || st.Rdev != seen.Rdev {
-		return fmt.Errorf("remove device node %s: the node changed during the scan", p)
-	}
-	if err := unix.Unlinkat(fd, name, 0); err != nil {
-		return fmt.Errorf("remove device node %s: %w", p, err)
-	}
-	return nil
+	return unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), st.Mode&0o1777)
 }
