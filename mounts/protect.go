@@ -75,6 +75,12 @@ func findProtected(d Disk, roots, patterns []string, depth int) protection {
 					}
 				}
 			}
+			for _, h := range hooksPaths(d, dir) {
+				if underAny(h, roots) {
+					pinBetween(d, dir, h, &pr, add)
+					protectOne(d, roots, h, &pr, add)
+				}
+			}
 		})
 	}
 	return pr
@@ -195,6 +201,46 @@ func gitdirTargets(d Disk, dir string) []string {
 		sc := bufio.NewScanner(bytes.NewReader(common))
 		if sc.Scan() {
 			out = append(out, absFrom(g, strings.TrimSpace(sc.Text())))
+		}
+	}
+	return out
+}
+
+// hooksPaths returns the hooks directories the repository at dir names
+// with core.hooksPath (husky's .husky/_, a project's .githooks) in its
+// .git/config or, for a worktree, its git directories' config: git runs
+// the hooks there, so they need the protection of .git/hooks. A relative
+// path is taken from dir, the top of the working tree, as git does for
+// hooks (githooks(5)); "~/" paths, the operator's own, are left out.
+func hooksPaths(d Disk, dir string) []string {
+	configs := []string{path.Join(dir, ".git", "config")}
+	for _, g := range gitdirTargets(d, dir) {
+		configs = append(configs, path.Join(g, "config"))
+	}
+	var out []string
+	for _, c := range configs {
+		data, err := fs.ReadFile(d, rel(c))
+		if err != nil {
+			continue
+		}
+		section := ""
+		for _, line := range strings.Split(string(data), "\n") {
+			line = strings.TrimSpace(line)
+			if strings.HasPrefix(line, "[") {
+				section = strings.ToLower(strings.Trim(line, "[] \t"))
+				continue
+			}
+			key, value, ok := strings.Cut(line, "=")
+			if !ok || section != "core" || !strings.EqualFold(strings.TrimSpace(key), "hooksPath") {
+				continue
+			}
+			value = strings.Trim(strings.TrimSpace(value), `"`)
+			if value == "" || strings.HasPrefix(value, "~") {
+				continue
+			}
+			if p := absFrom(dir, value); !slices.Contains(out, p) {
+				out = append(out, p)
+			}
 		}
 	}
 	return out

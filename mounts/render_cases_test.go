@@ -242,3 +242,37 @@ func TestRenderPinsDirectoriesInsideProtectedNames(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderProtectsCoreHooksPath: hooks that core.hooksPath moves out of
+// .git (husky's .husky/_, a project's .githooks) are protected like
+// .git/hooks: read-only where they exist, uncreatable where they do not.
+func TestRenderProtectsCoreHooksPath(t *testing.T) {
+	t.Parallel()
+	in := input(t, "tier1", "/srv/proj")
+	d := in.Disk.(fstest.MapFS)
+	d["srv/proj/.git/config"] = node(0o644, 1000, 1000, "[core]\n\tbare = false\n\thooksPath = .husky/_\n[alias]\n\thookspath = nothing\n")
+	d["srv/proj/.husky/_/pre-commit"] = node(0o755, 1000, 1000, "npx lint-staged\n")
+	d["srv/proj/sub/w/.git"] = node(0o644, 1000, 1000, "gitdir: ../../.git/worktrees/w\n")
+	d["srv/proj/.git/worktrees/w/config"] = node(0o644, 1000, 1000, "[CORE]\n  HooksPath = \"githooks\"\n")
+	plan, err := Render(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Join(plan.Args, " ")
+	for _, want := range []string{
+		"--bind /srv/proj/.husky /srv/proj/.husky",
+		"--ro-bind /srv/proj/.husky/_ /srv/proj/.husky/_",
+		"--ro-bind /dev/null /srv/proj/sub/w/githooks", // missing: uncreatable
+	} {
+		if !strings.Contains(args, want) {
+			t.Errorf("plan lacks %q:\n%s", want, args)
+		}
+	}
+	if strings.Contains(args, "nothing") {
+		t.Errorf("a hookspath outside [core] was read:\n%s", args)
+	}
+	s := TakeSnapshot(d, in.Policy, nil)
+	if _, ok := s["/srv/proj/.husky/_/pre-commit"]; !ok {
+		t.Error("the snapshot lacks the hooks under core.hooksPath")
+	}
+}

@@ -70,6 +70,11 @@ func TakeSnapshot(d Disk, p policy.Policy, isPlaceholder func(string) bool) Snap
 					}
 				}
 			}
+			for _, h := range hooksPaths(d, dir) {
+				if underAny(h, roots) {
+					s.add(d, h)
+				}
+			}
 		})
 	}
 	return s
