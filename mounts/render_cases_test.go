@@ -212,6 +212,8 @@ func TestRenderPinsDirectoriesInsideProtectedNames(t *testing.T) {
 	d["srv/proj/.claude/settings.json"] = node(0o644, 1000, 1000, "{}")
 	d["srv/proj/.claude/other"] = node(0o644, 1000, 1000, "")
 	d["srv/proj/.idea"] = link("/srv/dotfiles")
+	d["srv/proj/.git/modules/lib/hooks"] = dir(0o755, 1000) // a submodule's git directory
+	d["srv/proj/.git/modules/lib/config"] = node(0o644, 1000, 1000, "")
 	plan, err := Render(in)
 	if err != nil {
 		t.Fatal(err)
@@ -225,6 +227,16 @@ func TestRenderPinsDirectoriesInsideProtectedNames(t *testing.T) {
 		"--ro-bind /srv/proj/.git/hooks /srv/proj/.git/hooks",
 		"--ro-bind /srv/proj/.claude/settings.json /srv/proj/.claude/settings.json",
 		"--ro-bind /srv/proj/sub/.git/hooks /srv/proj/sub/.git/hooks",
+	}
+	for _, want := range []string{
+		"--bind /srv/proj/.git/modules /srv/proj/.git/modules",
+		"--bind /srv/proj/.git/modules/lib /srv/proj/.git/modules/lib",
+		"--ro-bind /srv/proj/.git/modules/lib/hooks /srv/proj/.git/modules/lib/hooks",
+		"--ro-bind /srv/proj/.git/modules/lib/config /srv/proj/.git/modules/lib/config",
+	} {
+		if !strings.Contains(strings.Join(plan.Args, " "), want) {
+			t.Errorf("plan lacks %q", want)
+		}
 	}
 	last := -1
 	for _, want := range order {
