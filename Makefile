@@ -12,7 +12,7 @@ RUNTIME_PKGS := bubblewrap libseccomp-dev gcc pkg-config
 TEST_PKGS    := runc tini dumb-init catatonit socat ripgrep ruby iproute2 procps util-linux
 BENCH_PKGS   := hyperfine
 
-.PHONY: all deps deps-bench build demo test test-short bench fuzz profiles clean
+.PHONY: all deps deps-bench build demo test test-short escapes bench fuzz profiles clean
 
 all: build
 
@@ -37,11 +37,17 @@ test: deps profiles
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzImport$$' -fuzztime 10s -fuzzminimizetime 2s ./seccomp/
+	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime 10s -fuzzminimizetime 2s ./policy/
 
 # profiles fetches Docker's and Podman's default seccomp profiles (unpacked
 # from Debian's packages, not installed) for the import tests.
 profiles:
 	@./.ci/profiles seccomp/testdata/external
+
+# escapes runs the escapes suite alone: each escape class shown under plain
+# bubblewrap, then closed under agentjail (test/integration/escapes_test.go).
+escapes: deps
+	$(GO) test -count=1 -run '^TestEscape' -v ./test/integration/
 
 test-short:
 	$(GO) test -short ./...
@@ -51,6 +57,7 @@ bench: deps-bench build
 
 fuzz: profiles
 	$(GO) test -run '^$$' -fuzz '^FuzzImport$$' -fuzztime $${FUZZTIME:-5m} ./seccomp/
+	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $${FUZZTIME:-5m} ./policy/
 
 clean:
 	rm -rf bin
