@@ -17,7 +17,7 @@ BENCH_PKGS   := hyperfine
 CLAUDE_VERSION := 2.1.197
 export AGENTJAIL_TEST_CLAUDE_DIR ?= /var/cache/agentjail-test/claude
 
-.PHONY: all deps deps-bench claude build demo test test-short bench fuzz profiles clean
+.PHONY: all deps deps-bench claude build demo test test-short escapes bench fuzz profiles clean
 
 all: build
 
@@ -47,11 +47,17 @@ test: deps profiles claude
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzImport$$' -fuzztime 10s -fuzzminimizetime 2s ./seccomp/
+	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime 10s -fuzzminimizetime 2s ./policy/
 
 # profiles fetches Docker's and Podman's default seccomp profiles (unpacked
 # from Debian's packages, not installed) for the import tests.
 profiles:
 	@./.ci/profiles seccomp/testdata/external
+
+# escapes runs the escapes suite alone: each escape class shown under plain
+# bubblewrap, then closed under agentjail (test/integration/escapes_test.go).
+escapes: deps
+	$(GO) test -count=1 -run '^TestEscape' -v ./test/integration/
 
 test-short:
 	$(GO) test -short ./...
@@ -61,6 +67,7 @@ bench: deps-bench build
 
 fuzz: profiles
 	$(GO) test -run '^$$' -fuzz '^FuzzImport$$' -fuzztime $${FUZZTIME:-5m} ./seccomp/
+	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $${FUZZTIME:-5m} ./policy/
 
 clean:
 	rm -rf bin

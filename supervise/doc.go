@@ -7,9 +7,11 @@
 // idle timeouts and `agentjail stop` (SIGTERM, grace, SIGKILL, bounded
 // wait), forwards the signals agentjail receives, kills what is left
 // (cgroup.kill, then a /proc sweep for the run's marker) and writes the run
-// record. Before a run it stages the files the plan binds from the host
-// (copies owned by the run user, Stage); after it, it reads back only the
-// run user's own plain files (ReadOwned, CopyTranscripts) and replaces
+// record. After the run, ProtectedChanges (pure, given before and after
+// snapshots) and StripSetID say what the agent got around: the record's
+// violations. Before a run it stages the files the plan binds from the
+// host (copies owned by the run user, Stage); after it, it reads back only
+// the run user's own plain files (ReadOwned, CopyTranscripts) and replaces
 // files atomically (WriteAtomic). It also keeps the live-run state that
 // `agentjail ps`/`stop` read and that a sweeper (`agentjail init`) uses to
 // clean up after a supervisor that died (Runs, Marked, KillMarked,

@@ -55,13 +55,20 @@ type jailOptions struct {
 	// noClaudeHome leaves out the private Claude Code directory, which the
 	// probes do not need: doctor then needs no writable state directory.
 	noClaudeHome bool
+	// runID replaces the fresh run id: render shows a placeholder where a
+	// run's own id would be (its staging directory), so that its output
+	// depends only on the command line and the host.
+	runID string
 }
 
 func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error) {
 	if len(argv) == 0 {
 		return nil, usageError{"no command to run: write `agentjail " + cmd.Name + " [flags] -- CMD [ARG...]`"}
 	}
-	j := &jail{profile: cmd.String("profile"), argv: argv, runID: newRunID()}
+	j := &jail{profile: cmd.String("profile"), argv: argv, runID: opt.runID}
+	if j.runID == "" {
+		j.runID = newRunID()
+	}
 	base, err := loader().Load(j.profile)
 	if err != nil {
 		return nil, err
