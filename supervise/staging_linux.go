@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -46,8 +47,15 @@ type Staged struct {
 // through. The parent of root is made traversable too.
 //
 // A directory with a Size is a tmpfs of that size, so that what the agent
-// writes there is capped as its private home is; only root can mount one,
-// and where the mount fails the directory is a plain one and the
+// writes there is capped as its private home is. It is mounted in a
+// private copy of the mount namespace that only the calling OS thread
+// holds (PrivateMounts): the host never sees it, so it cannot disturb other
+// runs (bubblewrap's --ro-bind / / fails when a submount vanishes while it
+// remounts them read-only), and it goes when the thread or the process
+// does, even when agentjail is SIGKILLed. Stage then locks the calling
+// goroutine to its thread for good: bwrap must be started, and the
+// directory read back and removed, from that goroutine. Where no tmpfs can
+// be mounted (no CAP_SYS_ADMIN), the directory is a plain one and the
 // degradation is reported.
 //
 // A source that is a symlink is followed; links inside a copied tree are
@@ -92,6 +100,9 @@ func Stage(root string, dirs []StageDir, copies []FileCopy, uid, gid int) (*Stag
 		}
 		err := errors.New("only root can mount one")
 		if os.Getuid() == 0 {
+			err = PrivateMounts()
+		}
+		if err == nil {
 			// Root's 0700 until handed over with the rest.
 			err = unix.Mount("tmpfs", d.Path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("size=%d,mode=0700", d.Size))
 		}
@@ -271,12 +282,32 @@ func (s *Staged) Remove() error {
 	return removeStage(s.Root)
 }
 
-// removeStage unmounts every mount under root (found in the mount table,
-// so that a sweep after a supervisor that died finds them too), deepest
-// first, then deletes root.
+// PrivateMounts moves the calling OS thread into a private copy of its
+// mount namespace (unshare(2) CLONE_NEWNS, which acts on the calling thread
+// only), with the host's mounts propagating into it but none of its own
+// out (MS_SLAVE), and locks the calling goroutine to that thread for good:
+// a thread with another mount namespace must never run other goroutines,
+// so it is never unlocked, and goes when the goroutine ends
+// (runtime.LockOSThread). Processes the goroutine starts inherit the copy;
+// threads the runtime starts do not (since Go 1.10 it clones new threads
+// from a template thread, never from a locked one).
+func PrivateMounts() error {
+	runtime.LockOSThread()
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("unshare the mount namespace: %w", err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+		return fmt.Errorf("make the private mount namespace a slave: %w", err)
+	}
+	return nil
+}
+
+// removeStage unmounts every mount under root that the calling thread
+// sees, deepest first, then deletes root. (A sweep after a supervisor that
+// died finds none: its private namespace died with it.)
 func removeStage(root string) error {
 	var errs []error
-	if data, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+	if data, err := os.ReadFile("/proc/thread-self/mountinfo"); err == nil {
 		var points []string
 		for _, line := range strings.Split(string(data), "\n") {
 			// Field 5 is the mount point (proc(5)); agentjail's paths need

@@ -83,6 +83,10 @@ func TestStage(t *testing.T) {
 	if err := unix.Statfs(filepath.Join(root, "claude"), &fsys); err != nil || fsys.Type != unix.TMPFS_MAGIC || len(st.Degradations) != 0 {
 		t.Errorf("claude/ is no tmpfs (type %#x, %v, %v)", fsys.Type, err, st.Degradations)
 	}
+	// Only this thread's private copy of the mount namespace has it.
+	if mi, _ := os.ReadFile("/proc/1/mountinfo"); strings.Contains(string(mi), root) {
+		t.Errorf("the tmpfs is mounted where PID 1 sees it")
+	}
 	if err := os.WriteFile(filepath.Join(root, "claude", "big"), make([]byte, 2<<20), 0o600); !errors.Is(err, syscall.ENOSPC) {
 		t.Errorf("writing 2 MiB into a 1 MiB directory: %v, want ENOSPC", err)
 	}
@@ -92,7 +96,7 @@ func TestStage(t *testing.T) {
 	if _, err := os.Stat(root); err == nil {
 		t.Errorf("Remove left %s", root)
 	}
-	if mi, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mi), root) {
+	if mi, _ := os.ReadFile("/proc/thread-self/mountinfo"); strings.Contains(string(mi), root) {
 		t.Errorf("Remove left a mount under %s", root)
 	}
 	if _, err := Stage(filepath.Join(run, "R2"), nil, []FileCopy{{Src: filepath.Join(src, "missing"), Dst: filepath.Join(run, "R2", "x")}}, 1000, 1000); err == nil || !strings.Contains(err.Error(), "missing") {
