@@ -159,14 +159,20 @@ func TestExcerpt(t *testing.T) {
 func FuzzParser(f *testing.F) {
 	f.Add([]byte(initLine + "\n" + okLine + "\n"))
 	f.Add([]byte("[" + okLine + "]"))
+	// Whatever came before, a whole result line after it is found.
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p := NewParser(FormatStreamJSON)
 		for len(b) > 0 {
 			n := min(len(b), 13)
-			p.Write(b[:n])
+			if w, err := p.Write(b[:n]); w != n || err != nil {
+				t.Fatalf("Write = %d, %v", w, err)
+			}
 			b = b[n:]
 		}
-		p.Summary()
+		p.Write([]byte("\n" + okLine + "\n"))
+		if s := p.Summary(); s.Result == nil || *s.Result != "hello from fake" || s.ParseError != nil {
+			t.Fatalf("summary %+v", s)
+		}
 	})
 }
 
