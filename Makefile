@@ -12,7 +12,12 @@ RUNTIME_PKGS := bubblewrap libseccomp-dev gcc pkg-config
 TEST_PKGS    := runc tini dumb-init catatonit socat ripgrep ruby iproute2 procps util-linux
 BENCH_PKGS   := hyperfine
 
-.PHONY: all deps deps-bench build demo test test-short escapes bench fuzz profiles clean
+# The Claude Code release the end-to-end tests drive, installed with npm
+# where the jails can see it (not under /tmp or a home).
+CLAUDE_VERSION := 2.1.197
+export AGENTJAIL_TEST_CLAUDE_DIR ?= /var/cache/agentjail-test/claude
+
+.PHONY: all deps deps-bench claude build demo test test-short escapes bench fuzz profiles clean
 
 all: build
 
@@ -22,6 +27,11 @@ deps:
 
 deps-bench:
 	@./.ci/deps $(RUNTIME_PKGS) $(TEST_PKGS) $(BENCH_PKGS)
+
+# claude installs Claude Code for the tests when missing; when npm or its
+# registry cannot be reached, the tests that run claude skip and say so.
+claude:
+	-@./.ci/claude $(AGENTJAIL_TEST_CLAUDE_DIR) $(CLAUDE_VERSION)
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/agentjail
@@ -33,11 +43,12 @@ demo: deps build
 
 # test runs every test; those needing root and bubblewrap run here (as root),
 # then each fuzz target briefly (make fuzz runs them longer).
-test: deps profiles
+test: deps profiles claude
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzImport$$' -fuzztime 10s -fuzzminimizetime 2s ./seccomp/
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime 10s -fuzzminimizetime 2s ./policy/
+	$(GO) test -run '^$$' -fuzz '^FuzzParser$$' -fuzztime 10s -fuzzminimizetime 2s ./claude/
 
 # profiles fetches Docker's and Podman's default seccomp profiles (unpacked
 # from Debian's packages, not installed) for the import tests.
@@ -58,6 +69,7 @@ bench: deps-bench build
 fuzz: profiles
 	$(GO) test -run '^$$' -fuzz '^FuzzImport$$' -fuzztime $${FUZZTIME:-5m} ./seccomp/
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $${FUZZTIME:-5m} ./policy/
+	$(GO) test -run '^$$' -fuzz '^FuzzParser$$' -fuzztime $${FUZZTIME:-5m} ./claude/
 
 clean:
 	rm -rf bin
