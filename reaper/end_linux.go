@@ -64,7 +64,7 @@ term:
 		}
 		select {
 		case s := <-hurry:
-			logf("received %v during the grace period: SIGKILL now", s)
+			logf("received %s during the grace period: SIGKILL now", unix.SignalName(s.(syscall.Signal)))
 			break term
 		case <-time.After(min(pause(), time.Until(deadline))):
 		}
@@ -123,11 +123,11 @@ func (n *namespace) signal(sig syscall.Signal, onlyNew bool, logf func(string, .
 		n.signalled = map[syscall.Signal]bool{}
 	}
 	if !n.signalled[sig] {
-		logf("sending %v to every process of the pid namespace", sig)
+		logf("sending %s to every process of the pid namespace", unix.SignalName(sig))
 	}
 	n.signalled[sig] = true
 	if err := syscall.Kill(-1, sig); err != nil && err != syscall.ESRCH {
-		return 1, fmt.Errorf("kill(-1, %v): %w", sig, err)
+		return 1, fmt.Errorf("kill(-1, %s): %w", unix.SignalName(sig), err)
 	}
 	return 1, nil
 }
@@ -169,7 +169,7 @@ func (t *subtree) signal(sig syscall.Signal, onlyNew bool, logf func(string, ...
 			continue
 		}
 		t.termed[id] = true
-		logf("sending %v to pid %d (%s)", sig, p.pid, p.comm)
+		logf("sending %s to pid %d (%s)", unix.SignalName(sig), p.pid, p.comm)
 		if err := unix.PidfdSendSignal(p.fd, sig, nil, 0); err != nil && err != unix.ESRCH {
 			return len(ps), fmt.Errorf("signal pid %d (%s): %w", p.pid, p.comm, err)
 		}

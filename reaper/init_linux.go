@@ -170,7 +170,7 @@ func ExitCode(ws syscall.WaitStatus) int {
 
 func describe(ws syscall.WaitStatus) string {
 	if ws.Signaled() {
-		return fmt.Sprintf("killed by %v", ws.Signal())
+		return "killed by " + unix.SignalName(ws.Signal())
 	}
 	return fmt.Sprintf("exited with %d", ws.ExitStatus())
 }
@@ -222,11 +222,11 @@ func forward(pidfd, pid int, sig syscall.Signal, group bool, logf func(string, .
 	}
 	switch err {
 	case nil:
-		logf("forwarded %v to %s", sig, target)
+		logf("forwarded %s to %s", unix.SignalName(sig), target)
 	case unix.ESRCH:
-		logf("%v not forwarded: %s is gone", sig, target)
+		logf("%s not forwarded: %s is gone", unix.SignalName(sig), target)
 	default:
-		return fmt.Errorf("forward %v to %s: %w", sig, target, err)
+		return fmt.Errorf("forward %s to %s: %w", unix.SignalName(sig), target, err)
 	}
 	return nil
 }

@@ -239,9 +239,9 @@ read x; exit 5`})
 			if !p.hasLine("term-handled") {
 				t.Errorf("the straggler that handles SIGTERM did not get it: %q\n%s", p.output(), stderr)
 			}
-			want := "sending killed to pid " + s2
+			want := "sending SIGKILL to pid " + s2
 			if m.pid1 {
-				want = "sending killed to every process of the pid namespace"
+				want = "sending SIGKILL to every process of the pid namespace"
 			}
 			if !strings.Contains(stderr, want) {
 				t.Errorf("stderr lacks %q:\n%s", want, stderr)
