@@ -129,17 +129,19 @@ func loop() {
 	}
 }
 
-// reapAll collects every zombie child. The lock is held across the wait4
-// calls so a child reaped here is always registered already (Start holds
-// the lock across cmd.Start and the registration). It is taken once per
-// batch, not per wait4: a burst of orphans costs one lock round trip, and
-// Start waits at most for the zombies already there. onOrphan runs after
-// the lock is dropped, so it may call back into the package.
+// reapAll collects up to batchMax zombie children. The lock is held across
+// the wait4 calls so a child reaped here is always registered already
+// (Start holds the lock across cmd.Start and the registration). It is
+// taken once per batch, not per wait4, and a batch is bounded so that
+// neither Start nor loop's Gosched waits for a whole burst: a goroutine
+// that runs 10 ms without yielding is preempted by sysmon, which then
+// polls every 20 µs again (see loop). onOrphan runs after the lock is
+// dropped, so it may call back into the package.
 func reapAll() {
 	var lost []reaped
 	mu.Lock()
 	f := onOrphan
-	for {
+	for range batchMax {
 		var ws syscall.WaitStatus
 		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
 		if err == syscall.EINTR {
@@ -163,6 +165,9 @@ func reapAll() {
 		f(r.pid, r.ws)
 	}
 }
+
+// batchMax bounds a batch: 64 reaps take well under a millisecond.
+const batchMax = 64
 
 type reaped struct {
 	pid int
