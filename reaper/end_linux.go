@@ -27,7 +27,7 @@ const KillWait = 5 * time.Second
 // process tree in proc (the procfs root, "/proc" when empty) from this
 // process down, and signals each descendant through a pidfd.
 //
-// A signal on hurry (an operator's second SIGTERM or SIGINT) cuts the
+// A signal on hurry (init got SIGTERM or SIGINT during the grace) cuts the
 // grace short. logf, when set, reports each step.
 func EndDescendants(grace time.Duration, proc string, hurry <-chan os.Signal, logf func(string, ...any)) error {
 	var t tree = &namespace{}

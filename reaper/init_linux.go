@@ -96,13 +96,20 @@ func Init(cmd *exec.Cmd, o InitOptions) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	stop := make(chan struct{})
+	defer close(stop)
 	if o.Sweep != nil && o.SweepEvery > 0 {
 		// Its own goroutine: a slow sweep must not delay signals.
-		t := time.NewTicker(o.SweepEvery)
-		defer t.Stop()
 		go func() {
-			for range t.C {
-				o.Sweep()
+			t := time.NewTicker(o.SweepEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-t.C:
+					o.Sweep()
+				case <-stop:
+					return
+				}
 			}
 		}()
 	}
@@ -129,8 +136,6 @@ wait:
 	// (which may outlive its leader); a SIGTERM or SIGINT also cuts the
 	// stragglers' grace short.
 	hurry := make(chan os.Signal, 1)
-	stop := make(chan struct{})
-	defer close(stop)
 	go func() {
 		for {
 			select {
