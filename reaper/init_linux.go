@@ -26,8 +26,9 @@ type InitOptions struct {
 	// Warnf reports what goes wrong without stopping init (a signal that
 	// could not be forwarded); nil discards it.
 	Warnf func(format string, args ...any)
-	// Sweep, when set, runs every SweepEvery while the command runs: the
-	// hook that looks for processes of runs whose supervisor died.
+	// Sweep, when set, runs when the command has started and then every
+	// SweepEvery while it runs: the hook that ends processes of runs whose
+	// supervisor died.
 	Sweep      func()
 	SweepEvery time.Duration
 	// Proc is the procfs root where descendants are found when init is not
@@ -99,14 +100,16 @@ func Init(cmd *exec.Cmd, o InitOptions) (int, error) {
 	stop := make(chan struct{})
 	defer close(stop)
 	if o.Sweep != nil && o.SweepEvery > 0 {
-		// Its own goroutine: a slow sweep must not delay signals.
+		// Its own goroutine: a slow sweep must not delay signals. The
+		// first runs at once: what a previous life of the container left
+		// is there from the start.
 		go func() {
 			t := time.NewTicker(o.SweepEvery)
 			defer t.Stop()
 			for {
+				o.Sweep()
 				select {
 				case <-t.C:
-					o.Sweep()
 				case <-stop:
 					return
 				}
