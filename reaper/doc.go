@@ -10,5 +10,11 @@
 // ramr/go-reaper#2; canonical/pebble's reaper is the model). cmd.Wait is
 // still called, for its cleanup (pipes, goroutines); its ECHILD is expected.
 //
-// It must not decide what to signal or when: that is supervise/ and cmd/.
+// Init is `agentjail init` itself: one command in its own process group
+// (in the terminal's foreground), every signal init receives forwarded to
+// that group, and when the command exits, EndDescendants: whatever it left
+// behind gets SIGTERM, a grace period, then SIGKILL, and init returns only
+// when nothing is left. The process and kernel work lives in _linux.go
+// files; what a run is, what a profile allows and when a run must end are
+// decided elsewhere (supervise/, cmd/).
 package reaper

@@ -3,11 +3,12 @@ package reaper
 import (
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
-	"os/signal"
+	"runtime"
 	"sync"
 	"syscall"
+	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,7 +19,9 @@ var (
 	children = map[int]*child{}
 	orphans  uint64
 	onOrphan func(pid int, ws syscall.WaitStatus)
-	sigchld  chan os.Signal
+	// wake tells the reaping goroutine, parked while this process has no
+	// child at all, that Start made one.
+	wake = make(chan struct{}, 1)
 )
 
 // child is a process started through Start. Its entry stays until its
@@ -28,9 +31,6 @@ type child struct {
 	status chan syscall.WaitStatus
 	reaped bool
 }
-
-// ErrNotStarted is returned by Start and Wait before Begin.
-var ErrNotStarted = errors.New("reaper not started")
 
 // Begin makes this process a child subreaper and starts the one goroutine
 // that reaps. Calling it twice is harmless.
@@ -43,12 +43,31 @@ func Begin() error {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl(PR_SET_CHILD_SUBREAPER): %w", err)
 	}
-	sigchld = make(chan os.Signal, 64)
-	signal.Notify(sigchld, syscall.SIGCHLD)
+	if err := defaultSIGCHLD(); err != nil {
+		return err
+	}
 	running = true
 	go loop()
-	// A child may have exited before SIGCHLD was caught.
-	sigchld <- syscall.SIGCHLD
+	return nil
+}
+
+// defaultSIGCHLD sets SIGCHLD's disposition to SIG_DFL. The Go runtime
+// installs a handler for every signal; for SIGCHLD that means each exit
+// below us interrupts a thread to run it, for nothing, since loop waits in
+// waitid. With SIG_DFL the kernel drops SIGCHLD when it is sent
+// (kernel/signal.c: sig_handler_ignored) yet still makes zombies and
+// wakes waitid — unlike SIG_IGN, which would reap children before their
+// status could be read (wait(2), NOTES). Measured on a steady stream of
+// orphans: it halves init's CPU per orphan. The runtime is bypassed, so
+// os/signal.Notify of SIGCHLD no longer works in this process: the reaper
+// owns SIGCHLD.
+func defaultSIGCHLD() error {
+	var act [8]uint64    // struct sigaction, all zero: SIG_DFL, no flags; larger than any arch's
+	const sigsetSize = 8 // _NSIG/8: 64 signals (mips, with 128, is not supported)
+	_, _, errno := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(unix.SIGCHLD), uintptr(unsafe.Pointer(&act)), 0, sigsetSize, 0, 0)
+	if errno != 0 {
+		return fmt.Errorf("rt_sigaction(SIGCHLD, SIG_DFL): %w", errno)
+	}
 	return nil
 }
 
@@ -67,42 +86,95 @@ func Orphans() uint64 {
 	return orphans
 }
 
+// loop sleeps in waitid(2) until a child has exited — WNOWAIT leaves it a
+// zombie, to be reaped under the lock — and parks when there is no child
+// at all: without a child there can be no orphan either (every orphan
+// descends from a child), so only Start can end the parking.
+//
+// Why not SIGCHLD through os/signal, the usual way: profiled against tini
+// reaping 20 000 orphans that exit one after another, each SIGCHLD cost
+// a signal-handler interrupt and two goroutine wake-ups, about 50 µs of
+// CPU per orphan where tini spends 15. Sleeping in waitid costs one
+// context switch per batch, as tini's sigtimedwait does.
+//
+// Each wait for "any child" walks the list of children up to the first
+// zombie (kernel/exit.c: do_wait_thread), so with thousands of children a
+// batch ending in a wait4 that finds none costs one extra walk. Two
+// alternatives were measured and dropped: reaping just the peeked pid (a
+// direct lookup) is no faster, since every peek is such a walk as well;
+// reaping in the sleeping waitid itself saves a walk per batch but reaps
+// before the lock, so telling a child from an orphan that reused its pid
+// needs a pidfd per child — more code for a gain lost in the noise here.
+//
+// Why the Gosched: a goroutine that keeps the same scheduling tick for
+// 10 ms counts as hogging its P even when it only cycles through system
+// calls, so sysmon forcibly retakes the P and resets its own polling to
+// 20 µs — 8 000 sysmon wake-ups a second, as much CPU as the reaping
+// itself (runtime/proc.go: retake, forcePreemptNS). Yielding every 5 ms
+// starts a new tick and lets sysmon back off to its 10 ms sleep.
 func loop() {
-	for range sigchld {
-		reapAll()
+	yielded := time.Now()
+	for {
+		var info unix.Siginfo
+		switch err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOWAIT, nil); err {
+		case nil:
+			reapAll()
+			if time.Since(yielded) > 5*time.Millisecond {
+				runtime.Gosched()
+				yielded = time.Now()
+			}
+		case unix.ECHILD:
+			<-wake
+		case unix.EINTR:
+		default:
+			panic(fmt.Sprintf("reaper: waitid: %v", err)) // only EINVAL: a bug here
+		}
 	}
 }
 
-// reapAll collects every zombie child. The lock is taken before wait4 so a
-// child reaped here is always registered already (Start holds the lock
-// across cmd.Start and the registration).
+// reapAll collects up to batchMax zombie children. The lock is held across
+// the wait4 calls so a child reaped here is always registered already
+// (Start holds the lock across cmd.Start and the registration). It is
+// taken once per batch, not per wait4, and a batch is bounded so that
+// neither Start nor loop's Gosched waits for a whole burst: a goroutine
+// that runs 10 ms without yielding is preempted by sysmon, which then
+// polls every 20 µs again (see loop). onOrphan runs after the lock is
+// dropped, so it may call back into the package.
 func reapAll() {
-	for {
+	var lost []reaped
+	mu.Lock()
+	f := onOrphan
+	for range batchMax {
 		var ws syscall.WaitStatus
-		mu.Lock()
 		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
 		if err == syscall.EINTR {
-			mu.Unlock()
 			continue
 		}
 		if pid <= 0 || err != nil {
-			mu.Unlock()
-			return
+			break // 0: children left but none exited; ECHILD: no children
 		}
-		c, ours := children[pid]
-		ours = ours && !c.reaped
-		f := onOrphan
-		if ours {
+		if c, ok := children[pid]; ok && !c.reaped {
 			c.reaped = true
 			c.status <- ws // buffered: never blocks
-		} else {
-			orphans++
+			continue
 		}
-		mu.Unlock()
-		if !ours && f != nil {
-			f(pid, ws)
+		orphans++
+		if f != nil {
+			lost = append(lost, reaped{pid, ws})
 		}
 	}
+	mu.Unlock()
+	for _, r := range lost {
+		f(r.pid, r.ws)
+	}
+}
+
+// batchMax bounds a batch: 64 reaps take well under a millisecond.
+const batchMax = 64
+
+type reaped struct {
+	pid int
+	ws  syscall.WaitStatus
 }
 
 // Start starts cmd and registers it, so its status goes to Wait.
@@ -116,6 +188,10 @@ func Start(cmd *exec.Cmd) error {
 		return err
 	}
 	children[cmd.Process.Pid] = &child{status: make(chan syscall.WaitStatus, 1)}
+	select {
+	case wake <- struct{}{}:
+	default: // a wake-up is pending already
+	}
 	return nil
 }
 

@@ -8,13 +8,20 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The reaper takes over wait4(-1) for the whole process, so its tests run
 // in a helper process: the test binary re-executed (os/exec's pattern).
 func TestMain(m *testing.M) {
-	if os.Getenv("REAPER_TEST_HELPER") == "1" {
+	switch os.Getenv("REAPER_TEST_HELPER") {
+	case "1":
 		os.Exit(helper())
+	case "end":
+		os.Exit(endHelper())
+	case "sweep":
+		os.Exit(sweepHelper())
 	}
 	os.Exit(m.Run())
 }
@@ -84,15 +91,99 @@ func zombies(pid int) int {
 	return n
 }
 
-func TestReaperDeliversStatusesAndReapsOrphans(t *testing.T) {
-	t.Parallel()
+// endHelper leaves a tree behind its child — one process ignoring
+// SIGTERM, one in a new session that exits on it, one plain sleep — and
+// ends it with EndDescendants.
+func endHelper() int {
+	if err := Begin(); err != nil {
+		fmt.Println("begin:", err)
+		return 1
+	}
+	// The trap comes after the children start: a signal ignored when a
+	// shell starts cannot be trapped by it (dash(1), trap).
+	cmd := exec.Command("sh", "-c", `sleep 1000 & setsid sh -c 'trap "exit 0" TERM; while :; do sleep 0.01; done' & trap "" TERM; while :; do sleep 0.01; done`)
+	if err := Start(cmd); err != nil {
+		fmt.Println("start:", err)
+		return 1
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	var before []process
+	for len(before) < 3 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+		closeAll(before)
+		var err error
+		if before, err = descendants("/proc"); err != nil {
+			fmt.Println("descendants:", err)
+			return 1
+		}
+	}
+	closeAll(before)
+	var log []string
+	err := EndDescendants(100*time.Millisecond, "", nil, func(f string, a ...any) { log = append(log, fmt.Sprintf(f, a...)) })
+	after, _ := descendants("/proc")
+	defer closeAll(after)
+	if err != nil || len(after) > 0 {
+		for _, p := range after { // clean up what the code under test left
+			unix.PidfdSendSignal(p.fd, unix.SIGKILL, nil, 0)
+		}
+		fmt.Printf("err=%v after=%d\n%s\n", err, len(after), strings.Join(log, "\n"))
+		return 1
+	}
+	ws, _ := Wait(cmd)
+	fmt.Printf("before=%d after=%d err=%v sh=%d zombies=%d\n", min(len(before), 3), len(after), err, ExitCode(ws), zombies(os.Getpid()))
+	return 0
+}
+
+// sweepHelper runs Init on a command that waits until the sweep hook has
+// run twice.
+func sweepHelper() int {
+	dir, err := os.MkdirTemp("", "reaper-sweep-")
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	n := 0
+	code, err := Init(exec.Command("sh", "-c", "until [ -e "+dir+"/2 ]; do sleep 0.01; done; exit 3"), InitOptions{
+		Sweep:      func() { n++; os.WriteFile(filepath.Join(dir, fmt.Sprint(n)), nil, 0o600) },
+		SweepEvery: 5 * time.Millisecond,
+	})
+	fmt.Printf("code=%d err=%v\n", code, err)
+	return 0
+}
+
+// runHelper runs the test binary as a helper in mode and returns what it
+// printed.
+func runHelper(t *testing.T, mode string) string {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "REAPER_TEST_HELPER=1")
+	cmd.Env = append(os.Environ(), "REAPER_TEST_HELPER="+mode)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("helper: %v\n%s", err, out)
 	}
-	if got := strings.TrimSpace(string(out)); got != "orphan-maker=42 orphans=5 zombies=0" {
+	return strings.TrimSpace(string(out))
+}
+
+func TestReaperDeliversStatusesAndReapsOrphans(t *testing.T) {
+	t.Parallel()
+	if got := runHelper(t, "1"); got != "orphan-maker=42 orphans=5 zombies=0" {
+		t.Errorf("helper reported %q", got)
+	}
+}
+
+// Every descendant ends — the one ignoring SIGTERM by SIGKILL after the
+// grace — and nothing is left, not even a zombie.
+func TestEndDescendants(t *testing.T) {
+	t.Parallel()
+	if got := runHelper(t, "end"); got != "before=3 after=0 err=<nil> sh=137 zombies=0" {
+		t.Errorf("helper reported %q", got)
+	}
+}
+
+func TestInitRunsTheSweep(t *testing.T) {
+	t.Parallel()
+	if got := runHelper(t, "sweep"); got != "code=3 err=<nil>" {
 		t.Errorf("helper reported %q", got)
 	}
 }

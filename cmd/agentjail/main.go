@@ -105,6 +105,14 @@ func newApp(args []string, stdin io.Reader, stdout, stderr io.Writer, code *int)
 				Action:    env.stopAction,
 			}),
 			sub(&cli.Command{
+				Name:         "init",
+				Usage:        "run a command as PID 1 or a subreaper: reap zombies, forward signals, end stragglers",
+				ArgsUsage:    "[--] CMD [ARG...]",
+				StopOnNthArg: &one,
+				Flags:        initFlags(),
+				Action:       env.initAction,
+			}),
+			sub(&cli.Command{
 				Name:   "profiles",
 				Usage:  "list the built-in profiles",
 				Action: env.profilesAction,
