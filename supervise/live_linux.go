@@ -26,6 +26,11 @@ type State struct {
 	// never taken for it.
 	PID       int    `json:"pid"`
 	PIDStart  uint64 `json:"pid_start"`
+	// PIDNS is the supervisor's pid namespace ("pid:[inode]"): a pid means
+	// something only there. A sweeper in another pid namespace (an
+	// `agentjail init` in a container sharing /run/agentjail with the host)
+	// must not take the run for dead.
+	PIDNS string `json:"pid_ns,omitempty"`
 	StartedAt Time   `json:"started_at"`
 	// Socket is the run's control socket (status, stop).
 	Socket string `json:"socket"`
@@ -41,6 +46,10 @@ type State struct {
 
 	// Alive is computed by Runs, not stored.
 	Alive bool `json:"-"`
+	// Foreign: the supervisor lives in another pid namespace than the
+	// procfs Runs read, so whether it is alive cannot be told from there.
+	// Computed by Runs, not stored.
+	Foreign bool `json:"-"`
 }
 
 // Status is what `agentjail ps` shows of a live run.
@@ -92,6 +101,7 @@ func (l *Live) open(cgroup string) error {
 	if p, err := readProc("/proc", st.PID); err == nil {
 		st.PIDStart = p.Start
 	}
+	st.PIDNS = pidNamespace("/proc", "self")
 	st.Socket = filepath.Join(l.dir, st.RunID+".sock")
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: st.Socket, Net: "unix"})
 	if err != nil {
@@ -212,6 +222,7 @@ func Runs(dir, procRoot string) ([]State, error) {
 		return nil, err
 	}
 	var out []State
+	here := pidNamespace(procRoot, "1")
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -221,12 +232,29 @@ func Runs(dir, procRoot string) ([]State, error) {
 		if json.Unmarshal(data, &st) != nil || st.RunID == "" {
 			continue
 		}
+		if st.PIDNS != "" && here != "" && st.PIDNS != here {
+			st.Foreign = true
+			out = append(out, st)
+			continue
+		}
 		p, err := readProc(procRoot, st.PID)
 		st.Alive = err == nil && p.Start == st.PIDStart && !zombie(procRoot, st.PID)
 		out = append(out, st)
 	}
 	slices.SortFunc(out, func(a, b State) int { return time.Time(a.StartedAt).Compare(time.Time(b.StartedAt)) })
 	return out, nil
+}
+
+// pidNamespace names the pid namespace of process pid ("self", "1") as
+// procRoot shows it, or "" when it cannot be read (fixture trees, no
+// permission). The namespace of procRoot's pid 1 is the one its pids
+// number.
+func pidNamespace(procRoot, pid string) string {
+	ns, err := os.Readlink(filepath.Join(procRoot, pid, "ns", "pid"))
+	if err != nil {
+		return ""
+	}
+	return ns
 }
 
 // SweepDead ends what runs whose supervisor died (a state file in dir
@@ -240,7 +268,9 @@ func Runs(dir, procRoot string) ([]State, error) {
 //
 // Marked processes of a run id with no state file in dir are left alone:
 // another user's supervisor keeps its state elsewhere, and only the state
-// file tells a dead run from a live one.
+// file tells a dead run from a live one. So are runs whose supervisor lives
+// in another pid namespace than procRoot's (State.Foreign): their pids mean
+// nothing here.
 func SweepDead(dir, procRoot string) (map[string][]Proc, error) {
 	runs, err := Runs(dir, procRoot)
 	if err != nil {
@@ -249,7 +279,7 @@ func SweepDead(dir, procRoot string) (map[string][]Proc, error) {
 	out := map[string][]Proc{}
 	var errs []error
 	for _, st := range runs {
-		if st.Alive {
+		if st.Alive || st.Foreign {
 			continue
 		}
 		killed, err := KillMarked(procRoot, st.RunID)

@@ -94,3 +94,49 @@ func TestRunsTellsDeadSupervisorsAndSweepDeadCleansUp(t *testing.T) {
 		t.Errorf("SweepDead touched live runs: %v", runs)
 	}
 }
+
+// TestSweepDeadLeavesOtherPidNamespaces: a state file written by a
+// supervisor in another pid namespace (a container sharing /run/agentjail
+// with the host, or the host seen from a container) names a pid that means
+// nothing here; the sweep must not take that run for dead.
+func TestSweepDeadLeavesOtherPidNamespaces(t *testing.T) {
+	t.Parallel()
+	here := pidNamespace("/proc", "1")
+	if here == "" {
+		t.Skip("cannot read /proc/1/ns/pid (needs root)")
+	}
+	dir := t.TempDir()
+	stage := filepath.Join(t.TempDir(), "elsewhere")
+	os.MkdirAll(stage, 0o700)
+	other := State{RunID: "elsewhere", PID: 1, PIDStart: 999999999, PIDNS: "pid:[1]", Stage: stage}
+	if other.PIDNS == here {
+		other.PIDNS = "pid:[2]"
+	}
+	if err := writeJSON(filepath.Join(dir, "elsewhere.json"), other); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := Runs(dir, "/proc")
+	if err != nil || len(runs) != 1 || !runs[0].Foreign || runs[0].Alive {
+		t.Fatalf("Runs: %+v %v", runs, err)
+	}
+	if _, err := SweepDead(dir, "/proc"); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{filepath.Join(dir, "elsewhere.json"), stage} {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("the sweep removed %s of a run in another pid namespace", f)
+		}
+	}
+	// A run of this namespace records it.
+	l := NewLive(dir, State{RunID: "mine"})
+	if err := l.open(""); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(&Record{})
+	runs, _ = Runs(dir, "/proc")
+	for _, st := range runs {
+		if st.RunID == "mine" && (st.PIDNS != pidNamespace("/proc", "self") || st.Foreign || !st.Alive) {
+			t.Errorf("own run: %+v", st)
+		}
+	}
+}

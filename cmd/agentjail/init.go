@@ -12,12 +12,14 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/agentjail/agentjail/reaper"
+	"github.com/agentjail/agentjail/supervise"
 )
 
 // initFlags: each has an environment twin, as tini's do, so an image can
 // set them without changing its ENTRYPOINT.
 func initFlags() []cli.Flag {
 	grace := 5 * time.Second // docker stop waits 10 s before its SIGKILL
+	sweep := 10 * time.Second
 	return []cli.Flag{
 		&cli.GenericFlag{Name: "grace", Value: durationValue{&grace}, Sources: cli.EnvVars("AGENTJAIL_INIT_GRACE"),
 			Usage: "time `D` the processes left when the command exits get between SIGTERM and SIGKILL"},
@@ -25,6 +27,8 @@ func initFlags() []cli.Flag {
 			Usage: "forward signals to the command alone, not to its process group"},
 		&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Sources: cli.EnvVars("AGENTJAIL_INIT_VERBOSE"),
 			Usage: "log every forwarded signal, reaped orphan and ended straggler to stderr"},
+		&cli.GenericFlag{Name: "sweep-every", Value: durationValue{&sweep}, Sources: cli.EnvVars("AGENTJAIL_INIT_SWEEP_EVERY"),
+			Usage: "end what runs whose supervisor died left behind, at start and every `D` (0: never)"},
 	}
 }
 
@@ -40,6 +44,9 @@ func (e appEnv) initAction(ctx context.Context, cmd *cli.Command) error {
 	if cmd.Bool("verbose") {
 		o.Logf = logf
 	}
+	if o.SweepEvery = cmd.Value("sweep-every").(time.Duration); o.SweepEvery > 0 {
+		o.Sweep = func() { sweepDeadRuns(logf) }
+	}
 	c := exec.Command(argv[0], argv[1:]...)
 	c.Stdin, c.Stdout, c.Stderr = e.stdin, e.stdout, e.stderr
 	code, err := reaper.Init(c, o)
@@ -54,6 +61,25 @@ func (e appEnv) initAction(ctx context.Context, cmd *cli.Command) error {
 		*e.code = startFailure(err)
 	}
 	return nil
+}
+
+// sweepDeadRuns ends what runs whose supervisor died left behind (their
+// marked processes, cgroups, staging directories, state files) and the mask
+// placeholders of killed runs, and logs each process it had to kill. Runs
+// of other pid namespaces are left alone (supervise.SweepDead).
+func sweepDeadRuns(logf func(string, ...any)) {
+	killed, err := supervise.SweepDead(liveDir(), "/proc")
+	for id, procs := range killed {
+		for _, p := range procs {
+			logf("swept run %s (its supervisor died): killed pid %d (%s)", id, p.PID, p.Cmd)
+		}
+	}
+	if err != nil {
+		logf("sweep: %v", err)
+	}
+	if err := supervise.SweepMasks(maskDir()); err != nil {
+		logf("sweep: %v", err)
+	}
 }
 
 // startFailure is the shell's code for a command that could not be
