@@ -24,13 +24,13 @@ type State struct {
 	// PID is the supervisor's (agentjail run's) pid and PIDStart its start
 	// time in clock ticks (proc(5) stat field 22), so that a reused pid is
 	// never taken for it.
-	PID       int    `json:"pid"`
-	PIDStart  uint64 `json:"pid_start"`
+	PID      int    `json:"pid"`
+	PIDStart uint64 `json:"pid_start"`
 	// PIDNS is the supervisor's pid namespace ("pid:[inode]"): a pid means
 	// something only there. A sweeper in another pid namespace (an
 	// `agentjail init` in a container sharing /run/agentjail with the host)
 	// must not take the run for dead.
-	PIDNS string `json:"pid_ns,omitempty"`
+	PIDNS     string `json:"pid_ns,omitempty"`
 	StartedAt Time   `json:"started_at"`
 	// Socket is the run's control socket (status, stop).
 	Socket string `json:"socket"`
