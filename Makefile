@@ -16,12 +16,14 @@ BENCH_PKGS   := hyperfine
 
 all: build
 
-# deps installs only the missing packages (apt-get update runs only then).
+# deps installs only the missing packages (the package index is refreshed
+# only then) and checks for Go >= 1.21; .ci/provision is shared with the
+# Vagrant boxes (Debian, Ubuntu, Fedora).
 deps:
-	@./.ci/deps $(RUNTIME_PKGS) $(TEST_PKGS)
+	@./.ci/provision $(RUNTIME_PKGS) $(TEST_PKGS)
 
 deps-bench:
-	@./.ci/deps $(RUNTIME_PKGS) $(TEST_PKGS) $(BENCH_PKGS)
+	@./.ci/provision $(RUNTIME_PKGS) $(TEST_PKGS) $(BENCH_PKGS)
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/agentjail
