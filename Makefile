@@ -12,7 +12,7 @@ RUNTIME_PKGS := bubblewrap libseccomp-dev gcc pkg-config
 TEST_PKGS    := runc tini dumb-init catatonit socat ripgrep ruby iproute2 procps util-linux
 BENCH_PKGS   := hyperfine
 
-.PHONY: all deps deps-bench build demo test test-short bench fuzz profiles clean
+.PHONY: all deps deps-bench build demo test test-short bench fuzz profiles vagrant-test clean
 
 all: build
 
@@ -53,6 +53,12 @@ bench: deps-bench build
 
 fuzz: profiles
 	$(GO) test -run '^$$' -fuzz '^FuzzImport$$' -fuzztime $${FUZZTIME:-5m} ./seccomp/
+
+# vagrant-test runs make test in each Vagrant machine (Ubuntu 24.04, Debian
+# 12, Fedora), or in those named by VMS="debian-12 ...". Needs Vagrant and a
+# hypervisor; see docs/vagrant.md.
+vagrant-test:
+	@./.ci/vagrant-test $(VMS)
 
 clean:
 	rm -rf bin

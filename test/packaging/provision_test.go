@@ -35,7 +35,7 @@ var fakes = map[string]string{
 }
 
 // tools are the real programs the script may use besides the fakes.
-var tools = []string{"sh", "sed", "grep", "cat", "mkdir", "rm", "ln", "dirname", "mktemp", "tar", "sha256sum", "uname", "tr", "basename", "chmod"}
+var tools = []string{"sh", "sed", "grep", "cat", "mkdir", "rm", "ln", "dirname", "mktemp", "tar", "sha256sum", "uname", "tr", "basename", "chmod", "cut"}
 
 type provision struct {
 	osRelease   string // /etc/os-release
