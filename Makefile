@@ -9,10 +9,12 @@ LDFLAGS   := -X main.version=$(VERSION)
 # Debian packages: what agentjail needs to build and run, then what the
 # tests and benchmarks drive.
 RUNTIME_PKGS := bubblewrap libseccomp-dev gcc pkg-config
-TEST_PKGS    := runc tini dumb-init catatonit socat ripgrep ruby iproute2 procps util-linux
+TEST_PKGS    := runc tini dumb-init catatonit socat ripgrep ruby iproute2 procps util-linux file
 BENCH_PKGS   := hyperfine
+# make release cross-builds arm64 with cgo (Debian's multiarch archive only).
+RELEASE_PKGS := gcc-aarch64-linux-gnu libc6-dev-arm64-cross libseccomp-dev:arm64
 
-.PHONY: all deps deps-bench build demo test test-short bench fuzz profiles vagrant-test clean
+.PHONY: all deps deps-bench build release demo test test-short bench fuzz profiles vagrant-test clean
 
 all: build
 
@@ -20,13 +22,19 @@ all: build
 # only then) and checks for Go >= 1.21; .ci/provision is shared with the
 # Vagrant boxes (Debian, Ubuntu, Fedora).
 deps:
-	@./.ci/provision $(RUNTIME_PKGS) $(TEST_PKGS)
+	@./.ci/provision $(RUNTIME_PKGS) $(TEST_PKGS) $(RELEASE_PKGS)
 
 deps-bench:
 	@./.ci/provision $(RUNTIME_PKGS) $(TEST_PKGS) $(BENCH_PKGS)
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/agentjail
+
+# release builds dist/agentjail-$(VERSION)-linux-{amd64,arm64} with cgo and
+# libseccomp and SHA256SUMS, and refuses a binary without them.
+release:
+	@./.ci/provision $(RUNTIME_PKGS) $(RELEASE_PKGS)
+	VERSION=$(VERSION) ./.ci/release dist
 
 # demo jails a shell on the built-in tier1 profile: a write to a protected
 # .env is refused, a write to its writable root is allowed.
@@ -61,4 +69,4 @@ vagrant-test:
 	@./.ci/vagrant-test $(VMS)
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

@@ -171,9 +171,11 @@ func TestProvisionFedoraNames(t *testing.T) {
 		t.Errorf("apt-get or go env -w on Fedora without --vm:\n%v", r)
 	}
 
-	r = provision{osRelease: fedora, goVersion: "go1.24.4"}.run(t, "libseccomp-dev:arm64")
-	if r.code == 0 || !strings.Contains(r.stderr, "need Debian") {
-		t.Errorf("a Debian multiarch package on Fedora was not refused:\n%v", r)
+	for _, osr := range []string{fedora, ubuntu24} {
+		r = provision{osRelease: osr, goVersion: "go1.24.4", installed: []string{"bubblewrap"}}.run(t, "libseccomp-dev:arm64", "gcc-aarch64-linux-gnu", "bubblewrap")
+		if r.code != 0 || !strings.Contains(r.stderr, "need Debian's multiarch archive") || len(r.calls("dnf install")) != 0 || len(r.calls("apt-get")) != 0 || len(r.calls("dpkg --add")) != 0 {
+			t.Errorf("Debian's cross-build packages were not left out with a note on %q:\n%v", osr, r)
+		}
 	}
 }
 
