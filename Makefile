@@ -14,7 +14,7 @@ BENCH_PKGS   := hyperfine
 # make release cross-builds arm64 with cgo (Debian's multiarch archive only).
 RELEASE_PKGS := gcc-aarch64-linux-gnu libc6-dev-arm64-cross libseccomp-dev:arm64
 
-.PHONY: all deps deps-bench build release demo test test-short bench fuzz profiles vagrant-test clean
+.PHONY: all deps deps-bench build release image demo test test-short bench fuzz profiles vagrant-test clean
 
 all: build
 
@@ -35,6 +35,11 @@ build:
 release:
 	@./.ci/provision $(RUNTIME_PKGS) $(RELEASE_PKGS)
 	VERSION=$(VERSION) ./.ci/release dist
+
+# image builds the container image (Dockerfile, docs/containers.md). It needs
+# a Docker engine: make test checks the Dockerfile statically instead.
+image:
+	docker build --build-arg VERSION=$(VERSION) -t agentjail:$(VERSION) .
 
 # demo jails a shell on the built-in tier1 profile: a write to a protected
 # .env is refused, a write to its writable root is allowed.
