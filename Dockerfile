@@ -21,11 +21,12 @@ RUN CGO_ENABLED=1 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}"
  && ./.ci/release --check "$(go env GOARCH)" /out/agentjail \
  && /out/agentjail seccomp export --for-container > /out/seccomp-container.json
 
-# Runtime: bubblewrap, libseccomp, Node.js and a pinned Claude Code.
+# Runtime: bubblewrap, libseccomp, Node.js and a pinned Claude Code (socat and
+# ripgrep: its own Linux sandbox needs them).
 FROM debian:12-slim
 ARG CLAUDE_CODE_VERSION=2.1.197
 RUN apt-get update \
- && apt-get install -y --no-install-recommends bubblewrap libseccomp2 nodejs npm ca-certificates git \
+ && apt-get install -y --no-install-recommends bubblewrap libseccomp2 nodejs npm ca-certificates git socat ripgrep \
  && npm install -g "@anthropic-ai/claude-code@${CLAUDE_CODE_VERSION}" \
  && npm cache clean --force \
  && rm -rf /var/lib/apt/lists/* \

@@ -138,7 +138,7 @@ func TestDockerfile(t *testing.T) {
 	if install == nil {
 		t.Fatal("runtime stage installs no packages")
 	}
-	for _, p := range []string{"bubblewrap", "libseccomp2", "nodejs", "ca-certificates"} {
+	for _, p := range []string{"bubblewrap", "libseccomp2", "nodejs", "ca-certificates", "socat", "ripgrep"} {
 		if !strings.Contains(" "+install[1]+" ", " "+p+" ") {
 			t.Errorf("runtime stage does not install %s (installs %s)", p, install[1])
 		}
