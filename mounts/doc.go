@@ -5,6 +5,8 @@
 //
 // Render is pure. What it must know about the disk (which protected paths
 // exist, where symlinks point, who owns what) it reads through an injected
-// fs.ReadLinkFS rooted at the host's /, so tests use fake trees. It must not
-// start processes, change files, or read the environment.
+// fs.ReadLinkFS rooted at the host's /, so tests use fake trees. Whether the
+// jail can mount a fresh /proc comes from the host's mount table, which the
+// caller reads and ProcCovers judges (ParseMountinfo is pure too). It must
+// not start processes, change files, or read the environment.
 package mounts

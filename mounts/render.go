@@ -7,6 +7,7 @@ import (
 	"path"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/agentjail/agentjail/bwrap"
 	"github.com/agentjail/agentjail/policy"
@@ -57,6 +58,11 @@ type Input struct {
 	IsPlaceholder func(path string) bool
 	Seccomp       int // number of seccomp filters passed as fds
 	Argv          []string
+	// ProcCovers lists what keeps the jail from mounting a fresh /proc
+	// (ProcCovers of the host's mountinfo); nil when nothing does or when
+	// that is unknown. With covers, Render binds the existing /proc if the
+	// policy allows it (a degradation), else refuses (ErrProcCovered).
+	ProcCovers []string
 }
 
 // Plan is a rendered jail.
@@ -79,6 +85,10 @@ type Plan struct {
 	Protected, Denied []string
 	// Warnings are printed on stderr before the launch.
 	Warnings []string
+	// Degradations are the promises this jail cannot keep on this host
+	// and that the policy allowed it to drop; printed on stderr before the
+	// launch and kept in the run record.
+	Degradations []string
 }
 
 // Copy is one credential copied in.
@@ -166,6 +176,11 @@ func (r *renderer) fail(field, format string, a ...any) {
 
 func (r *renderer) sealed() bool { return r.p.InnerSandbox == policy.InnerSealed }
 
+// bindProc reports whether the jail falls back to the existing /proc.
+func (r *renderer) bindProc() bool {
+	return len(r.in.ProcCovers) > 0 && r.p.Filesystem.Proc == policy.ProcFreshOrBind
+}
+
 // check refuses what bwrap would fail on or what would widen the policy.
 func (r *renderer) check() {
 	fsys := r.p.Filesystem
@@ -197,6 +212,12 @@ func (r *renderer) check() {
 			}
 		}
 	}
+	if len(r.in.ProcCovers) > 0 && r.p.Filesystem.Proc != policy.ProcFreshOrBind {
+		// Fail closed: bwrap would fail too, with a message that names
+		// neither the cause nor the fix.
+		r.errs = append(r.errs, fmt.Errorf("%w: mounts cover parts of the host's /proc (%s), as a container runtime's masked and read-only paths do, and the kernel then refuses a new /proc inside a user namespace; run `agentjail doctor` for the cause and the fix (Docker: --security-opt systempaths=unconfined; Kubernetes: securityContext.procMount: Unmasked), or allow binding the existing /proc with `filesystem: {proc: fresh-or-bind}` in a profile",
+			ErrProcCovered, strings.Join(r.in.ProcCovers, ", ")))
+	}
 	if r.in.Chdir != "" {
 		if fi, err := r.in.Disk.Lstat(rel(r.in.Chdir)); err != nil || !fi.IsDir() && fi.Mode()&fs.ModeSymlink == 0 {
 			r.errs = append(r.errs, fmt.Errorf("start directory %s does not exist or is not a directory; pass --chdir with an existing directory", r.in.Chdir))
@@ -205,7 +226,17 @@ func (r *renderer) check() {
 }
 
 func (r *renderer) namespaces() {
-	r.arg("--unshare-pid", "--unshare-uts", "--unshare-ipc")
+	if !r.bindProc() {
+		// A bound /proc describes agentjail's pid namespace, not a new
+		// one; bubblewrap (the agent's own included) opens
+		// /proc/<child pid>/ns with the pid as its own namespace numbers
+		// it, so under a /proc of another pid namespace it fails ("open
+		// /proc/3/ns/ns failed") and leaves its cloned child blocked for
+		// ever, or reads another process's namespaces. The jail shares the
+		// pid namespace that its /proc shows instead.
+		r.arg("--unshare-pid")
+	}
+	r.arg("--unshare-uts", "--unshare-ipc")
 	if n := r.p.Namespaces.Net; n != nil && *n {
 		r.arg("--unshare-net")
 	}
@@ -236,7 +267,14 @@ func (r *renderer) base() {
 	} else {
 		r.mount("--ro-bind", "/", "/")
 	}
-	r.mount("--proc", "/proc")
+	if r.bindProc() {
+		// The binding is recursive, so the host's covers stay in place.
+		r.mount("--bind", "/proc", "/proc")
+		r.plan.Degradations = append(r.plan.Degradations, fmt.Sprintf("no fresh /proc and no pid namespace: mounts cover parts of the host's /proc (%s), so the jail binds the existing /proc and shares the pid namespace it describes, agentjail's (filesystem.proc: fresh-or-bind): the agent sees, and as the same user may signal, that namespace's processes (a container's own); what the agent leaves running is ended by agentjail's cleanup, not by a pid namespace's teardown; its own sandbox works only in its weaker mode, binding /proc instead of mounting one (Claude Code: sandbox.enableWeakerNestedSandbox); `agentjail doctor` names the container settings that avoid this",
+			strings.Join(r.in.ProcCovers, ", ")))
+	} else {
+		r.mount("--proc", "/proc")
+	}
 	r.mount("--dev", "/dev")
 	if r.in.ExecStage != "" {
 		r.mount("--ro-bind", r.in.ExecStage, ExecStagePath)

@@ -148,3 +148,47 @@ func TestResolve(t *testing.T) {
 		t.Error("a symlink loop resolved")
 	}
 }
+
+// TestRenderProcCovered: when the host's /proc is covered (a container's
+// masked paths), the jail fails closed unless the policy allows binding the
+// existing /proc, and then says so as a degradation.
+func TestRenderProcCovered(t *testing.T) {
+	t.Parallel()
+	covers := []string{"/proc/kcore", "/proc/timer_list"}
+
+	in := input(t, "tier1", "/srv/proj")
+	plan, err := Render(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if args := strings.Join(plan.Args, " "); !strings.Contains(args, "--proc /proc") || strings.Contains(args, "--bind /proc /proc") || len(plan.Degradations) > 0 {
+		t.Errorf("uncovered host: want a fresh /proc and no degradation:\n%s\n%q", args, plan.Degradations)
+	}
+
+	in.ProcCovers = covers
+	_, err = Render(in)
+	if !errors.Is(err, ErrProcCovered) {
+		t.Fatalf("covered host, default policy: Render = %v, want ErrProcCovered", err)
+	}
+	for _, want := range []string{"/proc/kcore, /proc/timer_list", "run `agentjail doctor`", "systempaths=unconfined", "procMount: Unmasked", "proc: fresh-or-bind"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal lacks %q:\n%v", want, err)
+		}
+	}
+
+	in.Policy.Filesystem.Proc = policy.ProcFreshOrBind
+	plan, err = Render(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Join(plan.Args, " ")
+	if !strings.Contains(args, "--bind /proc /proc --dev /dev") || strings.Contains(args, "--proc /proc") {
+		t.Errorf("fresh-or-bind on a covered host: want /proc bound:\n%s", args)
+	}
+	if !strings.HasPrefix(args, "--unshare-uts --unshare-ipc ") {
+		t.Errorf("a bound /proc needs the pid namespace it describes, not a new one:\n%s", args)
+	}
+	if len(plan.Degradations) != 1 || !strings.Contains(plan.Degradations[0], "/proc/kcore, /proc/timer_list") || !strings.Contains(plan.Degradations[0], "enableWeakerNestedSandbox") || !strings.Contains(plan.Degradations[0], "no pid namespace") {
+		t.Errorf("degradations = %q", plan.Degradations)
+	}
+}

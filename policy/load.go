@@ -216,6 +216,9 @@ func checkNoLoosening(parent, child Policy) error {
 	if parent.InnerSandbox == InnerSealed && child.InnerSandbox == InnerFree {
 		refuse("inner_sandbox", "free, but the profile it extends is sealed")
 	}
+	if parent.Filesystem.Proc == ProcFresh && child.Filesystem.Proc == ProcFreshOrBind {
+		refuse("filesystem.proc", "fresh-or-bind, but the profile it extends insists on a fresh /proc")
+	}
 	if isFalse(child.Seccomp.Default) && !isFalse(parent.Seccomp.Default) {
 		refuse("seccomp.default", "false, but the profile it extends applies the default filter")
 	}

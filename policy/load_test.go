@@ -124,18 +124,21 @@ func TestExtendsMerges(t *testing.T) {
 func TestExtendsRefusals(t *testing.T) {
 	t.Parallel()
 	l := testLoader(map[string]string{
-		"a.yaml":         "extends: b\n",
-		"b.yaml":         "extends: a\n",
-		"deep.yaml":      "filesystem:\n  protect_depth: 3\n",
-		"shallow.yaml":   "extends: deep\nfilesystem:\n  protect_depth: 1\n",
-		"_hidden.yaml":   "description: x\n",
-		"badparent.yaml": "extends: nosuch\n",
-		"disk:/x/f.yaml": "extends: missing.yaml\n",
+		"a.yaml":          "extends: b\n",
+		"b.yaml":          "extends: a\n",
+		"deep.yaml":       "filesystem:\n  protect_depth: 3\n",
+		"shallow.yaml":    "extends: deep\nfilesystem:\n  protect_depth: 1\n",
+		"_hidden.yaml":    "description: x\n",
+		"strictproc.yaml": "filesystem:\n  proc: fresh\n",
+		"laxproc.yaml":    "extends: strictproc\nfilesystem:\n  proc: fresh-or-bind\n",
+		"badparent.yaml":  "extends: nosuch\n",
+		"disk:/x/f.yaml":  "extends: missing.yaml\n",
 	})
 	for ref, want := range map[string]string{
 		"a":              "cycle: profiles/a.yaml -> profiles/b.yaml -> profiles/a.yaml",
 		"shallow":        "profiles/shallow.yaml:3:3: filesystem.protect_depth: 1 is lower than the 3",
-		"nosuch":         `unknown profile "nosuch": built-in profiles are a, b, badparent, deep, shallow`,
+		"laxproc":        "profiles/laxproc.yaml:3:3: filesystem.proc: fresh-or-bind, but the profile it extends insists on a fresh /proc; a child profile cannot loosen",
+		"nosuch":         `unknown profile "nosuch": built-in profiles are a, b, badparent, deep, laxproc, shallow, strictproc`,
 		"_hidden":        `unknown profile "_hidden"`,
 		"badparent":      `profiles/badparent.yaml:1:1: extends: unknown profile "nosuch"`,
 		"/x/f.yaml":      "unknown profile: /x/missing.yaml: no such file",

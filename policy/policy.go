@@ -37,6 +37,12 @@ const (
 	BaseMinimal = "minimal" // only /usr, /etc and the library and binary dirs, read-only
 )
 
+// Values for Filesystem.Proc.
+const (
+	ProcFresh       = "fresh"
+	ProcFreshOrBind = "fresh-or-bind"
+)
+
 // Values for Policy.InnerSandbox.
 const (
 	InnerFree   = "free"
@@ -48,6 +54,15 @@ const (
 type Filesystem struct {
 	// Base is "host" (default) or "minimal".
 	Base string `yaml:"base,omitempty" json:"base,omitempty"`
+	// Proc is "fresh" (default: a new /proc that shows only the jail's
+	// processes; when the host masks parts of its own /proc, as container
+	// runtimes do, a fresh one cannot be mounted and the run fails) or
+	// "fresh-or-bind": then bind the existing /proc instead, a degradation
+	// the run prints and records (the agent sees the processes of the pid
+	// namespace agentjail runs in, and its own sandbox works only without a
+	// fresh /proc). A profile that says "fresh" keeps its children from
+	// allowing the fallback.
+	Proc string `yaml:"proc,omitempty" json:"proc,omitempty"`
 	// Read lists extra paths bound read-only (useful with base: minimal).
 	Read []string `yaml:"read,omitempty" json:"read,omitempty"`
 	// Write lists the writable roots.

@@ -32,6 +32,7 @@ func Validate(p Policy) error {
 	}
 	fs := p.Filesystem
 	v.oneOf("filesystem.base", fs.Base, BaseHost, BaseMinimal)
+	v.oneOf("filesystem.proc", fs.Proc, ProcFresh, ProcFreshOrBind)
 	v.paths("filesystem.read", fs.Read, false)
 	v.paths("filesystem.write", fs.Write, false)
 	v.paths("filesystem.protect", fs.Protect, true)

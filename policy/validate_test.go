@@ -12,6 +12,7 @@ func TestValidateCollectsEveryProblemWithOrigin(t *testing.T) {
 inner_sandbox: loose
 filesystem:
   base: tiny
+  proc: host
   write:
     - relative/dir
     - /ok
@@ -45,19 +46,20 @@ limits:
 		`v.yaml:2:1: inner_sandbox: "loose" is not one of free, sealed`,
 		"v.yaml:1:1: user: uid 0 is allowed only with inner_sandbox: sealed",
 		`v.yaml:4:3: filesystem.base: "tiny" is not one of host, minimal`,
-		`v.yaml:6:7: filesystem.write[0]: "relative/dir" must be absolute (start with /, ~/ or ${PWD}/)`,
-		`v.yaml:8:7: filesystem.write[2]: "${TMPDIR}/x" uses an unknown variable`,
-		`v.yaml:9:7: filesystem.write[3]: "/a/../b" contains a .. component`,
-		`v.yaml:12:7: filesystem.protect[1]: "[unclosed" is not a valid pattern`,
-		`v.yaml:13:20: filesystem.deny[1]: "~other/.ssh" must be absolute`,
-		"v.yaml:14:3: filesystem.protect_depth: must be between 0 and 16",
-		"v.yaml:17:5: filesystem.tmpfs[/run].size: every tmpfs needs a size cap",
-		"v.yaml:16:5: filesystem.tmpfs[tmp]: mount point must be a clean absolute path",
-		`v.yaml:18:17: filesystem.credentials[0]: "/etc/shadow" must be a path under ~`,
-		`v.yaml:20:25: environment.allow[2]: "BAD-NAME" is not a variable name`,
-		`v.yaml:21:9: environment.set[1X]: "1X" is not a variable name`,
-		`v.yaml:22:11: environment.unset[0]: "A B" is not a variable name`,
-		`v.yaml:24:13: limits.rlimits[nofiles]: unknown resource "nofiles"`,
+		`v.yaml:5:3: filesystem.proc: "host" is not one of fresh, fresh-or-bind`,
+		`v.yaml:7:7: filesystem.write[0]: "relative/dir" must be absolute (start with /, ~/ or ${PWD}/)`,
+		`v.yaml:9:7: filesystem.write[2]: "${TMPDIR}/x" uses an unknown variable`,
+		`v.yaml:10:7: filesystem.write[3]: "/a/../b" contains a .. component`,
+		`v.yaml:13:7: filesystem.protect[1]: "[unclosed" is not a valid pattern`,
+		`v.yaml:14:20: filesystem.deny[1]: "~other/.ssh" must be absolute`,
+		"v.yaml:15:3: filesystem.protect_depth: must be between 0 and 16",
+		"v.yaml:18:5: filesystem.tmpfs[/run].size: every tmpfs needs a size cap",
+		"v.yaml:17:5: filesystem.tmpfs[tmp]: mount point must be a clean absolute path",
+		`v.yaml:19:17: filesystem.credentials[0]: "/etc/shadow" must be a path under ~`,
+		`v.yaml:21:25: environment.allow[2]: "BAD-NAME" is not a variable name`,
+		`v.yaml:22:9: environment.set[1X]: "1X" is not a variable name`,
+		`v.yaml:23:11: environment.unset[0]: "A B" is not a variable name`,
+		`v.yaml:25:13: limits.rlimits[nofiles]: unknown resource "nofiles"`,
 	}
 	got := strings.Split(err.Error(), "\n")
 	if len(got) != len(want) {

@@ -43,6 +43,18 @@ func loader() policy.Loader {
 // expands and validates, detects bwrap and renders the plan. Every error it
 // returns is agentjail's own (exit 125) and names what to fix.
 func prepare(cmd *cli.Command, argv []string) (*jail, error) {
+	return prepareWith(cmd, argv, jailOptions{})
+}
+
+// jailOptions is what doctor varies in the jail a run would get.
+type jailOptions struct {
+	dir string // the start directory, instead of --chdir or the current one
+	// freshProc tries a fresh /proc whatever the host's mount table says,
+	// to hear the kernel's own verdict.
+	freshProc bool
+}
+
+func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error) {
 	if len(argv) == 0 {
 		return nil, usageError{"no command to run: write `agentjail " + cmd.Name + " [flags] -- CMD [ARG...]`"}
 	}
@@ -61,6 +73,9 @@ func prepare(cmd *cli.Command, argv []string) (*jail, error) {
 	}
 
 	dir := cmd.String("chdir")
+	if opt.dir != "" {
+		dir = opt.dir
+	}
 	if dir == "" {
 		if dir, err = os.Getwd(); err != nil {
 			return nil, fmt.Errorf("cannot read the current directory: %w; pass --chdir", err)
@@ -115,6 +130,10 @@ func prepare(cmd *cli.Command, argv []string) (*jail, error) {
 	if j.seccomp, err = seccompFiles(j.policy); err != nil {
 		return nil, err
 	}
+	var covers []string
+	if !opt.freshProc {
+		covers = hostProcCovers(j.bwrap, j.policy)
+	}
 	j.plan, err = mounts.Render(mounts.Input{
 		Policy:        j.policy,
 		Disk:          os.DirFS("/").(mounts.Disk),
@@ -127,6 +146,7 @@ func prepare(cmd *cli.Command, argv []string) (*jail, error) {
 		IsPlaceholder: func(p string) bool { return supervise.IsMask(maskDir(), p) },
 		Seccomp:       len(j.seccomp),
 		Argv:          argv,
+		ProcCovers:    covers,
 	})
 	if err != nil {
 		closeAll(j.seccomp)
@@ -136,6 +156,27 @@ func prepare(cmd *cli.Command, argv []string) (*jail, error) {
 		map[string]string{"HOME": j.plan.Home, "USER": j.user.Name, "LOGNAME": j.user.Name},
 		map[string]string{"AGENTJAIL_RUN": j.runID})
 	return j, nil
+}
+
+// hostProcCovers lists what keeps bwrap from mounting a fresh /proc here
+// (mounts.ProcCovers). Only a bwrap that makes a user namespace is refused:
+// a setuid bwrap without --unshare-user mounts procfs as real root. An
+// unreadable mount table yields nil: the fresh /proc is then tried, and
+// bwrap fails if it cannot — a degradation is taken only on evidence.
+func hostProcCovers(b bwrap.Info, p policy.Policy) []string {
+	if b.Setuid && p.InnerSandbox != policy.InnerSealed {
+		return nil
+	}
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	table, err := mounts.ParseMountinfo(f)
+	if err != nil {
+		return nil
+	}
+	return mounts.ProcCovers(table)
 }
 
 // lookupUser resolves the chosen run user in the user database. A numeric

@@ -122,6 +122,16 @@ func newApp(args []string, stdin io.Reader, stdout, stderr io.Writer, code *int)
 				Action: env.schemaAction,
 			}),
 			sub(&cli.Command{
+				Name:  "doctor",
+				Usage: "check that jails, and the agent's own sandbox inside them, work here; say why not and how to fix it",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "profile", Value: "tier1", Usage: "probe the jail of built-in profile `NAME` or profile FILE"},
+					&cli.StringFlag{Name: "user", Usage: "probe as run user `USER` (name or uid)"},
+					&cli.BoolFlag{Name: "json", Usage: `print {"ok", "checks": [{"name", "status", "detail", "cause", "fix"}]}`},
+				},
+				Action: env.doctorAction,
+			}),
+			sub(&cli.Command{
 				Name:   "version",
 				Usage:  "print agentjail's and bubblewrap's versions",
 				Action: env.versionAction,

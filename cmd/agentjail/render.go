@@ -23,6 +23,9 @@ func (e appEnv) renderAction(ctx context.Context, cmd *cli.Command) error {
 	for _, w := range j.plan.Warnings {
 		fmt.Fprintf(e.stderr, "agentjail: warning: %s\n", w)
 	}
+	for _, d := range j.plan.Degradations {
+		fmt.Fprintf(e.stderr, "agentjail: degraded: %s\n", d)
+	}
 	names := make([]string, 0, len(j.env))
 	for _, kv := range j.env {
 		k, _, _ := strings.Cut(kv, "=")
@@ -40,6 +43,7 @@ func (e appEnv) renderAction(ctx context.Context, cmd *cli.Command) error {
 			Argv: append([]string{j.bwrap.Path}, j.plan.Args...), FDs: fds, Env: names,
 			User: recordUser{UID: j.user.UID, GID: j.user.GID, Name: j.user.Name}, UserReason: j.userWhy,
 			Profile: j.profile, Home: j.plan.Home, Masks: j.plan.Masks, Warnings: j.plan.Warnings,
+			Degradations: j.plan.Degradations,
 		})
 	}
 	words := []string{shellQuote(j.bwrap.Path)}
@@ -70,6 +74,9 @@ type renderJSON struct {
 	Home       string            `json:"home"`
 	Masks      []string          `json:"masks"`
 	Warnings   []string          `json:"warnings"`
+	// Degradations are promises this host makes the jail drop (allowed by
+	// the profile); the run record carries the same list.
+	Degradations []string `json:"degradations"`
 }
 
 // recordUser is a user as records and JSON output show it.

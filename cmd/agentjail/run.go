@@ -19,6 +19,9 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	for _, w := range j.plan.Warnings {
 		fmt.Fprintf(e.stderr, "agentjail: warning: %s\n", w)
 	}
+	for _, d := range j.plan.Degradations {
+		fmt.Fprintf(e.stderr, "agentjail: degraded: %s\n", d)
+	}
 	spec := supervise.Spec{
 		Bwrap:   j.bwrap.Path,
 		Args:    j.plan.Args,

@@ -59,6 +59,9 @@ type invocation struct {
 	dir   string
 	stdin string
 	cred  *syscall.Credential
+	// wrap runs agentjail under this command line (agentjail and its
+	// arguments are appended), as the caller's own sandbox or container.
+	wrap []string
 }
 
 // aj runs agentjail with args and returns what it printed and its exit
@@ -73,6 +76,9 @@ func (inv invocation) run(t *testing.T, args ...string) result {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, agentjail, args...)
+	if len(inv.wrap) > 0 {
+		cmd = exec.CommandContext(ctx, inv.wrap[0], append(append(inv.wrap[1:], agentjail), args...)...)
+	}
 	cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}, inv.env...)
 	cmd.Dir = inv.dir
 	if cmd.Dir == "" {

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+
+	"github.com/urfave/cli/v3"
+	"golang.org/x/sys/unix"
+
+	"github.com/agentjail/agentjail/bwrap"
+	"github.com/agentjail/agentjail/doctor"
+	"github.com/agentjail/agentjail/mounts"
+	"github.com/agentjail/agentjail/policy"
+	"github.com/agentjail/agentjail/supervise"
+)
+
+// exitDoctorFailed: doctor found a check that fails.
+const exitDoctorFailed = 1
+
+// doctorAction reads the host, launches the profile's real jail with the
+// probe script as the agent, and reports. It exits 0 when nothing fails.
+func (e appEnv) doctorAction(ctx context.Context, cmd *cli.Command) error {
+	h := doctor.ReadHost(os.DirFS("/"))
+	if dir := doctor.CgroupDir(h); dir != "" {
+		h.CgroupWritable = unix.Access(dir, unix.W_OK) == nil
+	}
+	info, bErr := bwrap.Detect(cacheDir())
+	j := probeJail(cmd)
+	// A profile or flag mistake is bad input (125), not a finding.
+	for _, bad := range []error{errUsage, policy.ErrUnknownProfile, policy.ErrSyntax, policy.ErrInvalid} {
+		if errors.Is(j.Err, bad) {
+			return j.Err
+		}
+	}
+	rep := doctor.Diagnose(h, info, bErr, j)
+	if !rep.OK {
+		*e.code = exitDoctorFailed
+	}
+	if cmd.Bool("json") {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	user := j.User
+	if user == "" {
+		user = "unknown"
+	}
+	fmt.Fprintf(e.stdout, "agentjail doctor: profile %s, run user %s\n", j.Profile, user)
+	rep.WriteText(e.stdout)
+	return nil
+}
+
+// probeJail launches the jail a run of the profile would get, from /, with
+// doctor.Script as the agent. When a run would refuse because the host's
+// /proc is covered, it launches with a fresh /proc anyway, so that the
+// report carries the kernel's own verdict.
+func probeJail(cmd *cli.Command) doctor.Jail {
+	dj := doctor.Jail{Profile: cmd.String("profile")}
+	argv := []string{"sh", "-c", doctor.Script}
+	j, err := prepareWith(cmd, argv, jailOptions{dir: "/"})
+	if errors.Is(err, mounts.ErrProcCovered) {
+		j, err = prepareWith(cmd, argv, jailOptions{dir: "/", freshProc: true})
+	}
+	if err != nil {
+		dj.Err = err
+		return dj
+	}
+	defer closeAll(j.seccomp)
+	dj.Sealed = j.policy.InnerSandbox == policy.InnerSealed
+	dj.User = fmt.Sprintf("%s (uid %d)", j.user.Name, j.user.UID)
+	dj.Covers = hostProcCovers(j.bwrap, j.policy)
+	dj.Fallback = j.policy.Filesystem.Proc == policy.ProcFreshOrBind
+	dj.Degraded = len(j.plan.Degradations) > 0
+
+	var stdout, stderr bytes.Buffer
+	spec := supervise.Spec{
+		Bwrap:   j.bwrap.Path,
+		Args:    j.plan.Args,
+		Env:     j.env,
+		Stdin:   strings.NewReader(""),
+		Stdout:  &stdout,
+		Stderr:  &stderr,
+		Seccomp: j.seccomp,
+	}
+	if syscall.Getuid() == 0 && j.user.UID != 0 {
+		spec.Cred = &syscall.Credential{Uid: uint32(j.user.UID), Gid: uint32(j.user.GID), Groups: uint32s(j.user.Groups)}
+	}
+	masks, err := supervise.HoldMasks(maskDir(), j.plan.Masks)
+	if err != nil {
+		dj.Err = err
+		return dj
+	}
+	res, err := supervise.Run(spec)
+	if merr := masks.Release(); merr != nil && err == nil {
+		err = merr
+	}
+	dj.Started = err == nil && res.Reason == supervise.ReasonExit
+	dj.Stderr = stderr.String()
+	if err != nil && dj.Stderr == "" {
+		dj.Stderr = err.Error()
+	}
+	dj.Probes = doctor.ParseProbes(stdout.String())
+	return dj
+}

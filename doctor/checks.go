@@ -1,0 +1,370 @@
+package doctor
+
+import (
+	_ "embed"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/agentjail/agentjail/bwrap"
+)
+
+// Status is a check's verdict.
+type Status string
+
+const (
+	Pass Status = "pass"
+	Warn Status = "warn" // worth knowing; nothing breaks
+	Fail Status = "fail"
+)
+
+// Check is one verdict with its evidence, cause and fix (cause and fix are
+// empty for a pass).
+type Check struct {
+	Name   string `json:"name"`
+	Status Status `json:"status"`
+	Detail string `json:"detail"`
+	Cause  string `json:"cause"`
+	Fix    string `json:"fix"`
+}
+
+// Report is `agentjail doctor --json`, a stable contract described by
+// SchemaJSON: fields and checks may be added, never renamed.
+type Report struct {
+	OK     bool    `json:"ok"`
+	Checks []Check `json:"checks"`
+}
+
+// SchemaJSON is the JSON Schema of Report.
+//
+//go:embed schema.json
+var SchemaJSON []byte
+
+// Check names, in the order doctor reports them.
+const (
+	CheckBwrap     = "bwrap"
+	CheckUserns    = "userns-sysctls"
+	CheckSeccomp   = "seccomp"
+	CheckContainer = "container"
+	CheckCgroup    = "cgroup-v2"
+	CheckHostProc  = "host-proc"
+	CheckJail      = "jail"
+	CheckInnerUser = "inner-userns"
+	CheckInnerProc = "inner-proc"
+	CheckInnerNet  = "inner-netns"
+)
+
+// Diagnose turns the facts into the report.
+func Diagnose(h Host, b bwrap.Info, bErr error, j Jail) Report {
+	checks := []Check{
+		bwrapCheck(b, bErr),
+		usernsCheck(h),
+		seccompCheck(h),
+		containerCheck(h),
+		cgroupCheck(h),
+		hostProcCheck(h, j),
+		jailCheck(h, j),
+	}
+	checks = append(checks, innerChecks(h, j)...)
+	r := Report{OK: true, Checks: checks}
+	for _, c := range checks {
+		if c.Status == Fail {
+			r.OK = false
+		}
+	}
+	return r
+}
+
+func bwrapCheck(b bwrap.Info, err error) Check {
+	c := Check{Name: CheckBwrap}
+	if err != nil {
+		c.Status, c.Detail = Fail, err.Error()
+		c.Cause = "agentjail's outer layer is bubblewrap >= " + bwrap.Minimum.String() + " (0.8.0 brought --disable-userns)"
+		c.Fix = bwrap.Install
+		return c
+	}
+	c.Status = Pass
+	c.Detail = fmt.Sprintf("bubblewrap %s at %s, not setuid", b.Version, b.Path)
+	if b.Setuid {
+		c.Status = Warn
+		c.Detail = fmt.Sprintf("bubblewrap %s at %s, setuid root", b.Version, b.Path)
+		c.Cause = "a setuid bwrap builds the jail with real root privileges instead of in a user namespace; agentjail is designed and tested with the unprivileged mode"
+		c.Fix = "where unprivileged user namespaces are allowed, use a bwrap without the setuid bit (chmod u-s " + b.Path + ")"
+	}
+	return c
+}
+
+func usernsCheck(h Host) Check {
+	c := Check{Name: CheckUserns, Status: Pass}
+	var vals []string
+	for _, k := range UsernsSysctls {
+		v, ok := h.Sysctls[k]
+		if !ok {
+			v = "absent"
+		}
+		vals = append(vals, k+"="+v)
+	}
+	c.Detail = strings.Join(vals, ", ")
+	if h.UIDMap != "" && h.UIDMap != "0 0 4294967295" {
+		c.Detail += "; agentjail itself runs inside a user namespace (uid_map " + strings.ReplaceAll(h.UIDMap, "\n", "; ") + ")"
+	}
+	switch {
+	case h.Sysctls["kernel.unprivileged_userns_clone"] == "0":
+		c.Status = Fail
+		c.Cause = "kernel.unprivileged_userns_clone=0 (Debian's switch) forbids user namespaces to unprivileged users: agentjail's outer layer, run as the unprivileged run user, and the agent's own sandbox both need them"
+		c.Fix = "sysctl -w kernel.unprivileged_userns_clone=1, and persist it in /etc/sysctl.d/"
+	case h.Sysctls["user.max_user_namespaces"] == "0":
+		c.Status = Fail
+		c.Cause = "user.max_user_namespaces=0 forbids new user namespaces: agentjail's outer layer and the agent's own sandbox both need them"
+		c.Fix = "sysctl -w user.max_user_namespaces=15000, and persist it in /etc/sysctl.d/"
+	case h.Sysctls["kernel.apparmor_restrict_unprivileged_userns"] == "1":
+		c.Status = Warn
+		c.Cause = "AppArmor restricts unprivileged user namespaces (Ubuntu >= 23.10): a program without an AppArmor profile that allows them gets a namespace without capabilities, so it cannot write its uid map or bring up loopback; the probes below show whether bwrap and unshare are allowed here"
+		c.Fix = "if they fail: allow user namespaces for bwrap with an AppArmor profile (Ubuntu ships bwrap-userns-restrict in apparmor-profiles), or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
+	}
+	return c
+}
+
+func seccompCheck(h Host) Check {
+	c := Check{Name: CheckSeccomp, Status: Pass}
+	actions, hasActions := h.Sysctls["kernel.seccomp.actions_avail"]
+	switch {
+	case h.SeccompMode == "" || !hasActions || !slices.Contains(strings.Fields(actions), "errno"):
+		c.Status = Fail
+		c.Detail = "the kernel offers no seccomp filters (no Seccomp field in /proc/self/status, or no errno action in kernel.seccomp.actions_avail)"
+		c.Cause = "the profiles' system-call filters need seccomp filter mode (CONFIG_SECCOMP_FILTER)"
+		c.Fix = "use a kernel built with CONFIG_SECCOMP_FILTER (every mainstream distribution kernel is)"
+	case h.SeccompMode != "0":
+		c.Status = Warn
+		c.Detail = "available (actions: " + actions + "); agentjail itself already runs under a seccomp filter (mode " + h.SeccompMode + ")"
+		c.Cause = "a filter from outside (a container runtime's seccomp profile) stays under every filter agentjail adds; Docker's default refuses unshare and clone with namespace flags, which the agent's own sandbox needs; the probes below show whether this one does"
+		c.Fix = "if they fail: run the container with --security-opt seccomp=FILE, FILE from `agentjail seccomp export --for-container`"
+	default:
+		c.Detail = "available (actions: " + actions + "); no filter on agentjail itself"
+	}
+	return c
+}
+
+func containerCheck(h Host) Check {
+	c := Check{Name: CheckContainer, Status: Pass, Detail: "not in a container, as far as /.dockerenv, /run/.containerenv, a service-account token and pid 1's environment tell"}
+	if h.Container != "" {
+		c.Detail = "in a container: " + h.Container + "; its /proc masks and seccomp profile decide the probes below"
+	}
+	return c
+}
+
+func cgroupCheck(h Host) Check {
+	c := Check{Name: CheckCgroup}
+	mp, dir := cgroup2Mount(h), CgroupDir(h)
+	ctrl := strings.Join(h.CgroupControllers, " ")
+	if ctrl == "" {
+		ctrl = "none"
+	}
+	writable := map[bool]string{true: "writable", false: "not writable"}[h.CgroupWritable]
+	switch {
+	case mp == "":
+		c.Status = Warn
+		c.Detail = "no cgroup v2 mounted"
+		c.Cause = "a run cannot get a cgroup of its own: no cgroup.kill, no memory or pids limits; the pid namespace's teardown and the marker sweep still end every process"
+		c.Fix = "mount cgroup v2 (systemd.unified_cgroup_hierarchy=1 on the kernel command line, or mount -t cgroup2 none /sys/fs/cgroup)"
+	case mp != "/sys/fs/cgroup":
+		c.Status = Warn
+		c.Detail = fmt.Sprintf("cgroup v2 only in hybrid mode at %s (%s %s; controllers: %s)", mp, dir, writable, ctrl)
+		c.Cause = "in hybrid mode the resource controllers stay on cgroup v1: a run's cgroup can be killed as a whole (cgroup.kill) where writable, but memory and pids limits are unavailable"
+		c.Fix = "boot with systemd.unified_cgroup_hierarchy=1 for the unified layout"
+	case !h.CgroupWritable:
+		c.Status = Warn
+		c.Detail = fmt.Sprintf("cgroup v2 at %s; this process's cgroup %s is not writable (controllers: %s)", mp, dir, ctrl)
+		c.Cause = "a run cannot get a cgroup of its own: not root, or a container's read-only /sys/fs/cgroup"
+		c.Fix = "run agentjail as root, or delegate a cgroup subtree to it (systemd: Delegate=yes; Docker: --cgroupns=private with a writable cgroup mount)"
+	default:
+		c.Status = Pass
+		c.Detail = fmt.Sprintf("cgroup v2 at %s; this process's cgroup %s is writable (controllers: %s)", mp, dir, ctrl)
+	}
+	return c
+}
+
+// procFixContainer is how a masked /proc is fixed; procFix adds how it is
+// lived with.
+const (
+	procFixContainer = "run the container with --security-opt systempaths=unconfined (Docker, Podman), or securityContext.procMount: Unmasked (Kubernetes; it requires hostUsers: false)"
+	procFix          = procFixContainer + "; or, accepting a weaker jail, allow binding the existing /proc with `filesystem: {proc: fresh-or-bind}` in a profile that extends this one: the jail then shares the container's pid namespace and shows its processes, and the agent's own sandbox works only in its weaker mode, binding /proc instead of mounting one (Claude Code: sandbox.enableWeakerNestedSandbox)"
+)
+
+func hostProcCheck(h Host, j Jail) Check {
+	c := Check{Name: CheckHostProc, Status: Pass, Detail: "a fully visible /proc is mounted: the jail can mount a fresh one"}
+	if h.MountsErr != nil {
+		c.Status = Warn
+		c.Detail = "cannot read /proc/self/mountinfo: " + h.MountsErr.Error()
+		c.Cause = "without the mount table a run cannot tell whether a fresh /proc will work; it tries one and fails if the kernel refuses (it never degrades on a guess)"
+		c.Fix = "mount /proc (mount -t proc proc /proc)"
+		return c
+	}
+	if len(j.Covers) == 0 {
+		return c
+	}
+	c.Detail = "mounts cover parts of /proc: " + strings.Join(j.Covers, ", ")
+	c.Cause = "the kernel mounts a new /proc inside a user namespace only when an existing one is fully visible, and these mounts cover parts of it (fs/namespace.c, mnt_already_visible): a container runtime's masked and read-only /proc paths do this (Docker's default maskedPaths and readonlyPaths)"
+	c.Fix = procFix
+	if j.Fallback {
+		c.Status = Warn
+		c.Detail += "; the profile allows binding the existing /proc, so runs are degraded"
+		c.Fix = procFixContainer
+		return c
+	}
+	c.Status = Fail
+	c.Detail += "; runs of this profile refuse to start (fail closed)"
+	return c
+}
+
+func jailCheck(h Host, j Jail) Check {
+	c := Check{Name: CheckJail}
+	switch {
+	case j.Err != nil:
+		c.Status, c.Detail = Fail, "the "+j.Profile+" profile does not make a jail here: "+j.Err.Error()
+		c.Cause = "see the message: it names what is wrong"
+		c.Fix = "fix what the message names, then run `agentjail doctor` again"
+	case !j.Started:
+		c.Status, c.Detail = Fail, "the "+j.Profile+" jail does not start as "+j.User+": "+oneLine(j.Stderr)
+		c.Cause, c.Fix = explain(j.Stderr, h, j, true)
+	case j.Degraded:
+		c.Status = Warn
+		c.Detail = "the " + j.Profile + " jail starts as " + j.User + ", degraded: the existing /proc is bound instead of a fresh one, in agentjail's pid namespace"
+		c.Cause = "mounts cover parts of the host's /proc (see host-proc) and the profile allows the fallback"
+		c.Fix = procFixContainer
+	default:
+		c.Status, c.Detail = Pass, "the "+j.Profile+" jail starts as "+j.User+" with a fresh /proc"
+	}
+	return c
+}
+
+// innerChecks judge what the agent's own sandbox can do in the jail.
+func innerChecks(h Host, j Jail) []Check {
+	type want struct{ name, probe, what string }
+	wants := []want{
+		{CheckInnerUser, ProbeUserns, "a user namespace (unshare -Ur true)"},
+		{CheckInnerProc, ProbeProc, "the agent's own bwrap with user, pid and network namespaces and a fresh /proc"},
+		{CheckInnerNet, ProbeNet, "loopback up in a new network namespace"},
+	}
+	var out []Check
+	for _, w := range wants {
+		c := Check{Name: w.name}
+		p, ok := j.Probes[w.probe]
+		switch {
+		case !j.Started:
+			c.Status, c.Detail = Fail, "not probed: the jail did not start (see jail)"
+			c.Cause, c.Fix = "the jail itself does not start", "fix what the jail check names"
+		case !ok:
+			c.Status, c.Detail = Fail, "not probed: the probe script reported nothing for "+w.probe
+			c.Cause, c.Fix = "the probe script did not run to its end in the jail", "run `agentjail run --profile "+j.Profile+" -- sh` and try the commands of `agentjail doctor` by hand"
+		case p.Exit == 126 || p.Exit == 127:
+			c.Status, c.Detail = Warn, "not probed: "+oneLine(p.Output)
+			c.Cause, c.Fix = "a tool the probe needs is not installed in the jail", "install util-linux (unshare), bubblewrap and iproute2 (ip)"
+		case j.Sealed && p.Exit == 0:
+			c.Status, c.Detail = Fail, w.what+" works, but the profile is sealed"
+			c.Cause = "the sealed profile must keep the agent from creating namespaces (bwrap --disable-userns, and its seccomp filter)"
+			c.Fix = "report this: the jail is weaker than the profile promises"
+		case j.Sealed:
+			c.Status, c.Detail = Pass, w.what+" is refused, as the sealed profile intends: "+oneLine(p.Output)
+		case p.Exit == 0:
+			c.Status, c.Detail = Pass, w.what+" works"
+		case w.probe == ProbeProc && j.Degraded && j.Probes[ProbeWeak].Exit == 0:
+			c.Status = Warn
+			c.Detail = w.what + " fails (" + oneLine(p.Output) + "); binding /proc instead, as Claude Code's weaker mode does, it works"
+			c.Cause = "the jail binds the existing /proc (degraded; see host-proc), whose covers keep the agent from mounting a fresh one"
+			c.Fix = "configure the agent's sandbox for its weaker mode (Claude Code: sandbox.enableWeakerNestedSandbox), or " + procFixContainer
+		default:
+			c.Status, c.Detail = Fail, w.what+" fails: "+oneLine(p.Output)
+			c.Cause, c.Fix = explain(p.Output, h, j, false)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// explain maps what bwrap, unshare or ip said to a cause and a fix (see
+// NESTING.md for the measurements behind each). outer says whether it was
+// agentjail's own layer that failed.
+func explain(msg string, h Host, j Jail, outer bool) (cause, fix string) {
+	has := func(subs ...string) bool {
+		for _, s := range subs {
+			if strings.Contains(msg, s) {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case has("Can't mount proc", "mount proc"):
+		if outer || j.Degraded {
+			cause = "the kernel refuses a new /proc in the jail's user namespace because mounts cover parts of the existing one"
+			if len(j.Covers) > 0 {
+				cause += " (" + strings.Join(j.Covers, ", ") + ")"
+			}
+			return cause + ": a container runtime's masked /proc paths (Docker's default maskedPaths and readonlyPaths), or an outer sandbox that covers /proc", procFix
+		}
+		return "the jail's own /proc carries covers, which bwrap adds when it runs as root (/proc/irq, /proc/bus), so the agent cannot mount a fresh one",
+			"run the outer layer as an unprivileged user: let agentjail choose the run user (never --user root with a free profile)"
+	case has("No space left on device", "ENOSPC", "max_user_namespaces", "max_*_namespaces"):
+		cause = "new user namespaces are forbidden here: the limit user.max_user_namespaces is exhausted or 0 in this or an enclosing user namespace, which is exactly what an enclosing `bwrap --disable-userns` (or agentjail's sealed profile) sets"
+		if h.UIDMap != "" && h.UIDMap != "0 0 4294967295" {
+			cause += "; agentjail itself runs inside a user namespace (uid_map " + strings.ReplaceAll(h.UIDMap, "\n", "; ") + "), so an enclosing sandbox is the likely cause"
+		}
+		return cause, "run agentjail outside that sandbox, or start the sandbox without --disable-userns (a free profile, not sealed); on a host: sysctl -w user.max_user_namespaces=15000"
+	case has("uid map", "uid_map", "gid_map", "setgroups", "RTM_NEWADDR", "loopback"):
+		if h.Sysctls["kernel.apparmor_restrict_unprivileged_userns"] == "1" {
+			return "AppArmor (kernel.apparmor_restrict_unprivileged_userns=1) lets the namespace be created but withholds the capabilities needed inside it: writing the uid map, bringing up loopback",
+				"allow user namespaces for bwrap with an AppArmor profile (Ubuntu: bwrap-userns-restrict in apparmor-profiles), or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
+		}
+		return "the process that creates the namespace lacks the capabilities to write its uid map or set up loopback: a root agent with every capability dropped cannot (bwrap --cap-drop ALL), nor can a process an LSM (AppArmor, SELinux) confines",
+			"run the agent as an unprivileged uid (agentjail's free profiles do; avoid --user root), and check `dmesg` for AppArmor or SELinux denials"
+	case has("Operation not permitted", "No permissions to creat", "Permission denied"):
+		switch {
+		case h.SeccompMode != "" && h.SeccompMode != "0":
+			return "a seccomp filter on agentjail's own process refuses to create namespaces: Docker's default seccomp profile refuses unshare and clone with namespace flags without CAP_SYS_ADMIN",
+				"run the container with --security-opt seccomp=FILE (Kubernetes: a Localhost seccompProfile), FILE from `agentjail seccomp export --for-container`"
+		case h.Sysctls["kernel.unprivileged_userns_clone"] == "0":
+			return "kernel.unprivileged_userns_clone=0 forbids user namespaces to unprivileged users", "sysctl -w kernel.unprivileged_userns_clone=1"
+		case h.Sysctls["kernel.apparmor_restrict_unprivileged_userns"] == "1":
+			return "AppArmor (kernel.apparmor_restrict_unprivileged_userns=1) refuses the namespace", "allow user namespaces for bwrap with an AppArmor profile, or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
+		}
+		return "a security policy refuses to create namespaces: a seccomp filter (a container's profile), AppArmor or SELinux",
+			"in a container, use the profile from `agentjail seccomp export --for-container`; check `dmesg` for AppArmor or SELinux denials"
+	}
+	return "not recognised; the message is in detail", "run the failing command by hand (`agentjail render` prints the jail's command line) and read bubblewrap's message"
+}
+
+// oneLine joins a message's lines for a detail field.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(strings.TrimSpace(s), "\n", "; ")), " ")
+}
+
+// WriteText prints the report for people: a line per check, then the cause
+// and the fix of every check that is not a pass.
+func (r Report) WriteText(w io.Writer) {
+	width := 0
+	for _, c := range r.Checks {
+		width = max(width, len(c.Name))
+	}
+	fails, warns := 0, 0
+	for _, c := range r.Checks {
+		fmt.Fprintf(w, "%-4s  %-*s  %s\n", c.Status, width, c.Name, c.Detail)
+		if c.Status == Pass {
+			continue
+		}
+		if c.Status == Fail {
+			fails++
+		} else {
+			warns++
+		}
+		pad := strings.Repeat(" ", width+8)
+		fmt.Fprintf(w, "%scause: %s\n%sfix:   %s\n", pad, c.Cause, pad, c.Fix)
+	}
+	switch {
+	case fails > 0:
+		fmt.Fprintf(w, "%d failed, %d warnings: the agent's jail or its own sandbox will not work as promised here\n", fails, warns)
+	default:
+		fmt.Fprintf(w, "ok (%d warnings)\n", warns)
+	}
+}

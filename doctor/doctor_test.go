@@ -1,0 +1,243 @@
+package doctor
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/agentjail/agentjail/bwrap"
+	"github.com/agentjail/agentjail/internal/testutil"
+	"github.com/agentjail/agentjail/mounts"
+)
+
+func file(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s), Mode: 0o444} }
+
+func TestReadHost(t *testing.T) {
+	t.Parallel()
+	root := fstest.MapFS{
+		"proc/sys/user/max_user_namespaces":                     file("15000\n"),
+		"proc/sys/kernel/apparmor_restrict_unprivileged_userns": file("1\n"),
+		"proc/sys/kernel/seccomp/actions_avail":                 file("kill_process errno allow\n"),
+		"proc/self/uid_map":                                     file("      1000          0          1\n"),
+		"proc/self/status":                                      file("Name:\tx\nSeccomp:\t2\nSeccomp_filters:\t1\n"),
+		"proc/self/mountinfo":                                   file("22 21 0:20 / /proc rw,relatime - proc proc rw\n23 22 0:6 /null /proc/kcore rw - tmpfs tmpfs rw\n24 21 0:30 / /sys/fs/cgroup ro - cgroup2 cgroup rw\n"),
+		"proc/self/cgroup":                                      file("0::/docker/abc\n"),
+		"sys/fs/cgroup/docker/abc/cgroup.controllers":           file("cpu memory pids\n"),
+		"run/.containerenv":                                     file(""),
+	}
+	h := ReadHost(root)
+	if h.Sysctls["user.max_user_namespaces"] != "15000" || h.Sysctls["kernel.apparmor_restrict_unprivileged_userns"] != "1" {
+		t.Errorf("sysctls = %v", h.Sysctls)
+	}
+	if _, ok := h.Sysctls["kernel.unprivileged_userns_clone"]; ok {
+		t.Error("an absent knob was read")
+	}
+	if h.UIDMap != "1000 0 1" || h.SeccompMode != "2" || h.Container != "podman (/run/.containerenv)" {
+		t.Errorf("uid_map %q, seccomp %q, container %q", h.UIDMap, h.SeccompMode, h.Container)
+	}
+	if got := mounts.ProcCovers(h.Mounts); len(got) != 1 || got[0] != "/proc/kcore" {
+		t.Errorf("covers = %q (mounts %v, %v)", got, h.Mounts, h.MountsErr)
+	}
+	if CgroupDir(h) != "/sys/fs/cgroup/docker/abc" || strings.Join(h.CgroupControllers, " ") != "cpu memory pids" {
+		t.Errorf("cgroup dir %q, controllers %q", CgroupDir(h), h.CgroupControllers)
+	}
+
+	bare := ReadHost(fstest.MapFS{})
+	if bare.MountsErr == nil || bare.Container != "" || bare.SeccompMode != "" {
+		t.Errorf("empty root: %+v", bare)
+	}
+}
+
+func TestParseProbes(t *testing.T) {
+	t.Parallel()
+	got := ParseProbes("@@probe userns 0\nbwrap: Can't mount proc on /newroot/proc: Operation not permitted\n@@probe proc 1\n@@probe weak 0\n@@probe bad x\nsh: 1: ip: not found\n@@probe net 127\n")
+	want := map[string]Probe{
+		ProbeUserns: {0, ""},
+		ProbeProc:   {1, "bwrap: Can't mount proc on /newroot/proc: Operation not permitted"},
+		ProbeWeak:   {0, ""},
+		ProbeNet:    {127, "sh: 1: ip: not found"},
+	}
+	if len(got) != len(want) {
+		t.Errorf("ParseProbes = %v", got)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %+v, want %+v", k, got[k], v)
+		}
+	}
+}
+
+// healthy is this machine: a VM whose cgroup v2 is in hybrid mode.
+func healthy() (Host, bwrap.Info, Jail) {
+	h := Host{
+		Sysctls:     map[string]string{"user.max_user_namespaces": "96365", "kernel.seccomp.actions_avail": "kill_process errno allow"},
+		UIDMap:      "0 0 4294967295",
+		SeccompMode: "0",
+		Mounts: []mounts.Mount{
+			{ID: 22, Parent: 27, Root: "/", Point: "/proc", Options: []string{"rw", "relatime"}, FSType: "proc"},
+			{ID: 41, Parent: 31, Root: "/", Point: "/sys/fs/cgroup/unified", Options: []string{"rw", "relatime"}, FSType: "cgroup2"},
+		},
+		Cgroup: "/", CgroupWritable: true,
+	}
+	b := bwrap.Info{Path: "/usr/bin/bwrap", Version: bwrap.Version{Major: 0, Minor: 8}}
+	ok := Probe{Exit: 0}
+	j := Jail{Profile: "tier1", User: "nobody (uid 65534)", Started: true,
+		Probes: map[string]Probe{ProbeUserns: ok, ProbeProc: ok, ProbeWeak: ok, ProbeNet: ok}}
+	return h, b, j
+}
+
+func checkOf(t *testing.T, r Report, name string) Check {
+	t.Helper()
+	for _, c := range r.Checks {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no %s check in %+v", name, r)
+	return Check{}
+}
+
+// TestDiagnose maps each way the host can break nesting (NESTING.md) to
+// its check, cause and fix.
+func TestDiagnose(t *testing.T) {
+	t.Parallel()
+	schema := testutil.CompileSchema(t, SchemaJSON)
+	enospc := "bwrap: Creating new namespace failed: nesting depth or /proc/sys/user/max_*_namespaces exceeded (ENOSPC)"
+	for _, c := range []struct {
+		name   string
+		change func(h *Host, b *bwrap.Info, bErr *error, j *Jail)
+		ok     bool
+		check  string
+		status Status
+		want   []string // in detail, cause or fix
+	}{
+		{"healthy", func(*Host, *bwrap.Info, *error, *Jail) {}, true, CheckBwrap, Pass, []string{"bubblewrap 0.8.0 at /usr/bin/bwrap, not setuid"}},
+		{"hybrid cgroup", func(*Host, *bwrap.Info, *error, *Jail) {}, true, CheckCgroup, Warn, []string{"hybrid mode at /sys/fs/cgroup/unified", "writable", "memory and pids limits are unavailable"}},
+		{"no bwrap", func(_ *Host, b *bwrap.Info, e *error, j *Jail) {
+			*b, *e = bwrap.Info{}, bwrap.ErrNotFound
+			*j = Jail{Profile: "tier1", Err: bwrap.ErrNotFound}
+		}, false, CheckBwrap, Fail, []string{"not found", "apt-get install bubblewrap"}},
+		{"setuid bwrap", func(_ *Host, b *bwrap.Info, _ *error, _ *Jail) { b.Setuid = true }, true, CheckBwrap, Warn, []string{"setuid root", "chmod u-s"}},
+		{"debian knob", func(h *Host, _ *bwrap.Info, _ *error, _ *Jail) { h.Sysctls["kernel.unprivileged_userns_clone"] = "0" }, false, CheckUserns, Fail,
+			[]string{"kernel.unprivileged_userns_clone=0", "sysctl -w kernel.unprivileged_userns_clone=1"}},
+		{"no user namespaces left", func(h *Host, _ *bwrap.Info, _ *error, _ *Jail) { h.Sysctls["user.max_user_namespaces"] = "0" }, false, CheckUserns, Fail,
+			[]string{"user.max_user_namespaces=0", "sysctl -w user.max_user_namespaces="}},
+		{"ubuntu apparmor knob", func(h *Host, _ *bwrap.Info, _ *error, _ *Jail) {
+			h.Sysctls["kernel.apparmor_restrict_unprivileged_userns"] = "1"
+		}, true, CheckUserns, Warn, []string{"AppArmor restricts unprivileged user namespaces", "bwrap-userns-restrict"}},
+		{"inside bwrap --disable-userns", func(h *Host, _ *bwrap.Info, _ *error, j *Jail) {
+			h.UIDMap = "1000 0 1"
+			j.Started, j.Stderr, j.Probes = false, enospc+"\n", nil
+		}, false, CheckJail, Fail, []string{enospc, "user namespaces are forbidden here", "bwrap --disable-userns", "runs inside a user namespace (uid_map 1000 0 1)", "outside that sandbox"}},
+		{"masked /proc, fail closed", func(h *Host, _ *bwrap.Info, _ *error, j *Jail) {
+			j.Covers = []string{"/proc/kcore", "/proc/timer_list"}
+			j.Started, j.Stderr, j.Probes = false, "bwrap: Can't mount proc on /newroot/proc: Operation not permitted\n", nil
+		}, false, CheckJail, Fail, []string{"Can't mount proc", "/proc/kcore, /proc/timer_list", "maskedPaths", "systempaths=unconfined", "procMount: Unmasked", "proc: fresh-or-bind", "enableWeakerNestedSandbox"}},
+		{"masked /proc, host-proc", func(h *Host, _ *bwrap.Info, _ *error, j *Jail) {
+			j.Covers = []string{"/proc/kcore"}
+			j.Started, j.Stderr, j.Probes = false, "bwrap: Can't mount proc on /newroot/proc: Operation not permitted\n", nil
+		}, false, CheckHostProc, Fail, []string{"/proc/kcore", "refuse to start", "mnt_already_visible", "systempaths=unconfined", "fresh-or-bind"}},
+		{"masked /proc, degraded", func(h *Host, _ *bwrap.Info, _ *error, j *Jail) {
+			j.Covers, j.Fallback, j.Degraded = []string{"/proc/kcore"}, true, true
+			j.Probes[ProbeProc] = Probe{Exit: 1, Output: "bwrap: Can't mount proc on /newroot/proc: Operation not permitted"}
+		}, true, CheckInnerProc, Warn, []string{"binding /proc instead", "enableWeakerNestedSandbox", "systempaths=unconfined"}},
+		{"masked /proc, degraded, weak mode broken too", func(h *Host, _ *bwrap.Info, _ *error, j *Jail) {
+			j.Covers, j.Fallback, j.Degraded = []string{"/proc/kcore"}, true, true
+			j.Probes[ProbeProc] = Probe{Exit: 1, Output: "bwrap: Can't mount proc on /newroot/proc: Operation not permitted"}
+			j.Probes[ProbeWeak] = Probe{Exit: 1, Output: "bwrap: open /proc/3/ns/ns failed: No such file or directory"}
+		}, false, CheckInnerProc, Fail, []string{"masked /proc paths"}},
+		{"container seccomp refuses unshare", func(h *Host, _ *bwrap.Info, _ *error, j *Jail) {
+			h.SeccompMode = "2"
+			j.Probes[ProbeUserns] = Probe{Exit: 1, Output: "unshare: unshare failed: Operation not permitted"}
+		}, false, CheckInnerUser, Fail, []string{"seccomp filter on agentjail's own process", "agentjail seccomp export --for-container"}},
+		{"container seccomp noted", func(h *Host, _ *bwrap.Info, _ *error, _ *Jail) { h.SeccompMode = "2" }, true, CheckSeccomp, Warn,
+			[]string{"already runs under a seccomp filter", "--for-container"}},
+		{"apparmor withholds loopback", func(h *Host, _ *bwrap.Info, _ *error, j *Jail) {
+			h.Sysctls["kernel.apparmor_restrict_unprivileged_userns"] = "1"
+			j.Probes[ProbeNet] = Probe{Exit: 1, Output: "bwrap: loopback: Failed RTM_NEWADDR: Operation not permitted"}
+		}, false, CheckInnerNet, Fail, []string{"RTM_NEWADDR", "AppArmor (kernel.apparmor_restrict_unprivileged_userns=1)", "bwrap-userns-restrict"}},
+		{"capless root cannot map uids", func(h *Host, _ *bwrap.Info, _ *error, j *Jail) {
+			j.Probes[ProbeProc] = Probe{Exit: 1, Output: "bwrap: setting up uid map: Operation not permitted"}
+		}, false, CheckInnerProc, Fail, []string{"capabilities to write its uid map", "--cap-drop ALL", "unprivileged uid"}},
+		{"inner proc covered by a root outer layer", func(h *Host, _ *bwrap.Info, _ *error, j *Jail) {
+			j.Probes[ProbeProc] = Probe{Exit: 1, Output: "bwrap: Can't mount proc on /newroot/proc: Operation not permitted"}
+		}, false, CheckInnerProc, Fail, []string{"bwrap adds when it runs as root", "unprivileged user"}},
+		{"tool missing", func(h *Host, _ *bwrap.Info, _ *error, j *Jail) {
+			j.Probes[ProbeNet] = Probe{Exit: 127, Output: "timeout: failed to run command 'unshare': No such file or directory"}
+		}, true, CheckInnerNet, Warn, []string{"not probed", "util-linux"}},
+		{"sealed refuses", func(h *Host, _ *bwrap.Info, _ *error, j *Jail) {
+			j.Sealed = true
+			for _, p := range []string{ProbeUserns, ProbeProc, ProbeWeak, ProbeNet} {
+				j.Probes[p] = Probe{Exit: 1, Output: enospc}
+			}
+		}, true, CheckInnerProc, Pass, []string{"is refused, as the sealed profile intends", "ENOSPC"}},
+		{"sealed leaks", func(h *Host, _ *bwrap.Info, _ *error, j *Jail) { j.Sealed = true }, false, CheckInnerUser, Fail, []string{"works, but the profile is sealed"}},
+		{"bad profile", func(h *Host, _ *bwrap.Info, _ *error, j *Jail) {
+			*j = Jail{Profile: "x.yaml", Err: errors.New("x.yaml:1:1: unknown field")}
+		}, false, CheckInnerNet, Fail, []string{"not probed: the jail did not start"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			h, b, j := healthy()
+			var bErr error
+			c.change(&h, &b, &bErr, &j)
+			r := Diagnose(h, b, bErr, j)
+			if r.OK != c.ok {
+				t.Errorf("ok = %v, want %v: %+v", r.OK, c.ok, r)
+			}
+			got := checkOf(t, r, c.check)
+			if got.Status != c.status {
+				t.Errorf("%s = %s, want %s: %+v", c.check, got.Status, c.status, got)
+			}
+			all := got.Detail + "\n" + got.Cause + "\n" + got.Fix
+			for _, w := range c.want {
+				if !strings.Contains(all, w) {
+					t.Errorf("%s lacks %q:\n%s", c.check, w, all)
+				}
+			}
+			data, _ := json.Marshal(r)
+			if err := testutil.Validate(schema, data); err != nil {
+				t.Errorf("report does not match the schema: %v\n%s", err, data)
+			}
+		})
+	}
+}
+
+// TestHealthyReportPassesEverything: on a good host only the informational
+// cgroup check is not a pass, and the text says ok.
+func TestHealthyReportPassesEverything(t *testing.T) {
+	t.Parallel()
+	h, b, j := healthy()
+	h.Mounts[1].Point = "/sys/fs/cgroup"
+	r := Diagnose(h, b, nil, j)
+	for _, c := range r.Checks {
+		if c.Status != Pass {
+			t.Errorf("%s = %s: %+v", c.Name, c.Status, c)
+		}
+	}
+	var text strings.Builder
+	r.WriteText(&text)
+	if !strings.HasSuffix(text.String(), "ok (0 warnings)\n") || !strings.Contains(text.String(), "pass  inner-proc ") {
+		t.Errorf("text:\n%s", text.String())
+	}
+}
+
+// TestSchemaRefuses keeps the schema honest: it is not a schema that
+// accepts everything.
+func TestSchemaRefuses(t *testing.T) {
+	t.Parallel()
+	s := testutil.CompileSchema(t, SchemaJSON)
+	for _, bad := range []string{
+		`{"ok": true}`,
+		`{"ok": true, "checks": []}`,
+		`{"ok": true, "checks": [{"name": "x", "status": "maybe", "detail": "d", "cause": "", "fix": ""}]}`,
+		`{"ok": false, "checks": [{"name": "x", "status": "fail", "detail": "d", "cause": "", "fix": ""}]}`,
+		`{"ok": true, "checks": [{"name": "x", "status": "pass", "detail": "d"}]}`,
+	} {
+		if testutil.Validate(s, []byte(bad)) == nil {
+			t.Errorf("schema accepts %s", bad)
+		}
+	}
+}

@@ -1,0 +1,149 @@
+package integration
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/agentjail/agentjail/doctor"
+	"github.com/agentjail/agentjail/internal/testutil"
+)
+
+// doctorJSON runs `agentjail doctor --json` under inv, checks its output
+// against the report's schema, and returns it with the exit code.
+func doctorJSON(t *testing.T, inv invocation, args ...string) (doctor.Report, int) {
+	t.Helper()
+	r := inv.run(t, append([]string{"doctor", "--json"}, args...)...)
+	if err := testutil.Validate(testutil.CompileSchema(t, doctor.SchemaJSON), []byte(r.stdout)); err != nil {
+		t.Fatalf("doctor --json does not match its schema: %v\n%s\nstderr:\n%s", err, r.stdout, r.stderr)
+	}
+	var rep doctor.Report
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[bool]int{true: 0, false: 1}[rep.OK]; r.code != want {
+		t.Errorf("doctor exits %d with ok=%v, want %d", r.code, rep.OK, want)
+	}
+	return rep, r.code
+}
+
+func check(t *testing.T, rep doctor.Report, name string) doctor.Check {
+	t.Helper()
+	for _, c := range rep.Checks {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no %s check: %+v", name, rep)
+	return doctor.Check{}
+}
+
+// TestDoctorPassesHere: on this machine, as root and as uid 1000, every
+// check passes but the informational ones, the probes ran in the real
+// jail, and bwrap's version is named.
+func TestDoctorPassesHere(t *testing.T) {
+	jailed(t)
+	out, err := exec.Command("bwrap", "--version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := strings.TrimSpace(string(out)) // "bubblewrap 0.8.0"
+	for _, c := range []struct {
+		name string
+		inv  invocation
+	}{
+		{"root", invocation{}},
+		{"uid 1000", invocation{env: []string{"HOME=/"}, cred: &syscall.Credential{Uid: runUID, Gid: runUID}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			text := c.inv.run(t, "doctor")
+			wantCode(t, text, 0)
+			if !strings.Contains(text.stdout, "pass  bwrap ") || !strings.Contains(text.stdout, version+" at ") {
+				t.Errorf("doctor does not name %q:\n%s", version, text.stdout)
+			}
+			rep, _ := doctorJSON(t, c.inv)
+			if !rep.OK {
+				t.Fatalf("doctor fails here: %+v", rep)
+			}
+			for _, name := range []string{"bwrap", "userns-sysctls", "seccomp", "host-proc", "jail", "inner-userns", "inner-proc", "inner-netns"} {
+				if got := check(t, rep, name); got.Status != doctor.Pass {
+					t.Errorf("%s = %s: %+v", name, got.Status, got)
+				}
+			}
+			for _, name := range []string{"container", "cgroup-v2"} {
+				if got := check(t, rep, name); got.Status == doctor.Fail {
+					t.Errorf("%s fails: %+v", name, got)
+				}
+			}
+		})
+	}
+	// The sealed profile passes too: its probes must be refused.
+	rep, _ := doctorJSON(t, invocation{}, "--profile", "sealed")
+	if c := check(t, rep, "inner-userns"); !rep.OK || c.Status != doctor.Pass || !strings.Contains(c.Detail, "refused, as the sealed profile intends") {
+		t.Errorf("doctor --profile sealed: %+v", rep)
+	}
+}
+
+// TestDoctorInsideDisableUserns: run by a non-root user inside a sandbox
+// that forbids user namespaces, doctor fails and says why.
+func TestDoctorInsideDisableUserns(t *testing.T) {
+	jailed(t)
+	inv := invocation{
+		env:  []string{"HOME=/"},
+		cred: &syscall.Credential{Uid: runUID, Gid: runUID},
+		wrap: []string{"bwrap", "--ro-bind", "/", "/", "--unshare-user", "--disable-userns", "--unshare-pid", "--proc", "/proc", "--dev", "/dev", "--die-with-parent", "--"},
+	}
+	text := inv.run(t, "doctor")
+	wantCode(t, text, 1)
+	for _, want := range []string{"fail  jail", "Creating new namespace failed", "user namespaces are forbidden here", "bwrap --disable-userns", "agentjail itself runs inside a user namespace", "run agentjail outside that sandbox"} {
+		if !strings.Contains(text.stdout, want) {
+			t.Errorf("doctor lacks %q:\n%s", want, text.stdout)
+		}
+	}
+	rep, code := doctorJSON(t, inv)
+	if code != 1 || rep.OK || check(t, rep, "jail").Status != doctor.Fail {
+		t.Errorf("doctor --json: %d %+v", code, rep)
+	}
+}
+
+// TestDoctorUnderMaskedProc: where a container runtime masks /proc paths,
+// doctor names the cause, the container settings that fix it, and the
+// fallback.
+func TestDoctorUnderMaskedProc(t *testing.T) {
+	jailed(t)
+	inv := invocation{wrap: maskedProc}
+	text := inv.run(t, "doctor")
+	wantCode(t, text, 1)
+	for _, want := range []string{"fail  host-proc", "/proc/timer_list", "fail  jail", "Can't mount proc", "maskedPaths",
+		"--security-opt systempaths=unconfined", "procMount: Unmasked", "filesystem: {proc: fresh-or-bind}", "enableWeakerNestedSandbox"} {
+		if !strings.Contains(text.stdout, want) {
+			t.Errorf("doctor lacks %q:\n%s", want, text.stdout)
+		}
+	}
+	rep, _ := doctorJSON(t, inv)
+	if hp := check(t, rep, "host-proc"); hp.Status != doctor.Fail || !strings.Contains(hp.Fix, "systempaths=unconfined") {
+		t.Errorf("host-proc: %+v", hp)
+	}
+}
+
+// TestDoctorBadInput: a flag or profile mistake is agentjail's bad-input
+// exit, not a finding.
+func TestDoctorBadInput(t *testing.T) {
+	jailed(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"--profile", "tier9"}, `unknown profile "tier9"`},
+		{[]string{"--user", "root"}, "uid 0 is allowed only with inner_sandbox: sealed"},
+	} {
+		r := aj(t, append([]string{"doctor"}, c.args...)...)
+		if r.code != 125 || !strings.Contains(r.stderr, c.want) || r.stdout != "" {
+			t.Errorf("doctor %q: exit %d, stderr %q, stdout %q", c.args, r.code, r.stderr, r.stdout)
+		}
+	}
+}
