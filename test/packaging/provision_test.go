@@ -267,7 +267,7 @@ func TestProvisionVM(t *testing.T) {
 	}
 
 	r = provision{osRelease: ubuntu24, goVersion: "go1.22.2", restricted: true}.run(t)
-	if r.code != 0 || !strings.Contains(r.stderr, "docs/vagrant.md#apparmor") {
+	if r.code != 0 || !strings.Contains(r.stderr, "docs/apparmor.md") {
 		t.Errorf("want a note naming the fix:\n%v", r)
 	}
 	if len(r.calls("apparmor_parser")) != 0 || len(r.calls("go env -w")) != 0 {
