@@ -14,7 +14,7 @@ BENCH_PKGS   := hyperfine
 # make release cross-builds arm64 with cgo (Debian's multiarch archive only).
 RELEASE_PKGS := gcc-aarch64-linux-gnu libc6-dev-arm64-cross libseccomp-dev:arm64
 
-.PHONY: all deps deps-bench build release image demo test test-short bench fuzz profiles vagrant-test clean
+.PHONY: all deps deps-bench build release image demo test test-short bench fuzz profiles vagrant-test kubernetes-seccomp clean
 
 all: build
 
@@ -66,6 +66,11 @@ bench: deps-bench build
 
 fuzz: profiles
 	$(GO) test -run '^$$' -fuzz '^FuzzImport$$' -fuzztime $${FUZZTIME:-5m} ./seccomp/
+
+# kubernetes-seccomp regenerates the Localhost seccomp profile the
+# Kubernetes manifests use (a test fails when it is stale).
+kubernetes-seccomp:
+	$(GO) run ./cmd/agentjail seccomp export --for-container > deploy/kubernetes/seccomp/agentjail-container.json
 
 # vagrant-test runs make test in each Vagrant machine (Ubuntu 24.04, Debian
 # 12, Fedora), or in those named by VMS="debian-12 ...". Needs Vagrant and a
