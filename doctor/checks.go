@@ -157,6 +157,9 @@ func containerCheck(h Host) Check {
 	if h.Container != "" {
 		c.Detail = "in a container: " + h.Container + "; its /proc masks and seccomp profile decide the probes below"
 	}
+	if h.AppArmor != "" && h.AppArmor != "unconfined" {
+		c.Detail += "; confined by the AppArmor profile " + h.AppArmor
+	}
 	return c
 }
 
@@ -325,6 +328,10 @@ func explain(msg string, h Host, j Jail, outer bool) (cause, fix string) {
 		}
 		return "the process that creates the namespace lacks the capabilities to write its uid map or set up loopback: a root agent with every capability dropped cannot (bwrap --cap-drop ALL), nor can a process an LSM (AppArmor, SELinux) confines",
 			"run the agent as an unprivileged uid (agentjail's free profiles do; avoid --user root), and check `dmesg` for AppArmor or SELinux denials"
+	case has("Permission denied") && h.AppArmor != "" && h.AppArmor != "unconfined":
+		// AppArmor answers EACCES; a seccomp filter answers EPERM.
+		return "the AppArmor profile " + h.AppArmor + " confines agentjail and denies what bubblewrap needs (Docker's docker-default and the container runtimes' defaults deny mount)",
+			"run the container with --security-opt apparmor=unconfined (Kubernetes: securityContext.appArmorProfile: {type: Unconfined}), or a profile that allows mount, pivot_root and userns; `dmesg` shows the denials"
 	case has("Operation not permitted", "No permissions to creat", "Permission denied"):
 		switch {
 		case h.SeccompMode != "" && h.SeccompMode != "0":

@@ -315,3 +315,43 @@ func TestContainerMaskedProc(t *testing.T) {
 		})
 	}
 }
+
+// TestContainerDockerSeccompDoctor: under Docker's default seccomp profile
+// (resolved for its default capabilities), doctor in the container says a
+// seccomp filter refuses the namespaces and names the exported profile.
+func TestContainerDockerSeccompDoctor(t *testing.T) {
+	jailed(t)
+	docker, err := os.ReadFile("../../seccomp/testdata/external/docker-default.json")
+	if err != nil {
+		t.Skipf("%v: run `make test` to fetch Docker's default profile", err)
+	}
+	h := seccomp.CurrentHost()
+	h.Caps = dockerDefaultCaps
+	f, err := seccomp.Import("docker-default.json", docker, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolved, err := seccomp.Export(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := containerUsers[1].c
+	c.seccomp = resolved
+	c.args = []string{"/aj/agentjail", "doctor", "--json"}
+	r := c.run(t, "docker-seccomp-doctor")
+	var rep doctor.Report
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("doctor --json: %v\n%s\n%s", err, r.stdout, r.stderr)
+	}
+	if r.code != 1 || rep.OK {
+		t.Errorf("doctor: exit %d, ok %v; want 1, false", r.code, rep.OK)
+	}
+	if sc := check(t, rep, "seccomp"); sc.Status != doctor.Warn || !strings.Contains(sc.Fix, "agentjail seccomp export --for-container") {
+		t.Errorf("seccomp: %+v", sc)
+	}
+	j := check(t, rep, "jail")
+	if j.Status != doctor.Fail || !strings.Contains(j.Cause, "seccomp filter on agentjail's own process refuses to create namespaces") ||
+		!strings.Contains(j.Fix, "--security-opt seccomp=FILE") || !strings.Contains(j.Fix, "agentjail seccomp export --for-container") {
+		t.Errorf("jail: %+v", j)
+	}
+}
