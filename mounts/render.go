@@ -17,7 +17,8 @@ import (
 const (
 	FDStatus     = 3 // bwrap --json-status-fd: child-pid, exit-code
 	FDExecReport = 4 // the exec stage reports a failed execve here
-	FDSeccomp    = 5 // first --add-seccomp-fd; one per filter
+	FDBlock      = 5 // bwrap --block-fd: the sandbox waits here until the supervisor lets it go
+	FDSeccomp    = 6 // first --add-seccomp-fd; one per filter
 )
 
 // ExecStagePath is where the agentjail binary is bound inside the jail to
@@ -429,6 +430,10 @@ func (r *renderer) tail() {
 		r.arg("--chdir", r.in.Chdir)
 	}
 	r.fd("--json-status-fd", FDStatus, "status")
+	// The sandbox waits after bwrap's setup, before it forks anything of
+	// the agent's, until the supervisor holds a verified pidfd on it
+	// (supervise.Run).
+	r.fd("--block-fd", FDBlock, "block")
 	for i := range r.in.Seccomp {
 		r.fd("--add-seccomp-fd", FDSeccomp+i, "seccomp-"+strconv.Itoa(i))
 	}
@@ -436,9 +441,23 @@ func (r *renderer) tail() {
 	if r.in.ExecStage != "" {
 		r.arg(ExecStagePath)
 		r.fd("--report-fd", FDExecReport, "exec-report")
+		// The exec stage applies the rlimits to itself before it execs the
+		// agent, so every process of the agent's inherits them.
+		for _, name := range sortedKeysOf(r.p.Limits.Rlimits) {
+			r.arg("--rlimit", name+"="+rlimitValue(r.p.Limits.Rlimits[name]))
+		}
 		r.arg("--")
 	}
 	r.arg(r.in.Argv...)
+}
+
+// rlimitValue is an rlimit as the exec stage reads it: a decimal number
+// or "unlimited".
+func rlimitValue(v policy.Rlimit) string {
+	if v == policy.Unlimited {
+		return "unlimited"
+	}
+	return strconv.FormatUint(uint64(v), 10)
 }
 
 func sortedClean(in []string) []string {

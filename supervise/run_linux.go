@@ -1,28 +1,39 @@
 package supervise
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentjail/agentjail/reaper"
 )
 
-// Reasons a run ends with; the run record's `reason`.
-const (
-	ReasonExit        = "exit"
-	ReasonSignal      = "signal"
-	ReasonExecFailed  = "exec_failed"
-	ReasonSetupFailed = "setup_failed"
-)
+// KillWait bounds the wait for the jail to end after SIGKILL; its expiry
+// is reported in the record (kill_wait_expired), never ignored.
+const KillWait = 10 * time.Second
 
-// ExitSetup is agentjail's own failure: bad policy, bwrap missing, a jail
-// that could not be set up.
-const ExitSetup = 125
+// teardownWait bounds the wait for the pid namespace's teardown after
+// bwrap has exited (milliseconds, normally).
+const teardownWait = 5 * time.Second
 
-// Spec is one launch of bwrap.
+// drainWait bounds reading what is left in the output pipes once the jail
+// has ended: only a process outside the jail that was handed a pipe
+// (SCM_RIGHTS) can hold one open longer.
+const drainWait = 2 * time.Second
+
+// Spec is one supervised run.
 type Spec struct {
 	Bwrap string
 	Args  []string // bwrap's argv after argv[0] (mounts.Plan.Args)
@@ -32,22 +43,37 @@ type Spec struct {
 	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
+	// Log, when set, receives both streams too (--log).
+	Log io.Writer
 	// Seccomp are compiled filters, passed from fd mounts.FDSeccomp on.
 	Seccomp []*os.File
-}
 
-// Result is how a run ended.
-type Result struct {
-	Reason string
-	// ExitCode is agentjail's exit code for this run.
-	ExitCode int
-	// AgentExit is the agent's own exit status as bwrap reported it
-	// (128+n for death by signal n); nil when the agent never ran.
-	AgentExit *int
-	// ChildPID is the sandbox's pid (bwrap's init) in agentjail's namespace.
-	ChildPID int
-	// Exec is set when the agent could not be executed.
-	Exec *ExecFailure
+	// RunID is the value of the AGENTJAIL_RUN marker in Env.
+	RunID string
+	// Wall, Idle: 0 is none. Grace: time between SIGTERM and SIGKILL.
+	Wall, Idle, Grace time.Duration
+	// Head and Tail cap what the record keeps of each stream.
+	Head, Tail int
+	// Rlimits maps policy resource names (nofile, ...) to values
+	// (math.MaxUint64: unlimited). The exec stage applies them (the plan
+	// carries them); Run only raises its own hard limits where it may.
+	Rlimits map[string]uint64
+	// Cgroup asks for a per-run cgroup; PidsMax and MemoryMax (0: none)
+	// are set in it where the controllers exist.
+	Cgroup             bool
+	PidsMax, MemoryMax int64
+	// ProcRoot is /proc (tests of the pure parts use fixture trees).
+	ProcRoot string
+	// Signals are the signals agentjail receives (signal.Notify).
+	Signals <-chan os.Signal
+	// Live, when set, publishes the run (NewLive): Run opens it, stop
+	// requests come from it and ps reads the status through it.
+	Live *Live
+	// Secrets are values redacted from the record's excerpts.
+	Secrets []string
+	// Record is the record so far (run id, profile, argv, user, bwrap
+	// version, degradations, start time); Run completes it.
+	Record Record
 }
 
 // status is one line of bwrap's --json-status-fd.
@@ -56,78 +82,548 @@ type status struct {
 	ExitCode *int `json:"exit-code"`
 }
 
-// Run starts bwrap and waits for it.
-func Run(spec Spec) (Result, error) {
-	statusR, statusW, err := os.Pipe()
-	if err != nil {
-		return Result{}, err
+// Run starts bwrap, supervises it to the end and returns the completed run
+// record. The error, when set, is agentjail's own message for the user
+// (reason setup_failed, or cleanup that failed); the record is complete
+// either way. Run requires reaper.Begin: bwrap is started through the
+// reaper, which owns wait4(-1).
+func Run(spec Spec) (Record, error) {
+	if spec.ProcRoot == "" {
+		spec.ProcRoot = "/proc"
 	}
-	defer statusR.Close()
-	reportR, reportW, err := os.Pipe()
-	if err != nil {
-		statusW.Close()
-		return Result{}, err
+	s := &supervisor{spec: spec, rec: spec.Record}
+	if time.Time(s.rec.StartedAt).IsZero() {
+		s.rec.StartedAt = Time(time.Now())
 	}
-	defer reportR.Close()
+	s.start = time.Time(s.rec.StartedAt)
+	s.rec.Limits = RecordLimits{
+		WallMS: spec.Wall.Milliseconds(), IdleMS: spec.Idle.Milliseconds(), GraceMS: spec.Grace.Milliseconds(),
+		KillWaitMS: KillWait.Milliseconds(), OutputHead: spec.Head, OutputTail: spec.Tail,
+		Rlimits: map[string]string{},
+	}
+	// bwrap's --die-with-parent is PR_SET_PDEATHSIG, which fires when the
+	// thread that forked bwrap exits, not the process (go.dev/issue/27505,
+	// prctl(2)). This goroutine keeps its thread until bwrap is gone.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	err := s.run()
+	s.rec.Finish(time.Now())
+	return s.rec, err
+}
 
-	cmd := exec.Command(spec.Bwrap, spec.Args...)
-	cmd.Env = spec.Env
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = spec.Stdin, spec.Stdout, spec.Stderr
-	cmd.ExtraFiles = append([]*os.File{statusW, reportW}, spec.Seccomp...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: spec.Cred, Pdeathsig: syscall.SIGKILL}
-	err = cmd.Start()
-	statusW.Close()
-	reportW.Close()
-	if err != nil {
-		return Result{Reason: ReasonSetupFailed, ExitCode: ExitSetup}, fmt.Errorf("start %s: %w", spec.Bwrap, err)
+type supervisor struct {
+	spec  Spec
+	rec   Record
+	start time.Time
+
+	cmd     *exec.Cmd
+	box     *sandbox
+	cgroup  *runCgroup
+	act     *activity
+	streams [2]*stream
+
+	cause     string         // the first of wall/idle/stopped/interrupted
+	causeSig  syscall.Signal // the signal agentjail received, for interrupted
+	killed    bool           // SIGKILL was sent
+	exitCode  *int           // bwrap's exit-code line
+	childPID  int
+	setupErr  error
+	waitState *syscall.WaitStatus
+
+	mu sync.Mutex // guards exitCode and childPID against the status reader
+}
+
+func (s *supervisor) run() error {
+	sp := s.spec
+	var pipes [10]*os.File // status, exec report, block, stdout, stderr: read and write ends
+	defer func() {
+		for _, f := range pipes {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}()
+	for i := 0; i < len(pipes); i += 2 {
+		var err error
+		if pipes[i], pipes[i+1], err = os.Pipe(); err != nil {
+			return s.setupFailed(fmt.Errorf("create pipes: %w", err))
+		}
+	}
+	statusR, statusW, reportR, reportW, blockR, blockW := pipes[0], pipes[1], pipes[2], pipes[3], pipes[4], pipes[5]
+	outR, outW, errR, errW := pipes[6], pipes[7], pipes[8], pipes[9]
+	// Larger pipes mean fewer wake-ups per megabyte; best effort (the
+	// default 64 KiB works, only slower).
+	for _, w := range []*os.File{outW, errW} {
+		unix.FcntlInt(w.Fd(), unix.F_SETPIPE_SZ, 1<<20)
 	}
 
-	var st status
-	var res Result
-	dec := json.NewDecoder(statusR)
+	if sp.Cgroup {
+		var notes []Note
+		s.cgroup, notes = makeCgroup(sp.ProcRoot, sp.RunID, sp.PidsMax, sp.MemoryMax)
+		s.rec.Degradations = append(s.rec.Degradations, notes...)
+		if s.cgroup != nil {
+			s.rec.Limits.Cgroup = s.cgroup.dir
+			s.rec.Limits.PidsMax, s.rec.Limits.MemoryMax = s.cgroup.pidsMax, s.cgroup.memoryMax
+		}
+	}
+
+	raiseHard(sp.Rlimits)
+	cmd := exec.Command(sp.Bwrap, sp.Args...)
+	cmd.Env = sp.Env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = sp.Stdin, outW, errW
+	cmd.ExtraFiles = append([]*os.File{statusW, reportW, blockR}, sp.Seccomp...)
+	cmd.SysProcAttr = procAttr(sp.Cred)
+	if s.cgroup != nil {
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, s.cgroup.fd
+	}
+	// Only a stdin that is not a file is copied by a goroutine cmd.Wait
+	// waits for; a reader that never returns must not hold the run.
+	cmd.WaitDelay = time.Second
+	err := reaper.Start(cmd)
+	if err != nil && s.cgroup != nil {
+		s.rec.Degradations = append(s.rec.Degradations, Note{"cgroup", fmt.Sprintf("cannot start bwrap inside %s: %v; started without a cgroup of its own", s.cgroup.dir, err)})
+		s.cgroup.end(sp.ProcRoot, time.Second)
+		s.cgroup, s.rec.Limits.Cgroup = nil, ""
+		cmd = &exec.Cmd{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Stdin: cmd.Stdin, Stdout: cmd.Stdout,
+			Stderr: cmd.Stderr, ExtraFiles: cmd.ExtraFiles, WaitDelay: cmd.WaitDelay,
+			SysProcAttr: procAttr(sp.Cred)}
+		err = reaper.Start(cmd)
+	}
+	// The child holds its ends now; ours would keep the pipes open.
+	for _, f := range []*os.File{statusW, reportW, blockR, outW, errW} {
+		f.Close()
+	}
+	if err != nil {
+		s.endCgroup()
+		return s.setupFailed(fmt.Errorf("start %s: %w", sp.Bwrap, err))
+	}
+	s.cmd = cmd
+	done, err := reaper.Done(cmd)
+	if err != nil {
+		return s.setupFailed(err)
+	}
+
+	s.act = &activity{start: s.start}
+	var copying sync.WaitGroup
+	for i, p := range []struct {
+		r   *os.File
+		dst io.Writer
+	}{{outR, sp.Stdout}, {errR, sp.Stderr}} {
+		s.streams[i] = newStream(p.r, p.dst, sp.Log, sp.Head, sp.Tail, s.act)
+		copying.Go(s.streams[i].copy)
+	}
+	if sp.Live != nil {
+		// While bwrap sets the jail up: off the launch's critical path.
+		cg := ""
+		if s.cgroup != nil {
+			cg = s.cgroup.dir
+		}
+		sp.Live.setStatus(s.status)
+		if err := sp.Live.open(cg); err != nil {
+			s.rec.Degradations = append(s.rec.Degradations, Note{"live", fmt.Sprintf("cannot publish the run in %s: %v; `agentjail ps` and `agentjail stop` cannot see it", sp.Live.dir, err)})
+		}
+	}
+
+	childPIDs := make(chan int, 1)
+	statusDone := make(chan struct{})
+	go s.readStatus(statusR, childPIDs, statusDone)
+
+	s.watch(done, childPIDs, blockW)
+
+	// The jail has ended (or would not die within KillWait). Kill what is
+	// left: the cgroup first, then anything still carrying the marker. The
+	// /proc scan, the slow part, runs meanwhile on another thread; what it
+	// found and still runs once the pid namespace and the cgroup are gone
+	// is an orphan.
+	type scan struct {
+		procs []Proc
+		err   error
+	}
+	scanned := make(chan scan, 1)
+	go func() {
+		procs, err := MarkedBy(sp.ProcRoot, sp.RunID)
+		scanned <- scan{procs, err}
+	}()
+	if s.box != nil && !s.rec.KillWaitExpired && !s.box.waitExit(teardownWait) {
+		s.rec.Warnings = append(s.rec.Warnings, fmt.Sprintf("the jail's pid namespace was not torn down %v after bubblewrap exited", teardownWait))
+	}
+	s.endCgroup()
+	found := <-scanned
+	if found.err != nil {
+		s.rec.Warnings = append(s.rec.Warnings, "marker sweep: "+found.err.Error())
+	}
+	s.sweep(found.procs)
+	if s.box != nil {
+		s.box.close()
+	}
+	drained := make(chan struct{})
+	var cut atomic.Bool
+	go drain(s.streams[:], drainWait, drained, &cut)
+	copying.Wait()
+	close(drained)
+	if cut.Load() {
+		s.rec.Warnings = append(s.rec.Warnings, "output was still held open after the jail ended (a process outside it was handed a pipe); stopped reading")
+	}
+	// bwrap wrote both before exiting; the deadline only bounds a bwrap
+	// that would not die.
+	for _, f := range []*os.File{statusR, reportR} {
+		f.SetReadDeadline(time.Now().Add(drainWait))
+	}
+	<-statusDone
+	report, _ := io.ReadAll(reportR)
+	if s.waitState != nil {
+		reaper.Release(cmd)
+	}
+	s.finishOutput()
+	return s.outcome(report)
+}
+
+// procAttr starts bwrap as the run user, killed when agentjail's thread
+// dies, and in a process group of its own: a terminal's ^C or ^\ (sent to
+// the foreground process group, agentjail's) must reach agentjail only,
+// which forwards it with the grace, not kill bwrap outright (bwrap has no
+// handler for SIGINT).
+func procAttr(cred *syscall.Credential) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL, Setpgid: true}
+}
+
+// watch is the event loop: it returns once bwrap has been reaped, or when
+// the bounded wait after SIGKILL runs out.
+func (s *supervisor) watch(done <-chan syscall.WaitStatus, childPIDs <-chan int, blockW *os.File) {
+	sp := s.spec
+	never := make(chan time.Time)
+	timer := func(d time.Duration) (*time.Timer, <-chan time.Time) {
+		if d <= 0 {
+			return nil, never
+		}
+		t := time.NewTimer(d)
+		return t, t.C
+	}
+	wallT, wall := timer(sp.Wall)
+	idleT, idle := timer(sp.Idle)
+	var graceT, killT *time.Timer
+	grace, killWait := (<-chan time.Time)(never), (<-chan time.Time)(never)
+	defer func() {
+		for _, t := range []*time.Timer{wallT, idleT, graceT, killT} {
+			if t != nil {
+				t.Stop()
+			}
+		}
+		blockW.Close()
+	}()
+	var stops <-chan struct{}
+	if sp.Live != nil {
+		stops = sp.Live.Stops()
+	}
+
+	escalate := func(cause string, first syscall.Signal) {
+		if s.cause == "" {
+			s.cause = cause
+		}
+		if graceT != nil || s.killed {
+			return // already escalating
+		}
+		s.signal(first)
+		// A stopped process acts on nothing but SIGKILL until it is
+		// continued (as timeout(1) does).
+		s.signal(syscall.SIGCONT)
+		if sp.Grace <= 0 {
+			s.kill()
+			killT, killWait = timer(KillWait)
+			return
+		}
+		graceT, grace = timer(sp.Grace)
+	}
+
+	for {
+		select {
+		case ws := <-done:
+			s.waitState = &ws
+			return
+		case pid := <-childPIDs:
+			if err := s.adopt(pid, blockW); err != nil {
+				s.setupErr = err
+				s.kill()
+				killT, killWait = timer(KillWait)
+			}
+		case <-wall:
+			escalate(ReasonWallTimeout, syscall.SIGTERM)
+		case <-idle:
+			if d := s.act.idle(); d < sp.Idle {
+				idleT.Reset(sp.Idle - d)
+				continue
+			}
+			escalate(ReasonIdleTimeout, syscall.SIGTERM)
+		case <-stops:
+			escalate(ReasonStopped, syscall.SIGTERM)
+		case sig := <-sp.Signals:
+			n, ok := sig.(syscall.Signal)
+			if !ok || n == syscall.SIGPIPE || n == syscall.SIGURG {
+				continue // SIGPIPE is caught only so writes report EPIPE; SIGURG is the Go runtime's
+			}
+			s.rec.SignalsReceived = append(s.rec.SignalsReceived, SignalEvent{Signal: signalName(n), At: Time(time.Now())})
+			switch n {
+			case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
+				if s.cause != "" && (n == syscall.SIGINT || n == syscall.SIGTERM) && !s.killed {
+					// A second SIGINT or SIGTERM: no more grace.
+					s.kill()
+					killT, killWait = timer(KillWait)
+					continue
+				}
+				if s.cause == "" {
+					s.causeSig = n
+				}
+				if graceT != nil || s.killed {
+					s.signal(n) // forwarded, already escalating
+					continue
+				}
+				escalate(ReasonInterrupted, n)
+			default:
+				// SIGUSR1/2: forwarded to the agent, never to bwrap (whose
+				// default action would end the jail).
+				if s.box != nil {
+					s.signalGroup(n)
+				}
+			}
+		case <-grace:
+			s.kill()
+			killT, killWait = timer(KillWait)
+		case <-killWait:
+			s.rec.KillWaitExpired = true
+			s.rec.Warnings = append(s.rec.Warnings, fmt.Sprintf("bubblewrap (pid %d) did not exit within %v of SIGKILL; gave up waiting", s.cmd.Process.Pid, KillWait))
+			return
+		}
+	}
+}
+
+// adopt takes the sandbox's pid from bwrap's status line, opens a pidfd on
+// it and checks it, then releases the sandbox from --block-fd to start the
+// agent: no agent code runs before the supervisor can signal its group.
+func (s *supervisor) adopt(pid int, blockW *os.File) error {
+	s.mu.Lock()
+	s.childPID = pid
+	s.mu.Unlock()
+	box, err := openSandbox(s.spec.ProcRoot, pid, s.cmd.Process.Pid, s.spec.RunID)
+	if err != nil {
+		return err
+	}
+	s.box = box
+	if s.cause != "" {
+		return nil // ending already: the sandbox stays blocked until killed
+	}
+	// The sandbox may already have failed and closed its end: EPIPE then
+	// (SIGPIPE is caught by agentjail run), and bwrap's exit tells the rest.
+	blockW.Write([]byte{1})
+	blockW.Close()
+	return nil
+}
+
+// signal sends sig to the jail's process group; before that group exists
+// (the sandbox calls setsid() after --block-fd) a termination signal goes
+// to bwrap, whose death takes the sandbox with it (--die-with-parent).
+func (s *supervisor) signal(sig syscall.Signal) {
+	if s.box != nil && s.signalGroup(sig) {
+		return
+	}
+	if sig == syscall.SIGCONT {
+		return
+	}
+	if err := s.cmd.Process.Signal(sig); err == nil {
+		s.rec.SignalsSent = append(s.rec.SignalsSent, SignalEvent{Signal: signalName(sig), At: Time(time.Now()), Target: "bwrap"})
+	}
+}
+
+// signalGroup signals the jail's process group and reports whether it
+// existed.
+func (s *supervisor) signalGroup(sig syscall.Signal) bool {
+	never := newGuard(s.spec.ProcRoot)
+	if never[s.box.pid] {
+		return false
+	}
+	if err := s.box.signalGroup(s.spec.ProcRoot, sig); err != nil {
+		return false
+	}
+	s.rec.SignalsSent = append(s.rec.SignalsSent, SignalEvent{Signal: signalName(sig), At: Time(time.Now()), Target: "group"})
+	return true
+}
+
+// kill sends SIGKILL to the group and to bwrap: the sandbox's death tears
+// the pid namespace down (pid_namespaces(7)).
+func (s *supervisor) kill() {
+	s.killed = true
+	if s.box == nil || !s.signalGroup(syscall.SIGKILL) {
+		if err := s.cmd.Process.Signal(syscall.SIGKILL); err == nil {
+			s.rec.SignalsSent = append(s.rec.SignalsSent, SignalEvent{Signal: "SIGKILL", At: Time(time.Now()), Target: "bwrap"})
+		}
+	}
+	if s.box != nil {
+		// The sandbox itself, in case it had not formed its group yet.
+		unix.PidfdSendSignal(s.box.pidfd, unix.SIGKILL, nil, 0)
+	}
+}
+
+// readStatus reads bwrap's --json-status-fd: the child-pid line first,
+// the exit-code line after a successful exec.
+func (s *supervisor) readStatus(r io.Reader, childPIDs chan<- int, done chan<- struct{}) {
+	defer close(done)
+	dec := json.NewDecoder(r)
 	for {
 		var line status
 		if dec.Decode(&line) != nil {
-			break
+			return
 		}
 		if line.ChildPID != nil {
-			res.ChildPID = *line.ChildPID
+			select {
+			case childPIDs <- *line.ChildPID:
+			default:
+			}
 		}
 		if line.ExitCode != nil {
-			st.ExitCode = line.ExitCode
+			s.mu.Lock()
+			s.exitCode = line.ExitCode
+			s.mu.Unlock()
 		}
 	}
-	report, _ := io.ReadAll(reportR)
-	waitErr := cmd.Wait()
+}
 
-	var ee *exec.ExitError
-	if waitErr != nil && !errors.As(waitErr, &ee) {
-		return Result{Reason: ReasonSetupFailed, ExitCode: ExitSetup}, waitErr
+// status is the live view `agentjail ps` shows.
+func (s *supervisor) status() Status {
+	s.mu.Lock()
+	child := s.childPID
+	s.mu.Unlock()
+	st := Status{RunID: s.spec.RunID, Profile: s.rec.Profile, PID: os.Getpid(), ChildPID: child,
+		StartedAt: s.rec.StartedAt, IdleMS: s.act.idle().Milliseconds()}
+	st.Bytes.Stdout, st.Bytes.Stderr = s.streams[0].n.Load(), s.streams[1].n.Load()
+	return st
+}
+
+func (s *supervisor) endCgroup() {
+	if s.cgroup == nil {
+		return
 	}
-	if len(report) > 0 {
-		var f ExecFailure
-		if json.Unmarshal(report, &f) == nil {
-			return Result{Reason: ReasonExecFailed, ExitCode: f.ExitCode(), ChildPID: res.ChildPID, Exec: &f}, nil
+	left, err := s.cgroup.end(s.spec.ProcRoot, 5*time.Second)
+	s.cgroup = nil
+	s.addOrphans(left)
+	if err != nil {
+		s.rec.Warnings = append(s.rec.Warnings, err.Error())
+	}
+}
+
+// sweep kills those of the processes found carrying the run's marker
+// that still run, and lists them as orphans.
+func (s *supervisor) sweep(found []Proc) {
+	killed, err := killVerified(s.spec.ProcRoot, s.spec.RunID, found)
+	if err != nil {
+		s.rec.Warnings = append(s.rec.Warnings, "marker sweep: "+err.Error())
+	}
+	s.addOrphans(killed)
+	if left := waitGone(s.spec.ProcRoot, killed, 5*time.Second); len(left) > 0 {
+		s.rec.Warnings = append(s.rec.Warnings, fmt.Sprintf("%d processes carrying the run's marker were still running 5s after SIGKILL", len(left)))
+	}
+}
+
+func (s *supervisor) addOrphans(procs []Proc) {
+	for _, p := range procs {
+		if p.PID == s.cmd.Process.Pid || slices.ContainsFunc(s.rec.Orphans, func(o Proc) bool { return o.PID == p.PID }) {
+			continue
+		}
+		s.rec.Orphans = append(s.rec.Orphans, p)
+	}
+}
+
+func (s *supervisor) finishOutput() {
+	for i, st := range s.streams {
+		head, tail, omitted := st.excerpt()
+		ex := excerptOf(head, tail, omitted, s.spec.Secrets)
+		if i == 0 {
+			s.rec.Bytes.Stdout, s.rec.Excerpt.Stdout = st.n.Load(), ex
+		} else {
+			s.rec.Bytes.Stderr, s.rec.Excerpt.Stderr = st.n.Load(), ex
+		}
+		if st.logErr != nil {
+			s.rec.Warnings = append(s.rec.Warnings, "log: "+st.logErr.Error())
+		}
+		if st.dstErr != nil {
+			s.rec.Warnings = append(s.rec.Warnings, fmt.Sprintf("agentjail's %s: %v; closed the jail's end", []string{"stdout", "stderr"}[i], st.dstErr))
 		}
 	}
-	if st.ExitCode != nil {
-		code := *st.ExitCode
-		res.AgentExit = &code
-		res.ExitCode = code
-		res.Reason = ReasonExit
-		if code > 128 {
-			// bwrap's init reports death by signal n as 128+n; `exit 143`
-			// looks the same through it.
-			res.Reason = ReasonSignal
+}
+
+func (s *supervisor) setupFailed(err error) error {
+	s.rec.Reason, s.rec.ExitCode, s.rec.Error = ReasonSetupFailed, ExitSetup, err.Error()
+	return err
+}
+
+// readReport reads the exec stage's report lines: the rlimits it applied
+// (and those it could not raise), then an exec failure or its own.
+func (s *supervisor) readReport(report []byte) (*ExecFailure, error) {
+	var fail *ExecFailure
+	var err error
+	dec := json.NewDecoder(bytes.NewReader(report))
+	for {
+		var r stageReport
+		if dec.Decode(&r) != nil {
+			return fail, err
 		}
-		return res, nil
+		switch {
+		case r.Rlimit != "":
+			s.rec.Limits.Rlimits[r.Rlimit] = r.Applied
+			if r.Applied != r.Asked {
+				s.rec.Degradations = append(s.rec.Degradations, Note{"rlimit." + r.Rlimit,
+					fmt.Sprintf("%s asked, %s applied: the hard limit agentjail inherited, which it may not raise without CAP_SYS_RESOURCE", r.Asked, r.Applied)})
+			}
+		case r.ExecFailure != nil:
+			fail = r.ExecFailure
+		case r.Error != "":
+			err = errors.New(r.Error)
+		}
 	}
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		res.Reason = ReasonSignal
-		res.ExitCode = 128 + int(ws.Signal())
-		return res, nil
+}
+
+// outcome decides the reason and the exit code. setup_failed wins over
+// everything, then the first cause agentjail acted on (a timeout, a stop,
+// a signal it received), then what the agent did.
+func (s *supervisor) outcome(report []byte) error {
+	s.mu.Lock()
+	code := s.exitCode
+	s.mu.Unlock()
+	fail, stageErr := s.readReport(report)
+	if code != nil && fail == nil {
+		s.rec.AgentExitCode = code
+		if n := *code - 128; n > 0 && n < 65 {
+			name := signalName(syscall.Signal(n))
+			s.rec.AgentSignal, s.rec.AgentSignalAmbiguous = &name, true
+		}
 	}
-	res.Reason = ReasonSetupFailed
-	res.ExitCode = ExitSetup
-	return res, fmt.Errorf("bubblewrap could not set up the jail (exit %d); its message is above", cmd.ProcessState.ExitCode())
+	r := &s.rec
+	switch {
+	case s.setupErr != nil:
+		return s.setupFailed(s.setupErr)
+	case stageErr != nil && s.cause == "":
+		return s.setupFailed(stageErr)
+	case s.cause == ReasonInterrupted:
+		name := signalName(s.causeSig)
+		r.Reason, r.ExitCode, r.Signal = s.cause, 128+int(s.causeSig), &name
+	case s.cause != "":
+		r.Reason, r.ExitCode = s.cause, ExitTimeout
+	case fail != nil:
+		r.Reason, r.ExitCode, r.ExecFailure = ReasonExecFailed, fail.ExitCode(), fail
+		r.AgentExitCode = code
+	case code != nil:
+		r.Reason, r.ExitCode = ReasonExit, *code
+		if r.AgentSignal != nil {
+			r.Reason, r.Signal = ReasonSignal, r.AgentSignal
+		}
+	case s.waitState != nil && s.waitState.Signaled():
+		// bwrap itself was killed, not by us.
+		name := signalName(s.waitState.Signal())
+		r.Reason, r.ExitCode, r.Signal = ReasonSignal, 128+int(s.waitState.Signal()), &name
+	default:
+		exit := -1
+		if s.waitState != nil {
+			exit = s.waitState.ExitStatus()
+		}
+		return s.setupFailed(fmt.Errorf("bubblewrap could not set up the jail (exit %d); its message is above", exit))
+	}
+	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/agentjail/agentjail/doctor"
 	"github.com/agentjail/agentjail/mounts"
 	"github.com/agentjail/agentjail/policy"
+	"github.com/agentjail/agentjail/reaper"
 	"github.com/agentjail/agentjail/supervise"
 )
 
@@ -87,6 +88,14 @@ func probeJail(cmd *cli.Command) doctor.Jail {
 		Stdout:  &stdout,
 		Stderr:  &stderr,
 		Seccomp: j.seccomp,
+		RunID:   j.runID,
+		Cgroup:  true,
+	}
+	// The probe runs as a run would, with the profile's limits.
+	limitsSpec(&spec, j.policy.Limits)
+	if err := reaper.Begin(); err != nil {
+		dj.Err = err
+		return dj
 	}
 	if syscall.Getuid() == 0 && j.user.UID != 0 {
 		spec.Cred = &syscall.Credential{Uid: uint32(j.user.UID), Gid: uint32(j.user.GID), Groups: uint32s(j.user.Groups)}

@@ -93,6 +93,18 @@ func newApp(args []string, stdin io.Reader, stdout, stderr io.Writer, code *int)
 				Action:       env.renderAction,
 			}),
 			sub(&cli.Command{
+				Name:   "ps",
+				Usage:  "list live runs",
+				Flags:  []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print one JSON object per run"}},
+				Action: env.psAction,
+			}),
+			sub(&cli.Command{
+				Name:      "stop",
+				Usage:     "end a live run as a timeout would (SIGTERM, grace, SIGKILL)",
+				ArgsUsage: "ID",
+				Action:    env.stopAction,
+			}),
+			sub(&cli.Command{
 				Name:   "profiles",
 				Usage:  "list the built-in profiles",
 				Action: env.profilesAction,

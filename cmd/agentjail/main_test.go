@@ -35,7 +35,7 @@ func TestRenderLine(t *testing.T) {
 		}
 	}
 	// tier1's built-in seccomp filter is passed as a file descriptor too.
-	if !strings.HasPrefix(lines[1], "# fds: --json-status-fd '<fd:status>', --add-seccomp-fd '<fd:seccomp-0>', --report-fd '<fd:exec-report>'") {
+	if !strings.HasPrefix(lines[1], "# fds: --json-status-fd '<fd:status>', --block-fd '<fd:block>', --add-seccomp-fd '<fd:seccomp-0>', --report-fd '<fd:exec-report>'") {
 		t.Errorf("fd comment: %s", lines[1])
 	}
 	if !strings.HasPrefix(lines[2], "# env: ") || !strings.Contains(lines[2], " ANTHROPIC_API_KEY ") || !strings.Contains(lines[2], " EXTRA ") {

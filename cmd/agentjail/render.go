@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v3"
+
+	"github.com/agentjail/agentjail/supervise"
 )
 
 // renderAction prints the bwrap command line of a run: one shell-quoted
@@ -41,7 +43,7 @@ func (e appEnv) renderAction(ctx context.Context, cmd *cli.Command) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(renderJSON{
 			Argv: append([]string{j.bwrap.Path}, j.plan.Args...), FDs: fds, Env: names,
-			User: recordUser{UID: j.user.UID, GID: j.user.GID, Name: j.user.Name}, UserReason: j.userWhy,
+			User: supervise.User{UID: j.user.UID, GID: j.user.GID, Name: j.user.Name}, UserReason: j.userWhy,
 			Profile: j.profile, Home: j.plan.Home, Masks: j.plan.Masks, Warnings: j.plan.Warnings,
 			Degradations: j.plan.Degradations,
 		})
@@ -68,7 +70,7 @@ type renderJSON struct {
 	Argv       []string          `json:"argv"`
 	FDs        map[string]string `json:"fds"`
 	Env        []string          `json:"env"`
-	User       recordUser        `json:"user"`
+	User       supervise.User    `json:"user"`
 	UserReason string            `json:"user_reason"`
 	Profile    string            `json:"profile"`
 	Home       string            `json:"home"`
@@ -77,13 +79,6 @@ type renderJSON struct {
 	// Degradations are promises this host makes the jail drop (allowed by
 	// the profile); the run record carries the same list.
 	Degradations []string `json:"degradations"`
-}
-
-// recordUser is a user as records and JSON output show it.
-type recordUser struct {
-	UID  int    `json:"uid"`
-	GID  int    `json:"gid"`
-	Name string `json:"name"`
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.

@@ -2,52 +2,183 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/agentjail/agentjail/policy"
+	"github.com/agentjail/agentjail/reaper"
 	"github.com/agentjail/agentjail/supervise"
 )
 
+// forwarded are the signals agentjail catches: the first four end the run
+// (after the grace), SIGUSR1/2 only reach the agent. SIGPIPE is caught so
+// that a write to a closed stdout returns EPIPE instead of killing
+// agentjail before it has ended the jail and written the record. SIGURG is
+// never caught: the Go runtime preempts goroutines with it.
+var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
+	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE}
+
 func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
-	j, err := prepare(cmd, commandArgs(cmd, e.rawAfter(cmd.Name)))
-	if err != nil {
+	// Caught from the start: a signal during setup still ends the run
+	// with a record (the sandbox is then never released).
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+
+	argv := commandArgs(cmd, e.rawAfter(cmd.Name))
+	recordPath := cmd.String("record")
+	rec := supervise.Record{StartedAt: supervise.Time(time.Now()), Profile: cmd.String("profile"), Argv: argv}
+	// failed ends a run that never started: a record when asked for, and
+	// the error for run to print (exit 125).
+	failed := func(err error) error {
+		if recordPath != "" {
+			if rec.RunID == "" {
+				rec.RunID = newRunID()
+			}
+			rec.Reason, rec.ExitCode, rec.Error = supervise.ReasonSetupFailed, supervise.ExitSetup, err.Error()
+			rec.Finish(time.Now())
+			if werr := rec.WriteFile(recordPath); werr != nil {
+				err = errors.Join(err, werr)
+			}
+		}
 		return err
 	}
+	j, err := prepare(cmd, argv)
+	if err != nil {
+		return failed(err)
+	}
 	defer closeAll(j.seccomp)
+	rec.RunID = j.runID
+	rec.User = &supervise.User{UID: j.user.UID, GID: j.user.GID, Name: j.user.Name}
+	rec.BwrapVersion = j.bwrap.Version.String()
 	for _, w := range j.plan.Warnings {
 		fmt.Fprintf(e.stderr, "agentjail: warning: %s\n", w)
 	}
+	// The plan's degradations go into the record, with what the supervisor
+	// adds (cgroup, rlimits).
 	for _, d := range j.plan.Degradations {
 		fmt.Fprintf(e.stderr, "agentjail: degraded: %s\n", d)
+		rec.Degradations = append(rec.Degradations, supervise.Note{What: "jail", Detail: d})
 	}
+	if recordPath != "" {
+		if err := supervise.CheckWritable(recordPath); err != nil {
+			recordPath = "" // it could not be written either
+			return failed(fmt.Errorf("--record %s: %w; choose a writable directory", cmd.String("record"), err))
+		}
+	}
+	// The log is written with no buffer of agentjail's own: every byte is
+	// in the file (the kernel's page cache) once read, on every exit path,
+	// even SIGKILL. It is not fsynced: that would cost a disk flush per run.
+	var log *os.File
+	if p := cmd.String("log"); p != "" {
+		if log, err = os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err != nil {
+			return failed(fmt.Errorf("--log: %w; choose a writable file", err))
+		}
+		defer log.Close()
+	}
+	if err := reaper.Begin(); err != nil {
+		return failed(err)
+	}
+
 	spec := supervise.Spec{
-		Bwrap:   j.bwrap.Path,
-		Args:    j.plan.Args,
-		Env:     j.env,
-		Stdin:   e.stdin,
-		Stdout:  e.stdout,
-		Stderr:  e.stderr,
-		Seccomp: j.seccomp,
+		Bwrap: j.bwrap.Path, Args: j.plan.Args, Env: j.env, Seccomp: j.seccomp,
+		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr,
+		RunID: j.runID, Signals: sigs, Cgroup: true, Record: rec,
+		Secrets: secretValues(j.env),
 	}
+	if log != nil {
+		spec.Log = log
+	}
+	limitsSpec(&spec, j.policy.Limits)
 	if syscall.Getuid() == 0 && j.user.UID != 0 {
 		spec.Cred = &syscall.Credential{Uid: uint32(j.user.UID), Gid: uint32(j.user.GID), Groups: uint32s(j.user.Groups)}
 	}
 	masks, err := supervise.HoldMasks(maskDir(), j.plan.Masks)
 	if err != nil {
-		return err
+		return failed(err)
 	}
-	res, err := supervise.Run(spec)
+	live := supervise.NewLive(liveDir(), supervise.State{
+		RunID: j.runID, Profile: j.profile, StartedAt: rec.StartedAt, User: rec.User,
+		StopWaitMS: (spec.Grace + supervise.KillWait).Milliseconds(),
+	})
+	spec.Live = live
+
+	rec, runErr := supervise.Run(spec)
 	if merr := masks.Release(); merr != nil {
 		printError(e.stderr, merr)
 	}
-	*e.code = res.ExitCode
-	if err != nil {
-		printError(e.stderr, err)
+	if runErr != nil {
+		printError(e.stderr, runErr)
 	}
+	if recordPath != "" {
+		if err := rec.WriteFile(recordPath); err != nil {
+			printError(e.stderr, err)
+		}
+	}
+	live.Close(&rec)
+	*e.code = rec.ExitCode
 	return nil
 }
+
+// limitsSpec copies the policy's limits into the supervisor's spec. Where
+// the run's cgroup offers the controllers, rlimits nproc and as are also
+// set per run as pids.max and memory.max (an rlimit counts per user, and
+// per process, respectively).
+func limitsSpec(spec *supervise.Spec, l policy.Limits) {
+	dur := func(d *policy.Duration) time.Duration {
+		if d == nil {
+			return 0
+		}
+		return time.Duration(*d)
+	}
+	spec.Wall, spec.Idle, spec.Grace = dur(l.Wall), dur(l.Idle), dur(l.Grace)
+	if l.Output.Head != nil {
+		spec.Head = int(*l.Output.Head)
+	}
+	if l.Output.Tail != nil {
+		spec.Tail = int(*l.Output.Tail)
+	}
+	spec.Rlimits = map[string]uint64{}
+	for k, v := range l.Rlimits {
+		spec.Rlimits[k] = uint64(v)
+		if v == policy.Unlimited {
+			continue
+		}
+		switch k {
+		case "nproc":
+			spec.PidsMax = int64(v)
+		case "as":
+			spec.MemoryMax = int64(v)
+		}
+	}
+}
+
+// secretValues are the jail environment's values the record must not
+// show: every value but those of variables known to hold none.
+func secretValues(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(k, "LC_"):
+		case strings.Contains(" PATH HOME USER LOGNAME LANG LANGUAGE TERM COLORTERM NO_COLOR TZ SHELL TMPDIR PWD "+supervise.MarkerVar+" ", " "+k+" "):
+		default:
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// liveDir holds the state files and control sockets of live runs.
+func liveDir() string { return filepath.Join(runDir(), "runs") }
 
 func uint32s(in []int) []uint32 {
 	out := make([]uint32, len(in))

@@ -23,6 +23,8 @@ func TestBadInput(t *testing.T) {
 		"missing-root.yaml": "extends: tier1\nfilesystem:\n  write:\n    - /nonexistent/agentjail/root\n",
 		"two-docs.yaml":     "extends: tier1\n---\nextends: tier2\n",
 		"dup.yaml":          "extends: tier1\nlimits:\n  wall: 1m\n  wall: 2m\n",
+		"neg-idle.yaml":     "extends: tier1\nlimits:\n  idle: -5\n",
+		"bad-grace.yaml":    "extends: tier1\nlimits:\n  grace: 10 minutes\n",
 		"old-bwrap":         "#!/bin/sh\necho bubblewrap 0.6.1\n",
 	}
 	write(t, dir, files)
@@ -46,7 +48,13 @@ func TestBadInput(t *testing.T) {
 		{"bwrap missing", []string{"AGENTJAIL_BWRAP=/nonexistent/bwrap"}, nil, []string{"bubblewrap (bwrap) not found", "apt-get install bubblewrap"}},
 		{"bwrap too old", []string{"AGENTJAIL_BWRAP=" + f("old-bwrap")}, nil, []string{"bubblewrap is too old: " + f("old-bwrap") + " is 0.6.1, agentjail needs >= 0.8.0", "apt-get install bubblewrap"}},
 		{"bad duration", nil, []string{"--timeout", "soon"}, []string{`invalid value "soon" for flag -timeout: invalid duration "soon"`}},
-		{"negative duration", nil, []string{"--idle-timeout", "-5"}, []string{`duration "-5" is negative`}},
+		{"negative duration", nil, []string{"--idle-timeout", "-5"}, []string{`invalid value "-5" for flag -idle-timeout: duration "-5" is negative`}},
+		{"negative grace", nil, []string{"--grace", "-1s"}, []string{`invalid value "-1s" for flag -grace: duration "-1s" is negative (use 0 for none)`}},
+		{"empty timeout", nil, []string{"--timeout="}, []string{`invalid value "" for flag -timeout: empty duration`}},
+		{"negative duration in a profile", nil, []string{"--profile", f("neg-idle.yaml")}, []string{f("neg-idle.yaml") + `:3:9: cannot decode policy: duration "-5" is negative`}},
+		{"bad duration in a profile", nil, []string{"--profile", f("bad-grace.yaml")}, []string{f("bad-grace.yaml") + `:3:10: cannot decode policy: invalid duration "10 minutes"`}},
+		{"record in a missing directory", nil, []string{"--record", "/nonexistent/aj-dir/r.json"}, []string{"--record /nonexistent/aj-dir/r.json: cannot create a file in /nonexistent/aj-dir: no such file or directory"}},
+		{"log in a missing directory", nil, []string{"--log", "/nonexistent/agentjail/log"}, []string{"--log: open /nonexistent/agentjail/log: no such file or directory"}},
 		{"bad --env", nil, []string{"--env", "NOEQUALS"}, []string{`--env "NOEQUALS": write K=V`}},
 		{"unknown flag", nil, []string{"--bogus"}, []string{"flag provided but not defined: -bogus", "agentjail run --help"}},
 	} {

@@ -1,0 +1,30 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/agentjail/agentjail/supervise"
+)
+
+// stopAction ends a live run exactly as a timeout would: SIGTERM to the
+// jail, the grace, SIGKILL; the run ends with reason stopped and exit 124.
+// It waits until the run has ended. ID may be a unique prefix.
+func (e appEnv) stopAction(ctx context.Context, cmd *cli.Command) error {
+	if cmd.Args().Len() != 1 {
+		return usageError{"write `agentjail stop ID` (see `agentjail ps`)"}
+	}
+	id := cmd.Args().First()
+	st, err := supervise.Find(liveDir(), "/proc", id)
+	if err != nil {
+		return fmt.Errorf("%w; `agentjail ps` lists the live runs", err)
+	}
+	reason, code, err := supervise.Stop(st)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "%s: %s (exit %d)\n", st.RunID, reason, code)
+	return nil
+}

@@ -1,0 +1,81 @@
+package supervise
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// The exec stage sets rlimits on its own process and execs: it runs in a
+// helper process, the test binary re-executed (os/exec's pattern).
+func TestMain(m *testing.M) {
+	if os.Getenv("SUPERVISE_EXEC_STAGE") == "1" {
+		os.Exit(ExecStage(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+// execStage runs the exec stage with args and its report on fd 3.
+func execStage(t *testing.T, args ...string) (stdout string, code int, reports []stageReport) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], append([]string{"--report-fd", "3"}, args...)...)
+	cmd.Env = append(os.Environ(), "SUPERVISE_EXEC_STAGE=1")
+	cmd.ExtraFiles = []*os.File{w}
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(r)
+	for {
+		var rep stageReport
+		if dec.Decode(&rep) != nil {
+			break
+		}
+		reports = append(reports, rep)
+	}
+	cmd.Wait()
+	return out.String(), cmd.ProcessState.ExitCode(), reports
+}
+
+func TestExecStageAppliesRlimitsAndReportsWhatItCouldNotRaise(t *testing.T) {
+	t.Parallel()
+	// nofile above fs.nr_open can be had by nobody: the inherited hard
+	// limit is applied instead, and reported.
+	out, code, reps := execStage(t, "--rlimit", "core=0", "--rlimit", "nofile=999999999", "--rlimit", "cpu=unlimited",
+		"--", "sh", "-c", "ulimit -c; ulimit -Hc; ulimit -n; ulimit -Hn")
+	if code != 0 || len(reps) != 3 {
+		t.Fatalf("exit %d, reports %+v", code, reps)
+	}
+	lines := strings.Fields(out)
+	if len(lines) != 4 || lines[0] != "0" || lines[1] != "0" || lines[2] != lines[3] {
+		t.Errorf("limits inside: %q", out)
+	}
+	if reps[1].Rlimit != "nofile" || reps[1].Asked != "999999999" || reps[1].Applied != lines[3] {
+		t.Errorf("nofile report %+v, hard limit inside %s", reps[1], lines[3])
+	}
+	if reps[0].Applied != "0" || reps[2].Rlimit != "cpu" {
+		t.Errorf("reports %+v", reps)
+	}
+}
+
+func TestExecStageReportsExecFailures(t *testing.T) {
+	t.Parallel()
+	_, code, reps := execStage(t, "--", "no-such-command-anywhere")
+	if code != 127 || len(reps) != 1 || reps[0].ExecFailure == nil || reps[0].ExecFailure.Path != "no-such-command-anywhere" {
+		t.Errorf("not found: exit %d %+v", code, reps)
+	}
+	_, code, reps = execStage(t, "--rlimit", "bogus=1", "--", "true")
+	if code != 125 || len(reps) != 1 || !strings.Contains(reps[0].Error, `unknown rlimit "bogus"`) {
+		t.Errorf("bad rlimit: exit %d %+v", code, reps)
+	}
+}

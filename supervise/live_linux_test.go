@@ -1,0 +1,93 @@
+package supervise
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestLiveRunAnswersStatusAndStop(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "runs")
+	l := NewLive(dir, State{RunID: "abcdefgh", Profile: "tier1", StartedAt: Time(time.Now()), StopWaitMS: 1000})
+	if _, err := Find(dir, "/proc", "abcdefgh"); !errors.Is(err, ErrUnknownRun) {
+		t.Errorf("a run is listed before its state file is written: %v", err)
+	}
+	if err := l.open(""); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("run directory: %v %v", fi.Mode(), err)
+	}
+	l.setStatus(func() Status { return Status{RunID: "abcdefgh", IdleMS: 42, Bytes: Bytes{Stdout: 7}} })
+	st, err := Find(dir, "/proc", "abcd")
+	if err != nil || !st.Alive || st.PID != os.Getpid() {
+		t.Fatalf("Find by prefix: %+v %v", st, err)
+	}
+	s, err := Query(st)
+	if err != nil || s.IdleMS != 42 || s.Bytes.Stdout != 7 {
+		t.Fatalf("Query: %+v %v", s, err)
+	}
+	// The supervisor acts on the stop, then ends; Stop returns the outcome.
+	go func() {
+		<-l.Stops()
+		l.Close(&Record{Reason: ReasonStopped, ExitCode: ExitTimeout})
+	}()
+	reason, code, err := Stop(st)
+	if err != nil || reason != ReasonStopped || code != ExitTimeout {
+		t.Fatalf("Stop: %s %d %v", reason, code, err)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("state left after Close: %v", left)
+	}
+	if _, err := Find(dir, "/proc", "abcd"); !errors.Is(err, ErrUnknownRun) {
+		t.Errorf("Find after the end: %v", err)
+	}
+}
+
+func TestRunsTellsDeadSupervisorsAndSweepDeadCleansUp(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	// A supervisor that died: pid 1's start time is not this one.
+	dead := State{RunID: "deadrun", PID: 1, PIDStart: 999999999, Socket: filepath.Join(dir, "deadrun.sock"), Cgroup: filepath.Join(dir, "no-such-cgroup")}
+	if err := writeJSON(filepath.Join(dir, "deadrun.json"), dead); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(dead.Socket, nil, 0o600)
+	for _, id := range []string{"liverun1", "liverun2"} {
+		l := NewLive(dir, State{RunID: id})
+		if err := l.open(""); err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close(&Record{})
+	}
+	runs, err := Runs(dir, "/proc")
+	if err != nil || len(runs) != 3 {
+		t.Fatalf("Runs: %v %v", runs, err)
+	}
+	for _, st := range runs {
+		if st.Alive != (st.RunID != "deadrun") {
+			t.Errorf("%s alive=%v", st.RunID, st.Alive)
+		}
+	}
+	if _, err := Find(dir, "/proc", "liverun"); !errors.Is(err, ErrAmbiguousRun) {
+		t.Errorf("ambiguous prefix: %v", err)
+	}
+	if _, err := Find(dir, "/proc", "deadrun"); !errors.Is(err, ErrUnknownRun) {
+		t.Errorf("a dead run is not live: %v", err)
+	}
+	killed, err := SweepDead(dir, "/proc")
+	if err != nil || len(killed) != 0 {
+		t.Errorf("SweepDead: %v %v", killed, err)
+	}
+	for _, f := range []string{"deadrun.json", "deadrun.sock"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); !os.IsNotExist(err) {
+			t.Errorf("%s left", f)
+		}
+	}
+	if runs, _ := Runs(dir, "/proc"); len(runs) != 2 {
+		t.Errorf("SweepDead touched live runs: %v", runs)
+	}
+}

@@ -1,0 +1,170 @@
+package supervise
+
+import (
+	"io"
+	"os"
+	"sync/atomic"
+	"time"
+)
+
+// minChunk is the smallest buffer a stream reads into: large reads keep
+// the copy as cheap as cat(1)'s.
+const minChunk = 1 << 20
+
+// stream copies one of the jail's output pipes to agentjail's own stream
+// and to the log, unchanged and in order, counting every byte and keeping
+// a capped head and tail for the record. Memory is bounded: two buffers of
+// max(tail cap, 1 MiB) and the head.
+//
+// The tail costs no copy: reads fill one buffer front to back, then the
+// other. A buffer is at least as long as the tail, so the last full buffer
+// and the bytes of the current one always hold the last tailCap bytes.
+type stream struct {
+	src  *os.File
+	dst  io.Writer
+	log  io.Writer // nil: no --log
+	head []byte
+	// headCap and tailCap are the record's caps.
+	headCap, tailCap int
+
+	bufs     [2][]byte
+	cur      int
+	fill     int  // bytes in bufs[cur]
+	switched bool // bufs[1-cur] is full of older bytes
+
+	n        atomic.Int64 // bytes read
+	activity *activity
+	// reading is when (time since the run started) the pending Read began,
+	// 0 outside Read: drain tells a reader waiting on a pipe someone still
+	// holds from one blocked writing to agentjail's own slow stdout.
+	reading atomic.Int64
+	// dstErr and logErr end passing through and logging; the stream keeps
+	// counting.
+	dstErr, logErr error
+}
+
+func newStream(src *os.File, dst, log io.Writer, headCap, tailCap int, act *activity) *stream {
+	return &stream{src: src, dst: dst, log: log, headCap: headCap, tailCap: tailCap, activity: act}
+}
+
+// firstRead is the buffer of a stream's first read. The big buffers come
+// with the first bytes: a run that prints little allocates little (and
+// does not start the garbage collector).
+const firstRead = 32 << 10
+
+// copy runs until src ends (EOF, or the read deadline set by the
+// supervisor once the jail is gone).
+func (s *stream) copy() {
+	size := max(s.tailCap, minChunk)
+	for {
+		b := s.bufs[s.cur]
+		into := b[s.fill:]
+		if b == nil {
+			into = make([]byte, min(firstRead, size))
+		}
+		s.reading.Store(int64(time.Since(s.activity.start)))
+		n, err := s.src.Read(into)
+		s.reading.Store(0)
+		if n > 0 {
+			if b == nil {
+				b = make([]byte, size)
+				s.bufs[s.cur] = b
+				copy(b, into[:n])
+			}
+			s.chunk(b[s.fill : s.fill+n])
+			s.fill += n
+			if s.fill == len(b) {
+				s.cur, s.fill, s.switched = 1-s.cur, 0, true
+			}
+		}
+		if err != nil {
+			return
+		}
+		if s.dstErr != nil {
+			// agentjail's own output is gone (a closed pipe): close the
+			// jail's end too, so the agent meets the broken pipe itself, as
+			// it would in a shell pipeline.
+			s.src.Close()
+			return
+		}
+	}
+}
+
+func (s *stream) chunk(p []byte) {
+	s.n.Add(int64(len(p)))
+	s.activity.touch()
+	if room := s.headCap - len(s.head); room > 0 {
+		s.head = append(s.head, p[:min(room, len(p))]...)
+	}
+	if s.dstErr == nil {
+		_, s.dstErr = s.dst.Write(p)
+	}
+	if s.log != nil && s.logErr == nil {
+		_, s.logErr = s.log.Write(p)
+	}
+}
+
+// excerpt returns the head, the tail (the last bytes after the head, at
+// most tailCap) and how many bytes lie between them. Call it after copy
+// returned.
+func (s *stream) excerpt() (head, tail []byte, omitted int64) {
+	total := s.n.Load()
+	k := min(int64(s.tailCap), total-int64(len(s.head)))
+	if k <= 0 {
+		return s.head, nil, total - int64(len(s.head))
+	}
+	cur := s.bufs[s.cur][:s.fill]
+	if int64(len(cur)) >= k {
+		tail = append([]byte(nil), cur[len(cur)-int(k):]...)
+	} else {
+		prev := s.bufs[1-s.cur]
+		if !s.switched {
+			prev = nil
+		}
+		from := max(0, len(prev)-int(k-int64(len(cur))))
+		tail = append(append([]byte(nil), prev[from:]...), cur...)
+	}
+	return s.head, tail, total - int64(len(s.head)) - int64(len(tail))
+}
+
+// activity is when the jail last wrote a byte, as time since the run
+// started (monotonic).
+type activity struct {
+	start time.Time
+	last  atomic.Int64
+}
+
+func (a *activity) touch() { a.last.Store(int64(time.Since(a.start))) }
+
+// idle is how long the jail has been silent.
+func (a *activity) idle() time.Duration {
+	return time.Since(a.start) - time.Duration(a.last.Load())
+}
+
+// drain runs after the jail has ended, until done is closed: a stream
+// that has waited in Read for d is held open by a process outside the
+// jail (only one handed the pipe can be), so its reading ends; reported is
+// set then. A stream busy writing to agentjail's own output is left to
+// finish: what is still in the pipe is never cut off.
+func drain(streams []*stream, d time.Duration, done <-chan struct{}, cut *atomic.Bool) {
+	t := time.NewTicker(d / 10)
+	defer t.Stop()
+	var begun int64
+	if len(streams) > 0 {
+		begun = int64(time.Since(streams[0].activity.start))
+	}
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		for _, s := range streams {
+			since := s.reading.Load()
+			if since != 0 && time.Since(s.activity.start)-time.Duration(max(since, begun)) >= d {
+				s.src.SetReadDeadline(time.Now())
+				cut.Store(true)
+			}
+		}
+	}
+}

@@ -1,0 +1,139 @@
+package supervise
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// pumpThrough writes data into a pipe in random-sized chunks and runs a
+// stream over it, returning what came out and the stream.
+func pumpThrough(t *testing.T, data []byte, head, tail int, seed uint64) (*bytes.Buffer, *bytes.Buffer, *stream) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, log bytes.Buffer
+	s := newStream(r, &out, &log, head, tail, &activity{start: time.Now()})
+	done := make(chan struct{})
+	go func() { s.copy(); close(done) }()
+	rng := rand.New(rand.NewPCG(seed, seed))
+	for rest := data; len(rest) > 0; {
+		n := min(len(rest), 1+rng.IntN(300<<10))
+		if _, err := w.Write(rest[:n]); err != nil {
+			t.Fatal(err)
+		}
+		rest = rest[n:]
+	}
+	w.Close()
+	<-done
+	r.Close()
+	return &out, &log, s
+}
+
+func TestStreamKeepsHeadAndTailAndEveryByte(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	big := make([]byte, 5<<20+12345)
+	for i := range big {
+		big[i] = byte(rng.Uint32()) // NULs and invalid UTF-8 included
+	}
+	for _, c := range []struct {
+		name       string
+		size       int
+		head, tail int
+	}{
+		{"empty", 0, 100, 100},
+		{"shorter than the head", 50, 100, 100},
+		{"head and part of the tail", 150, 100, 100},
+		{"exactly head plus tail", 200, 100, 100},
+		{"much longer, small caps", len(big), 100, 100},
+		{"tail larger than a buffer", len(big), 10, 3 << 20},
+		{"default caps", len(big), 1 << 20, 256 << 10},
+		{"no head", len(big), 0, 1000},
+		{"no tail", len(big), 1000, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			data := big[:c.size]
+			out, log, s := pumpThrough(t, data, c.head, c.tail, uint64(c.size))
+			if !bytes.Equal(out.Bytes(), data) || !bytes.Equal(log.Bytes(), data) {
+				t.Fatalf("passed through %d bytes (log %d), want %d identical", out.Len(), log.Len(), len(data))
+			}
+			head, tail, omitted := s.excerpt()
+			if s.n.Load() != int64(len(data)) {
+				t.Errorf("counted %d bytes, want %d", s.n.Load(), len(data))
+			}
+			wantHead := data[:min(c.head, len(data))]
+			rest := data[len(wantHead):]
+			wantTail := rest[len(rest)-min(c.tail, len(rest)):]
+			if !bytes.Equal(head, wantHead) {
+				t.Errorf("head: %d bytes, want %d", len(head), len(wantHead))
+			}
+			if !bytes.Equal(tail, wantTail) {
+				t.Errorf("tail: %d bytes, want the last %d", len(tail), len(wantTail))
+			}
+			if int(omitted) != len(data)-len(wantHead)-len(wantTail) {
+				t.Errorf("omitted %d", omitted)
+			}
+		})
+	}
+}
+
+// failWriter fails every write, as a stdout whose reader went away.
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, syscall.EPIPE }
+
+func TestStreamClosesTheJailsEndWhenItsOwnOutputFails(t *testing.T) {
+	t.Parallel()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	s := newStream(r, failWriter{}, nil, 10, 10, &activity{start: time.Now()})
+	done := make(chan struct{})
+	go func() { s.copy(); close(done) }()
+	w.Write([]byte("first"))
+	<-done
+	// The agent's next write meets the broken pipe, as in a shell pipeline.
+	var werr error
+	for i := 0; i < 100 && werr == nil; i++ {
+		_, werr = w.Write(make([]byte, 1<<16))
+	}
+	if !errors.Is(werr, syscall.EPIPE) {
+		t.Errorf("write after agentjail's stdout failed: %v, want EPIPE", werr)
+	}
+	if !errors.Is(s.dstErr, syscall.EPIPE) {
+		t.Errorf("dstErr %v", s.dstErr)
+	}
+}
+
+func TestDrainCutsOnlyAReaderWaitingOnAHeldPipe(t *testing.T) {
+	t.Parallel()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close() // held open: as by a process outside the jail
+	var out bytes.Buffer
+	s := newStream(r, &out, nil, 10, 10, &activity{start: time.Now()})
+	done := make(chan struct{})
+	go func() { s.copy(); close(done) }()
+	w.Write([]byte("data before the end"))
+	stop := make(chan struct{})
+	defer close(stop)
+	var cut atomic.Bool
+	go drain([]*stream{s}, 100*time.Millisecond, stop, &cut)
+	<-done
+	if !cut.Load() || out.String() != "data before the end" {
+		t.Errorf("cut %v, passed %q", cut.Load(), out.String())
+	}
+}

@@ -1,0 +1,256 @@
+package supervise
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Reasons a run ends with: the record's `reason`.
+const (
+	ReasonExit        = "exit"         // the agent's own exit code
+	ReasonSignal      = "signal"       // the agent died by a signal: 128+n
+	ReasonExecFailed  = "exec_failed"  // 126/127
+	ReasonWallTimeout = "wall_timeout" // 124
+	ReasonIdleTimeout = "idle_timeout" // 124
+	ReasonStopped     = "stopped"      // 124: agentjail stop
+	ReasonInterrupted = "interrupted"  // 128+n: a signal agentjail received
+	ReasonSetupFailed = "setup_failed" // 125
+	ReasonViolation   = "violation"    // 125: reserved for the hardening issue
+)
+
+// Exit codes of agentjail's own.
+const (
+	ExitTimeout = 124 // a timeout or a stop ended the run
+	ExitSetup   = 125 // agentjail's own failure; the command never ran
+)
+
+// Record is the run record (--record FILE): one JSON object, a stable
+// contract whose fields are added, never renamed. README.md documents it.
+type Record struct {
+	RunID      string   `json:"run_id"`
+	Profile    string   `json:"profile"`
+	Argv       []string `json:"argv"`
+	User       *User    `json:"user"`
+	StartedAt  Time     `json:"started_at"`
+	EndedAt    Time     `json:"ended_at"`
+	DurationMS int64    `json:"duration_ms"`
+	Reason     string   `json:"reason"`
+	// ExitCode is agentjail's own exit code.
+	ExitCode int `json:"exit_code"`
+	// Signal is the signal behind the reason: the agent's fatal signal
+	// (reason signal) or the one agentjail received (reason interrupted).
+	Signal *string `json:"signal"`
+	// AgentExitCode is the agent's status as bwrap reports it (128+n after
+	// death by signal n); nil when the agent never ran or bwrap could not
+	// say. AgentSignal names n when the code is above 128; bwrap reports
+	// `exit 143` and death by SIGTERM alike, so AgentSignalAmbiguous is then
+	// true.
+	AgentExitCode        *int    `json:"agent_exit_code"`
+	AgentSignal          *string `json:"agent_signal"`
+	AgentSignalAmbiguous bool    `json:"agent_signal_ambiguous"`
+	// ExecFailure is set for reason exec_failed.
+	ExecFailure *ExecFailure `json:"exec_failure,omitempty"`
+
+	SignalsSent     []SignalEvent `json:"signals_sent"`
+	SignalsReceived []SignalEvent `json:"signals_received"`
+	// KillWaitExpired: the jail did not end within the bounded wait after
+	// SIGKILL; agentjail gave up waiting.
+	KillWaitExpired bool `json:"kill_wait_expired"`
+	// Orphans are processes still carrying the run's marker after the jail
+	// ended; each was killed.
+	Orphans []Proc   `json:"orphans"`
+	Bytes   Bytes    `json:"bytes"`
+	Excerpt Excerpts `json:"excerpt"`
+
+	BwrapVersion string       `json:"bwrap_version"`
+	Limits       RecordLimits `json:"limits"`
+	Degradations []Note       `json:"degradations"`
+	Violations   []Note       `json:"violations"`
+	// Warnings are other things worth knowing (a log that could not be
+	// written, output still held open after the jail ended).
+	Warnings []string `json:"warnings"`
+	// Error is agentjail's message for reason setup_failed.
+	Error string `json:"error,omitempty"`
+}
+
+// User is the run user.
+type User struct {
+	UID  int    `json:"uid"`
+	GID  int    `json:"gid"`
+	Name string `json:"name"`
+}
+
+// SignalEvent is one signal sent to the jail or received by agentjail.
+type SignalEvent struct {
+	Signal string `json:"signal"`
+	At     Time   `json:"at"`
+	// Target is "group" (the jail's process group), "bwrap" (before the
+	// sandbox existed) or, for received signals, empty.
+	Target string `json:"target,omitempty"`
+}
+
+// Bytes counts every byte of each stream.
+type Bytes struct {
+	Stdout int64 `json:"stdout"`
+	Stderr int64 `json:"stderr"`
+}
+
+// Excerpts are the kept heads and tails.
+type Excerpts struct {
+	Stdout Excerpt `json:"stdout"`
+	Stderr Excerpt `json:"stderr"`
+}
+
+// Excerpt is the head and tail of one stream and the bytes left out
+// between them. Invalid UTF-8 shows as U+FFFD; the byte counts are exact.
+type Excerpt struct {
+	Head         string `json:"head"`
+	Tail         string `json:"tail"`
+	OmittedBytes int64  `json:"omitted_bytes"`
+}
+
+// Note is one degradation or violation: what (a short stable name) and why.
+type Note struct {
+	What   string `json:"what"`
+	Detail string `json:"detail"`
+}
+
+// RecordLimits are the limits the run had.
+type RecordLimits struct {
+	WallMS     int64             `json:"wall_ms"`
+	IdleMS     int64             `json:"idle_ms"`
+	GraceMS    int64             `json:"grace_ms"`
+	KillWaitMS int64             `json:"kill_wait_ms"`
+	OutputHead int               `json:"output_head"`
+	OutputTail int               `json:"output_tail"`
+	Rlimits    map[string]string `json:"rlimits"`
+	// Cgroup is the run's cgroup v2 directory, "" when none could be made.
+	Cgroup    string `json:"cgroup"`
+	PidsMax   *int64 `json:"pids_max"`
+	MemoryMax *int64 `json:"memory_max"`
+}
+
+// Time is a time that marshals as RFC 3339 with milliseconds.
+type Time time.Time
+
+// TimeLayout is RFC 3339 with milliseconds.
+const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// MarshalJSON implements json.Marshaler.
+func (t Time) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + time.Time(t).Format(TimeLayout) + `"`), nil
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (t *Time) UnmarshalJSON(b []byte) error {
+	v, err := time.Parse(`"`+TimeLayout+`"`, string(b))
+	*t = Time(v)
+	return err
+}
+
+// Finish sets the end time and the duration.
+func (r *Record) Finish(end time.Time) {
+	r.EndedAt = Time(end)
+	r.DurationMS = end.Sub(time.Time(r.StartedAt)).Milliseconds()
+}
+
+// normalize turns nil lists into empty ones, so readers see [] not null.
+func (r *Record) normalize() {
+	for _, l := range []*[]SignalEvent{&r.SignalsSent, &r.SignalsReceived} {
+		if *l == nil {
+			*l = []SignalEvent{}
+		}
+	}
+	for _, l := range []*[]Note{&r.Degradations, &r.Violations} {
+		if *l == nil {
+			*l = []Note{}
+		}
+	}
+	if r.Orphans == nil {
+		r.Orphans = []Proc{}
+	}
+	if r.Warnings == nil {
+		r.Warnings = []string{}
+	}
+	if r.Argv == nil {
+		r.Argv = []string{}
+	}
+	if r.Limits.Rlimits == nil {
+		r.Limits.Rlimits = map[string]string{}
+	}
+}
+
+// WriteFile writes the record to path atomically: a temporary file in the
+// same directory, synced, then renamed over path, so a reader sees either
+// no record or a whole one.
+func (r *Record) WriteFile(path string) error {
+	r.normalize()
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	data = append(data, '\n')
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write the run record: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // after a successful rename, a no-op
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("write the run record %s: %w", path, err)
+	}
+	return nil
+}
+
+// CheckWritable fails early, before a run, when the record could not be
+// written into path's directory.
+func CheckWritable(path string) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("cannot create a file in %s: %w", dir, err)
+	}
+	tmp.Close()
+	return os.Remove(tmp.Name())
+}
+
+// redact replaces every secret in s by "[redacted]". Secrets shorter than
+// minSecret are not looked for: they would match ordinary text.
+func redact(s string, secrets []string) string {
+	for _, v := range secrets {
+		if len(v) >= minSecret {
+			s = strings.ReplaceAll(s, v, "[redacted]")
+		}
+	}
+	return s
+}
+
+const minSecret = 6
+
+// excerptOf renders one stream's excerpt for the record.
+func excerptOf(head, tail []byte, omitted int64, secrets []string) Excerpt {
+	return Excerpt{
+		Head:         redact(string(bytes.ToValidUTF8(head, []byte("\uFFFD"))), secrets),
+		Tail:         redact(string(bytes.ToValidUTF8(tail, []byte("\uFFFD"))), secrets),
+		OmittedBytes: omitted,
+	}
+}

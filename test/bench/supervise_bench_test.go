@@ -1,0 +1,126 @@
+package bench
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/agentjail/agentjail/supervise"
+)
+
+// gib2 is what the output benchmark writes: 2 GiB in 1 MiB writes, so the
+// writer is never the bottleneck.
+var gib2 = []string{"dd", "if=/dev/zero", "bs=1M", "count=2048", "status=none"}
+
+const gib2Bytes = 2 << 30
+
+// devNull runs cmd with stdout and stderr on /dev/null from /, with a
+// minimal environment.
+func devNull(name string, args ...string) error {
+	cmd := exec.Command(name, args...)
+	cmd.Env, cmd.Dir = []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8"}, "/"
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s: %v: %s", name, err, errOut.String())
+	}
+	return nil
+}
+
+func mbps(d time.Duration) float64 { return float64(gib2Bytes) / 1e6 / d.Seconds() }
+
+// BenchmarkOutputThroughput: 2 GiB through `agentjail run` (its output
+// pipes, idle tracking, head/tail capture, byte counts; the launch is
+// included) against the same writer piped through cat(1), and with --log
+// against tee(1). Targets: ≥ 0.9× cat's MB/s with --log off, ≥ tee's with
+// it on.
+func BenchmarkOutputThroughput(b *testing.B) {
+	if os.Getuid() != 0 {
+		b.Skip("needs root: agentjail run drops to the run user")
+	}
+	dir, err := os.MkdirTemp("/var/tmp", "agentjail-bench-log-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	log := filepath.Join(dir, "log")
+	pipeline := shellWords(gib2)
+	for range b.N {
+		ref, subj := compare(b, "output 2 GiB, --log off", samples(5),
+			"dd | cat", func() error { return devNull("sh", "-c", pipeline+" | cat") },
+			"agentjail run -- dd", func() error { return devNull(agentjail, append([]string{"run", "--"}, gib2...)...) })
+		report(b, "cat", ref, subj, 0.9)
+		ref, subj = compare(b, "output 2 GiB, --log on", samples(5),
+			"dd | tee FILE", func() error { os.Remove(log); return devNull("sh", "-c", pipeline+" | tee "+log) },
+			"agentjail run --log FILE -- dd", func() error {
+				os.Remove(log)
+				return devNull(agentjail, append([]string{"run", "--log", log, "--"}, gib2...)...)
+			})
+		report(b, "tee", ref, subj, 1.0)
+	}
+}
+
+// report prints both throughputs and agentjail's share of the reference.
+func report(b *testing.B, refName string, ref, subj time.Duration, target float64) {
+	share := mbps(subj) / mbps(ref)
+	fmt.Printf("%-28s %s %.0f MB/s, agentjail %.0f MB/s: %.3f× (target ≥ %.1f×)\n", "", refName, mbps(ref), mbps(subj), share, target)
+	b.ReportMetric(share, "x-"+refName)
+}
+
+func shellWords(w []string) string {
+	s := ""
+	for _, a := range w {
+		s += " " + a
+	}
+	return s[1:]
+}
+
+// BenchmarkMarkerSweep: one sweep of /proc for a run's marker (what
+// `agentjail run` does after every run, and `agentjail init` periodically)
+// with 2000 more processes alive, half of them carrying another run's
+// marker; against `pgrep -f`, which reads every process's command line
+// once. Target: ≤ 50 ms.
+func BenchmarkMarkerSweep(b *testing.B) {
+	var procs []*exec.Cmd
+	defer func() {
+		for _, p := range procs {
+			p.Process.Kill()
+			p.Wait()
+		}
+	}()
+	for i := range 2000 {
+		p := exec.Command("sleep", "600")
+		p.Env = []string{"PATH=/usr/bin:/bin"}
+		if i%2 == 0 {
+			p.Env = append(p.Env, "AGENTJAIL_RUN=another-run-"+strconv.Itoa(i%7))
+		}
+		if err := p.Start(); err != nil {
+			b.Fatalf("start process %d: %v", i, err)
+		}
+		procs = append(procs, p)
+	}
+	pgrep := func() error {
+		// pgrep exits 1 when nothing matches, as here.
+		if err := exec.Command("pgrep", "-f", "this-run-marker-matches-nothing").Run(); err != nil {
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+				return err
+			}
+		}
+		return nil
+	}
+	sweep := func() error {
+		_, err := supervise.KillMarked("/proc", "this-run-marker-matches-nothing")
+		return err
+	}
+	for range b.N {
+		_, subj := compare(b, "marker sweep, 2000+ processes", samples(50),
+			"pgrep -f (every cmdline)", pgrep, "supervise.KillMarked", sweep)
+		fmt.Printf("%-28s sweep median %.2f ms: %.2f× the 50 ms target\n", "", ms2(subj), ms2(subj)/50)
+		b.ReportMetric(ms2(subj)/50, "x-target")
+	}
+}

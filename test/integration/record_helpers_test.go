@@ -1,0 +1,299 @@
+package integration
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// runRecord is the run record as README.md documents it. Decoding is
+// strict: a field added to the record must be added here too, and one
+// renamed fails every test that reads a record.
+type runRecord struct {
+	RunID   string   `json:"run_id"`
+	Profile string   `json:"profile"`
+	Argv    []string `json:"argv"`
+	User    *struct {
+		UID  int    `json:"uid"`
+		GID  int    `json:"gid"`
+		Name string `json:"name"`
+	} `json:"user"`
+	StartedAt            string  `json:"started_at"`
+	EndedAt              string  `json:"ended_at"`
+	DurationMS           int64   `json:"duration_ms"`
+	Reason               string  `json:"reason"`
+	ExitCode             int     `json:"exit_code"`
+	Signal               *string `json:"signal"`
+	AgentExitCode        *int    `json:"agent_exit_code"`
+	AgentSignal          *string `json:"agent_signal"`
+	AgentSignalAmbiguous bool    `json:"agent_signal_ambiguous"`
+	ExecFailure          *struct {
+		Path  string `json:"path"`
+		Errno int    `json:"errno"`
+	} `json:"exec_failure"`
+	SignalsSent     []signalEvent `json:"signals_sent"`
+	SignalsReceived []signalEvent `json:"signals_received"`
+	KillWaitExpired bool          `json:"kill_wait_expired"`
+	Orphans         []struct {
+		PID  int    `json:"pid"`
+		PPID int    `json:"ppid"`
+		Cmd  string `json:"cmd"`
+	} `json:"orphans"`
+	Bytes struct {
+		Stdout int64 `json:"stdout"`
+		Stderr int64 `json:"stderr"`
+	} `json:"bytes"`
+	Excerpt struct {
+		Stdout excerpt `json:"stdout"`
+		Stderr excerpt `json:"stderr"`
+	} `json:"excerpt"`
+	BwrapVersion string `json:"bwrap_version"`
+	Limits       struct {
+		WallMS     int64             `json:"wall_ms"`
+		IdleMS     int64             `json:"idle_ms"`
+		GraceMS    int64             `json:"grace_ms"`
+		KillWaitMS int64             `json:"kill_wait_ms"`
+		OutputHead int64             `json:"output_head"`
+		OutputTail int64             `json:"output_tail"`
+		Rlimits    map[string]string `json:"rlimits"`
+		Cgroup     string            `json:"cgroup"`
+		PidsMax    *int64            `json:"pids_max"`
+		MemoryMax  *int64            `json:"memory_max"`
+	} `json:"limits"`
+	Degradations []note   `json:"degradations"`
+	Violations   []note   `json:"violations"`
+	Warnings     []string `json:"warnings"`
+	Error        string   `json:"error"`
+}
+
+type signalEvent struct {
+	Signal string `json:"signal"`
+	At     string `json:"at"`
+	Target string `json:"target"`
+}
+
+type excerpt struct {
+	Head         string `json:"head"`
+	Tail         string `json:"tail"`
+	OmittedBytes int64  `json:"omitted_bytes"`
+}
+
+type note struct {
+	What   string `json:"what"`
+	Detail string `json:"detail"`
+}
+
+// recordKeys must be present in every record, null or empty if need be.
+var recordKeys = []string{"run_id", "profile", "argv", "user", "started_at", "ended_at", "duration_ms",
+	"reason", "exit_code", "signal", "agent_exit_code", "agent_signal", "signals_sent", "orphans", "bytes",
+	"excerpt", "bwrap_version", "limits", "degradations", "violations"}
+
+const recordTime = "2006-01-02T15:04:05.000Z07:00"
+
+// readRecord reads and checks a run record: valid JSON, strictly the
+// documented fields, every required key, RFC 3339 times with milliseconds,
+// signal names, and agentjail's exit code agreeing with the process's.
+func readRecord(t *testing.T, path string, code int) runRecord {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("no record: %v", err)
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(data, &keys); err != nil {
+		t.Fatalf("the record is not JSON: %v\n%s", err, data)
+	}
+	for _, k := range recordKeys {
+		if _, ok := keys[k]; !ok {
+			t.Errorf("the record lacks %q", k)
+		}
+	}
+	var rec runRecord
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rec); err != nil {
+		t.Fatalf("the record does not match the documented schema: %v\n%s", err, data)
+	}
+	for _, ts := range []string{rec.StartedAt, rec.EndedAt} {
+		if _, err := time.Parse(recordTime, ts); err != nil {
+			t.Errorf("time %q is not RFC 3339 with milliseconds", ts)
+		}
+	}
+	for _, s := range append(rec.SignalsSent, rec.SignalsReceived...) {
+		if !strings.HasPrefix(s.Signal, "SIG") {
+			t.Errorf("signal %q is not a name", s.Signal)
+		}
+		if _, err := time.Parse(recordTime, s.At); err != nil {
+			t.Errorf("signal time %q", s.At)
+		}
+	}
+	if rec.ExitCode != code {
+		t.Errorf("record exit_code %d, agentjail exited %d", rec.ExitCode, code)
+	}
+	if len(rec.RunID) < 20 || rec.Reason == "" {
+		t.Errorf("run_id %q reason %q", rec.RunID, rec.Reason)
+	}
+	return rec
+}
+
+// recordPath is a fresh record file name in a private directory.
+func recordPath(t *testing.T) string { return filepath.Join(t.TempDir(), "record.json") }
+
+// sent lists the names of the signals a record says were sent.
+func (r runRecord) sent() []string {
+	var out []string
+	for _, s := range r.SignalsSent {
+		out = append(out, s.Signal)
+	}
+	return out
+}
+
+// background is an agentjail run left running while the test acts on it.
+type background struct {
+	cmd            *exec.Cmd
+	stdout, stderr *lockedBuffer
+	exited         chan struct{}
+	code           int
+}
+
+// start runs agentjail with args in the background; wait collects it.
+func start(t *testing.T, env []string, args ...string) *background {
+	t.Helper()
+	return startCmd(t, exec.Command(agentjail, args...), env)
+}
+
+// startGroup is start with agentjail leading a process group of its own,
+// as a shell's foreground job does.
+func startGroup(t *testing.T, args ...string) *background {
+	t.Helper()
+	cmd := exec.Command(agentjail, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return startCmd(t, cmd, nil)
+}
+
+func startCmd(t *testing.T, cmd *exec.Cmd, env []string) *background {
+	t.Helper()
+	b := &background{stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, exited: make(chan struct{}), cmd: cmd}
+	b.cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}, env...)
+	b.cmd.Dir = "/"
+	b.cmd.Stdout, b.cmd.Stderr = b.stdout, b.stderr
+	if err := b.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		b.cmd.Wait()
+		b.code = b.cmd.ProcessState.ExitCode()
+		if ws, ok := b.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			b.code = 128 + int(ws.Signal())
+		}
+		close(b.exited)
+	}()
+	t.Cleanup(func() {
+		b.cmd.Process.Kill()
+		<-b.exited
+	})
+	return b
+}
+
+// wait waits (at most a minute) for the run to end and returns its code.
+func (b *background) wait(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-b.exited:
+	case <-time.After(time.Minute):
+		t.Fatalf("agentjail did not finish in a minute; stderr:\n%s", b.stderr.String())
+	}
+	if strings.Contains(b.stderr.String(), "panic") {
+		t.Errorf("agentjail panicked:\n%s", b.stderr.String())
+	}
+	return b.code
+}
+
+// running reports whether the run has not ended yet, failing the test
+// when it has.
+func (b *background) running(t *testing.T) bool {
+	t.Helper()
+	select {
+	case <-b.exited:
+		t.Fatalf("agentjail ended early (exit %d):\n%s", b.code, b.stderr.String())
+	default:
+	}
+	return true
+}
+
+// token is a unique string to find a test's processes by their command
+// line: `sleep 1000.<digits>` is a valid sleep and names only them.
+func token() string {
+	b := make([]byte, 4)
+	rand.Read(b)
+	return fmt.Sprintf("1000.%d", uint32(b[0])<<24|uint32(b[1])<<16|uint32(b[2])<<8|uint32(b[3]))
+}
+
+// procsWith lists the live (not zombie) processes whose command line
+// contains s, other than except.
+func procsWith(s string, except ...int) []string {
+	var out []string
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		var pid int
+		fmt.Sscan(filepath.Base(d), &pid)
+		if pid == os.Getpid() || contains(except, pid) {
+			continue
+		}
+		cmd, err := os.ReadFile(d + "/cmdline")
+		stat, _ := os.ReadFile(d + "/stat")
+		if err != nil || !bytes.Contains(cmd, []byte(s)) {
+			continue
+		}
+		if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%d %s", pid, bytes.ReplaceAll(cmd, []byte{0}, []byte{' '})))
+	}
+	return out
+}
+
+func contains(l []int, v int) bool {
+	for _, x := range l {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// waitFile waits until path exists, while the run is still going.
+func waitFile(t *testing.T, b *background, path string) {
+	t.Helper()
+	waitFor(t, func() bool {
+		b.running(t)
+		return fileExists(path)
+	})
+}
+
+// lockedBuffer is a bytes.Buffer safe to read while a process writes it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,505 @@
+package integration
+
+// Issue 3's "what it must show", one test per point, in its order. Every
+// test that runs the jail reads its --record with readRecord, which checks
+// that the record is valid JSON with the documented fields in every case.
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentjail/agentjail/supervise"
+)
+
+func TestWallTimeoutKillsChildIgnoringTERMAfterGrace(t *testing.T) {
+	jailed(t)
+	rp := recordPath(t)
+	r := aj(t, "run", "--timeout", "1", "--grace", "1", "--record", rp, "--",
+		"sh", "-c", `trap "" TERM; while :; do sleep 0.1; done`)
+	wantCode(t, r, 124)
+	rec := readRecord(t, rp, 124)
+	if rec.Reason != "wall_timeout" || !slices.Equal(rec.sent(), []string{"SIGTERM", "SIGCONT", "SIGKILL"}) {
+		t.Errorf("reason %s, signals %v", rec.Reason, rec.sent())
+	}
+	// The SIGKILL came after the grace, not before.
+	term, _ := time.Parse(recordTime, rec.SignalsSent[0].At)
+	kill, _ := time.Parse(recordTime, rec.SignalsSent[2].At)
+	if kill.Sub(term) < time.Second {
+		t.Errorf("SIGKILL %v after SIGTERM, before the 1s grace", kill.Sub(term))
+	}
+	if rec.SignalsSent[0].Target != "group" || rec.AgentExitCode == nil || *rec.AgentExitCode != 137 || !rec.AgentSignalAmbiguous {
+		t.Errorf("target %s, agent exit %v, ambiguous %v", rec.SignalsSent[0].Target, rec.AgentExitCode, rec.AgentSignalAmbiguous)
+	}
+}
+
+func TestTrappedTERMExitsWithinGrace(t *testing.T) {
+	jailed(t)
+	rp := recordPath(t)
+	r := aj(t, "run", "--timeout", "1", "--grace", "50", "--record", rp, "--",
+		"sh", "-c", `trap "echo got-term; exit 3" TERM; while :; do sleep 0.1; done`)
+	wantCode(t, r, 124)
+	rec := readRecord(t, rp, 124)
+	if r.stdout != "got-term\n" || rec.Reason != "wall_timeout" || slices.Contains(rec.sent(), "SIGKILL") {
+		t.Errorf("stdout %q, reason %s, signals %v", r.stdout, rec.Reason, rec.sent())
+	}
+	if rec.AgentExitCode == nil || *rec.AgentExitCode != 3 || rec.Excerpt.Stdout.Head != "got-term\n" {
+		t.Errorf("agent exit %v, excerpt %+v", rec.AgentExitCode, rec.Excerpt.Stdout)
+	}
+}
+
+func TestStoppedChildStillEnds(t *testing.T) {
+	jailed(t)
+	rp := recordPath(t)
+	// Stopped, and deaf to SIGTERM once continued: only SIGKILL ends it.
+	r := aj(t, "run", "--timeout", "1", "--grace", "1", "--record", rp, "--", "sh", "-c", `trap "" TERM; kill -STOP $$; sleep 1000`)
+	wantCode(t, r, 124)
+	if rec := readRecord(t, rp, 124); rec.Reason != "wall_timeout" || !slices.Contains(rec.sent(), "SIGKILL") {
+		t.Errorf("reason %s, signals %v", rec.Reason, rec.sent())
+	}
+}
+
+func TestSilentChildTripsIdleTimeout(t *testing.T) {
+	jailed(t)
+	rp := recordPath(t)
+	r := aj(t, "run", "--idle-timeout", "1", "--grace", "1", "--record", rp, "--", "sh", "-c", "echo one line; sleep 1000")
+	wantCode(t, r, 124)
+	rec := readRecord(t, rp, 124)
+	if rec.Reason != "idle_timeout" || rec.Limits.IdleMS != 1000 || rec.Bytes.Stdout != 9 {
+		t.Errorf("reason %s, idle_ms %d, bytes %d", rec.Reason, rec.Limits.IdleMS, rec.Bytes.Stdout)
+	}
+}
+
+func TestOutputKeepsIdleTimedRunAlive(t *testing.T) {
+	jailed(t)
+	// Each writes a byte every 0.2 s for 3 s, under a 2 s idle timeout.
+	const loop = `i=0; while [ $i -lt 15 ]; do printf x%s; sleep 0.2; i=$((i+1)); done`
+	for _, c := range []struct{ name, script string }{
+		{"stdout", fmt.Sprintf(loop, "")},
+		{"stderr", fmt.Sprintf(loop, " >&2")},
+		{"grandchild", fmt.Sprintf(`sh -c 'sh -c "$1" & wait' child '%s' & wait`, fmt.Sprintf(loop, ""))},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			rp := recordPath(t)
+			r := aj(t, "run", "--idle-timeout", "2", "--record", rp, "--", "sh", "-c", c.script)
+			wantCode(t, r, 0)
+			rec := readRecord(t, rp, 0)
+			if rec.Reason != "exit" || rec.Bytes.Stdout+rec.Bytes.Stderr != 15 {
+				t.Errorf("reason %s, bytes %+v", rec.Reason, rec.Bytes)
+			}
+		})
+	}
+}
+
+func TestDaemonizedGrandchildDoesNotOutliveRun(t *testing.T) {
+	jailed(t)
+	ws := workspace(t)
+	tok := token()
+	rp := recordPath(t)
+	// setsid, a double fork and an empty environment (no marker): the
+	// daemon escapes the process group and the sweep; the pid namespace
+	// and the cgroup still end it.
+	script := fmt.Sprintf(`setsid sh -c '(env -i /bin/sh -c "touch up; exec sleep %s" &) &'
+		i=0; while [ ! -e up ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done; test -e up`, tok)
+	r := aj(t, "run", "--write", ws, "--chdir", ws, "--record", rp, "--", "sh", "-c", script)
+	wantCode(t, r, 0)
+	readRecord(t, rp, 0)
+	// No polling: agentjail returns only once the jail is gone.
+	if left := procsWith("sleep " + tok); len(left) > 0 {
+		t.Errorf("the daemon outlived the run: %v", left)
+	}
+}
+
+func TestGrandchildHoldingStdoutDoesNotHang(t *testing.T) {
+	jailed(t)
+	for _, c := range []struct{ name, script string }{
+		{"background", "sleep 1000 & echo done"},
+		{"new session", "setsid sleep 1000 & echo done"},
+		{"stderr too", "(sleep 1000 >&2 &) ; echo done"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			rp := recordPath(t)
+			r := aj(t, "run", "--record", rp, "--", "sh", "-c", c.script) // aj fails after a minute
+			wantCode(t, r, 0)
+			if rec := readRecord(t, rp, 0); r.stdout != "done\n" || rec.Reason != "exit" || len(rec.Warnings) > 0 {
+				t.Errorf("stdout %q, reason %s, warnings %v", r.stdout, rec.Reason, rec.Warnings)
+			}
+		})
+	}
+}
+
+func TestSweepSparesDecoysAndKillsEscapees(t *testing.T) {
+	jailed(t)
+	ws := workspace(t)
+	rp := recordPath(t)
+	b := start(t, nil, "run", "--write", ws, "--chdir", ws, "--record", rp, "--", "sh", "-c",
+		`echo "$AGENTJAIL_RUN" > id.tmp && mv id.tmp id; while [ ! -e go ]; do sleep 0.05; done`)
+	waitFile(t, b, filepath.Join(ws, "id"))
+	data, _ := os.ReadFile(filepath.Join(ws, "id"))
+	id := strings.TrimSpace(string(data))
+	// Host processes, outside the jail: only the one with the exact marker
+	// is the run's (an escapee, as if the agent had one started for it).
+	tok := token()
+	spawn := func(env ...string) *exec.Cmd {
+		c := exec.Command("sleep", tok)
+		c.Env = env
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+		return c
+	}
+	decoys := []*exec.Cmd{
+		spawn("AGENTJAIL_RUN=" + id + "x"),
+		spawn("AGENTJAIL_RUN=other" + id),
+		spawn("XAGENTJAIL_RUN=" + id),
+		spawn("NOTE=AGENTJAIL_RUN=" + id),
+	}
+	escapee := spawn("PATH=/bin", "AGENTJAIL_RUN="+id)
+	escaped := make(chan error, 1)
+	go func() { escaped <- escapee.Wait() }()
+	write(t, ws, map[string]string{"go": ""})
+	wantCode(t, result{code: b.wait(t)}, 0)
+	rec := readRecord(t, rp, 0)
+	for _, d := range decoys {
+		if err := d.Process.Signal(syscall.Signal(0)); err != nil {
+			t.Errorf("decoy %v was killed: %v", d.Env, err)
+		}
+	}
+	select {
+	case err := <-escaped:
+		if ee, ok := err.(*exec.ExitError); !ok || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Errorf("escapee ended with %v, want SIGKILL", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the escapee carrying the run's marker survived the sweep")
+	}
+	if len(rec.Orphans) != 1 || rec.Orphans[0].PID != escapee.Process.Pid || rec.Orphans[0].Cmd != "sleep "+tok {
+		t.Errorf("orphans %+v, want the escapee %d", rec.Orphans, escapee.Process.Pid)
+	}
+}
+
+func TestSIGKILLOfAgentjailLeavesNoJailedProcess(t *testing.T) {
+	jailed(t)
+	ws := workspace(t)
+	tok := token()
+	b := start(t, nil, "run", "--write", ws, "--chdir", ws, "--", "sh", "-c",
+		fmt.Sprintf(`setsid sh -c 'env -i sleep %s' & sleep %s & touch up; wait`, tok, tok))
+	waitFile(t, b, filepath.Join(ws, "up"))
+	waitFor(t, func() bool { return len(procsWith("sleep "+tok, b.cmd.Process.Pid)) >= 2 })
+	b.cmd.Process.Signal(syscall.SIGKILL)
+	if code := b.wait(t); code != 128+9 {
+		t.Fatalf("agentjail exited %d, want death by SIGKILL", code)
+	}
+	// bwrap dies with its parent (--die-with-parent), the sandbox with
+	// bwrap, and with the sandbox the whole pid namespace.
+	waitFor(t, func() bool { return len(procsWith(tok)) == 0 })
+
+	// What the dead supervisor left, its state file and empty cgroup, is
+	// what `agentjail init` sweeps.
+	runs, _ := supervise.Runs("/run/agentjail/runs", "/proc")
+	var dead []supervise.State
+	for _, st := range runs {
+		if !st.Alive {
+			dead = append(dead, st)
+		}
+	}
+	if len(dead) == 0 {
+		t.Fatal("no state file of the killed run")
+	}
+	if _, err := supervise.SweepDead("/run/agentjail/runs", "/proc"); err != nil {
+		t.Errorf("SweepDead: %v", err)
+	}
+	for _, st := range dead {
+		if fileExists(filepath.Join("/run/agentjail/runs", st.RunID+".json")) || st.Cgroup != "" && fileExists(st.Cgroup) {
+			t.Errorf("SweepDead left %s's state or cgroup %s", st.RunID, st.Cgroup)
+		}
+	}
+}
+
+func TestTwentyConcurrentRunsAreNotKilledEarly(t *testing.T) {
+	jailed(t)
+	shared := workspace(t)
+	// Each run waits until all twenty are up, then ends at its own time:
+	// the early ones sweep while the others still run.
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() {
+			rp := recordPath(t)
+			script := fmt.Sprintf(`touch %d; n=0
+				while [ "$(ls | wc -l)" -lt 20 ] && [ $n -lt 1200 ]; do sleep 0.05; n=$((n+1)); done
+				sleep 0.%02d; echo ok`, i, i*4)
+			r := aj(t, "run", "--write", shared, "--chdir", shared, "--record", rp, "--", "sh", "-c", script)
+			if r.code != 0 || r.stdout != "ok\n" {
+				t.Errorf("run %d: exit %d, stdout %q, stderr %s", i, r.code, r.stdout, r.stderr)
+				return
+			}
+			if rec := readRecord(t, rp, 0); rec.Reason != "exit" || len(rec.Orphans) > 0 {
+				t.Errorf("run %d: reason %s, orphans %v", i, rec.Reason, rec.Orphans)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestSIGTERMToAgentjailGivesGraceAndRecordsInterrupted(t *testing.T) {
+	jailed(t)
+	ws := workspace(t)
+	rp := recordPath(t)
+	b := start(t, nil, "run", "--write", ws, "--chdir", ws, "--record", rp, "--", "sh", "-c",
+		`trap 'echo bye; exit 0' TERM; touch ready; while :; do sleep 0.1; done`)
+	waitFile(t, b, filepath.Join(ws, "ready"))
+	b.cmd.Process.Signal(syscall.SIGTERM)
+	code := b.wait(t)
+	wantCode(t, result{code: code, stderr: b.stderr.String()}, 128+15)
+	rec := readRecord(t, rp, 143)
+	if rec.Reason != "interrupted" || rec.Signal == nil || *rec.Signal != "SIGTERM" || b.stdout.String() != "bye\n" {
+		t.Errorf("reason %s, signal %v, stdout %q", rec.Reason, rec.Signal, b.stdout.String())
+	}
+	if rec.AgentExitCode == nil || *rec.AgentExitCode != 0 || slices.Contains(rec.sent(), "SIGKILL") {
+		t.Errorf("the agent did not leave in its grace: exit %v, signals %v", rec.AgentExitCode, rec.sent())
+	}
+	if len(rec.SignalsReceived) != 1 || rec.SignalsReceived[0].Signal != "SIGTERM" {
+		t.Errorf("signals received %+v", rec.SignalsReceived)
+	}
+}
+
+// TestCtrlCReachesTheAgentThroughAgentjail: a terminal sends ^C to its
+// foreground process group, agentjail's; bwrap must not be in it.
+func TestCtrlCReachesTheAgentThroughAgentjail(t *testing.T) {
+	jailed(t)
+	ws := workspace(t)
+	rp := recordPath(t)
+	b := startGroup(t, "run", "--write", ws, "--chdir", ws, "--record", rp, "--", "sh", "-c",
+		`trap 'echo got-int; exit 0' INT; touch ready; while :; do sleep 0.1; done`)
+	waitFile(t, b, filepath.Join(ws, "ready"))
+	syscall.Kill(-b.cmd.Process.Pid, syscall.SIGINT)
+	code := b.wait(t)
+	rec := readRecord(t, rp, code)
+	if code != 130 || rec.Reason != "interrupted" || b.stdout.String() != "got-int\n" || rec.AgentExitCode == nil || *rec.AgentExitCode != 0 {
+		t.Errorf("exit %d, reason %s, stdout %q, agent exit %v", code, rec.Reason, b.stdout.String(), rec.AgentExitCode)
+	}
+}
+
+func TestSecondSIGINTEscalatesAtOnce(t *testing.T) {
+	jailed(t)
+	ws := workspace(t)
+	rp := recordPath(t)
+	b := start(t, nil, "run", "--grace", "50", "--write", ws, "--chdir", ws, "--record", rp, "--", "sh", "-c",
+		`trap 'touch got-int' INT; trap '' TERM; touch ready; while :; do sleep 0.1; done`)
+	waitFile(t, b, filepath.Join(ws, "ready"))
+	b.cmd.Process.Signal(syscall.SIGINT)
+	waitFile(t, b, filepath.Join(ws, "got-int")) // forwarded; the agent lives on
+	b.cmd.Process.Signal(syscall.SIGINT)
+	code := b.wait(t)
+	rec := readRecord(t, rp, code)
+	if code != 130 || rec.Reason != "interrupted" || !slices.Equal(rec.sent(), []string{"SIGINT", "SIGCONT", "SIGKILL"}) {
+		t.Errorf("exit %d, reason %s, signals %v", code, rec.Reason, rec.sent())
+	}
+}
+
+func Test50MBOfOutputArrivesByteExact(t *testing.T) {
+	jailed(t)
+	dir := visibleDir(t)
+	// 50 MB without a newline, with NULs and invalid UTF-8.
+	data := make([]byte, 50_000_000)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range data {
+		if data[i] = byte(rng.Uint32()); data[i] == '\n' {
+			data[i] = 0
+		}
+	}
+	src := filepath.Join(dir, "blob")
+	if err := os.WriteFile(src, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := sha256.Sum256(data)
+	for _, c := range []struct{ name, redirect string }{{"stdout", ""}, {"stderr", " >&2"}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			rp, log := recordPath(t), filepath.Join(t.TempDir(), "log")
+			r := aj(t, "run", "--log", log, "--record", rp, "--", "sh", "-c", "cat "+src+c.redirect)
+			wantCode(t, r, 0)
+			got, other := r.stdout, r.stderr
+			if c.name == "stderr" {
+				got, other = r.stderr, r.stdout
+			}
+			if sha256.Sum256([]byte(got)) != want || other != "" {
+				t.Errorf("%s: %d bytes arrived, not the 50 MB written (other stream %d bytes)", c.name, len(got), len(other))
+			}
+			logged, _ := os.ReadFile(log)
+			if sha256.Sum256(logged) != want {
+				t.Errorf("the log holds %d bytes, not the 50 MB written", len(logged))
+			}
+			rec := readRecord(t, rp, 0)
+			n, ex := rec.Bytes.Stdout, rec.Excerpt.Stdout
+			if c.name == "stderr" {
+				n, ex = rec.Bytes.Stderr, rec.Excerpt.Stderr
+			}
+			if n != int64(len(data)) || ex.OmittedBytes != int64(len(data))-rec.Limits.OutputHead-rec.Limits.OutputTail {
+				t.Errorf("bytes %d, omitted %d", n, ex.OmittedBytes)
+			}
+		})
+	}
+}
+
+func TestPsShowsRunningJailAndStopEndsIt(t *testing.T) {
+	jailed(t)
+	ws := workspace(t)
+	rp := recordPath(t)
+	b := start(t, nil, "run", "--write", ws, "--chdir", ws, "--record", rp, "--", "sh", "-c",
+		`echo "$AGENTJAIL_RUN" > id.tmp && mv id.tmp id; echo working; sleep 1000`)
+	waitFile(t, b, filepath.Join(ws, "id"))
+	data, _ := os.ReadFile(filepath.Join(ws, "id"))
+	id := strings.TrimSpace(string(data))
+
+	var st map[string]any
+	waitFor(t, func() bool {
+		r := aj(t, "ps", "--json")
+		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			var s map[string]any
+			if json.Unmarshal([]byte(line), &s) == nil && s["run_id"] == id {
+				st = s
+			}
+		}
+		return st != nil && st["bytes"].(map[string]any)["stdout"] == 8.0
+	})
+	for _, k := range []string{"profile", "pid", "started_at", "idle_ms"} {
+		if _, ok := st[k]; !ok {
+			t.Errorf("ps --json lacks %s: %v", k, st)
+		}
+	}
+	if st["pid"] != float64(b.cmd.Process.Pid) || st["profile"] != "tier1" {
+		t.Errorf("ps --json: %v", st)
+	}
+	if r := aj(t, "ps"); !strings.Contains(r.stdout, id) || !strings.HasPrefix(r.stdout, "RUN ID") {
+		t.Errorf("ps: %q", r.stdout)
+	}
+
+	r := aj(t, "stop", id)
+	wantCode(t, r, 0)
+	if r.stdout != id+": stopped (exit 124)\n" {
+		t.Errorf("stop said %q", r.stdout)
+	}
+	code := b.wait(t)
+	rec := readRecord(t, rp, 124)
+	if code != 124 || rec.Reason != "stopped" || rec.sent()[0] != "SIGTERM" {
+		t.Errorf("exit %d, reason %s, signals %v", code, rec.Reason, rec.sent())
+	}
+	if r := aj(t, "ps", "--json"); strings.Contains(r.stdout, id) {
+		t.Errorf("ps still lists the stopped run: %s", r.stdout)
+	}
+
+	r = aj(t, "stop", id)
+	wantCode(t, r, 125)
+	if !strings.Contains(r.stderr, "no live run with this id") {
+		t.Errorf("stop of an ended run: %q", r.stderr)
+	}
+}
+
+func TestRecordInEveryOutcome(t *testing.T) {
+	jailed(t)
+	const secret = "sk-ant-record-secret-value"
+	dir := visibleDir(t)
+	write(t, dir, map[string]string{
+		"bad.yaml": "extends: tier1\nlimits:\n  idle: -5\n",
+		// bwrap itself fails to set the jail up (a bind source missing).
+		"failing-bwrap": "#!/bin/sh\n[ \"$1\" = --version ] && exec bwrap --version\nexec bwrap --ro-bind /nonexistent/agentjail-src /mnt \"$@\"\n",
+	})
+	os.Chmod(filepath.Join(dir, "failing-bwrap"), 0o755)
+	for _, c := range []struct {
+		name   string
+		bwrap  string
+		args   []string
+		code   int
+		reason string
+	}{
+		{"exit", "", []string{"--", "sh", "-c", "echo $ANTHROPIC_API_KEY; exit 7"}, 7, "exit"},
+		{"signal", "", []string{"--", "sh", "-c", "kill -SEGV $$"}, 139, "signal"},
+		{"exec failed", "", []string{"--", "no-such-command-anywhere"}, 127, "exec_failed"},
+		{"bad profile", "", []string{"--profile", filepath.Join(dir, "bad.yaml"), "--", "true"}, 125, "setup_failed"},
+		{"bwrap fails", filepath.Join(dir, "failing-bwrap"), []string{"--", "true"}, 125, "setup_failed"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			rp := recordPath(t)
+			env := []string{"ANTHROPIC_API_KEY=" + secret}
+			if c.bwrap != "" {
+				env = append(env, "AGENTJAIL_BWRAP="+c.bwrap)
+			}
+			r := invocation{env: env}.run(t, append([]string{"run", "--record", rp}, c.args...)...)
+			wantCode(t, r, c.code)
+			rec := readRecord(t, rp, c.code)
+			if rec.Reason != c.reason {
+				t.Errorf("reason %s, want %s (stderr %s)", rec.Reason, c.reason, r.stderr)
+			}
+			if data, _ := os.ReadFile(rp); bytes.Contains(data, []byte(secret)) {
+				t.Errorf("the record shows an environment value:\n%s", data)
+			}
+			switch c.reason {
+			case "exit":
+				if rec.Excerpt.Stdout.Head != "[redacted]\n" || rec.Bytes.Stdout != int64(len(secret)+1) {
+					t.Errorf("excerpt %+v bytes %+v", rec.Excerpt.Stdout, rec.Bytes)
+				}
+			case "signal":
+				if rec.Signal == nil || *rec.Signal != "SIGSEGV" || !rec.AgentSignalAmbiguous {
+					t.Errorf("signal %v ambiguous %v", rec.Signal, rec.AgentSignalAmbiguous)
+				}
+			case "exec_failed":
+				if rec.ExecFailure == nil || rec.ExecFailure.Path != "no-such-command-anywhere" {
+					t.Errorf("exec_failure %+v", rec.ExecFailure)
+				}
+			case "setup_failed":
+				if rec.Error == "" || !strings.Contains(r.stderr, "agentjail: ") {
+					t.Errorf("error %q, stderr %q", rec.Error, r.stderr)
+				}
+			}
+		})
+	}
+}
+
+// TestLimitsReachTheAgent: the profile's rlimits bind the agent (a write
+// past fsize is refused), and the agent runs inside the run's cgroup.
+func TestLimitsReachTheAgent(t *testing.T) {
+	jailed(t)
+	dir := visibleDir(t)
+	ws := workspace(t)
+	write(t, dir, map[string]string{"limits.yaml": "extends: tier1\nlimits:\n  rlimits:\n    nofile: 1000\n    fsize: 1MiB\n    core: 0\n"})
+	rp := recordPath(t)
+	r := aj(t, "run", "--profile", filepath.Join(dir, "limits.yaml"), "--write", ws, "--chdir", ws, "--record", rp, "--", "sh", "-c",
+		`ulimit -n; ulimit -Hn; ulimit -c; cat /proc/self/cgroup | grep '^0::'; head -c 2000000 /dev/zero > big; echo "write exit $?"`)
+	wantCode(t, r, 0)
+	rec := readRecord(t, rp, 0)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 5 || lines[0] != "1000" || lines[1] != "1000" || lines[2] != "0" {
+		t.Fatalf("limits inside the jail: %q", r.stdout)
+	}
+	if own := strings.TrimPrefix(lines[3], "0::"); rec.Limits.Cgroup == "" || !strings.HasSuffix(rec.Limits.Cgroup, "/agentjail/"+rec.RunID) || !strings.HasSuffix(rec.Limits.Cgroup, own) {
+		t.Errorf("the agent's cgroup %q, the run's %q", lines[3], rec.Limits.Cgroup)
+	}
+	if lines[4] == "write exit 0" {
+		t.Errorf("a 2 MB write passed a 1 MiB fsize limit")
+	}
+	if fi, err := os.Stat(filepath.Join(ws, "big")); err != nil || fi.Size() != 1<<20 {
+		t.Errorf("the file past fsize: %v %v", fi, err)
+	}
+	if rec.Limits.Rlimits["nofile"] != "1000" || rec.Limits.Rlimits["fsize"] != "1048576" || rec.Limits.Rlimits["core"] != "0" {
+		t.Errorf("record limits %v", rec.Limits.Rlimits)
+	}
+	if fileExists(rec.Limits.Cgroup) {
+		t.Errorf("the run's cgroup %s was left behind", rec.Limits.Cgroup)
+	}
+}
