@@ -282,8 +282,8 @@ func TestContainerMaskedProc(t *testing.T) {
 				t.Errorf("jail: %+v", j)
 			}
 
-			marker := filepath.Join(dir, "ran")
-			c.args = append(append([]string{"/aj/agentjail", "run", "--write", dir}, user...), "--", "touch", marker)
+			marker, closedRec := filepath.Join(dir, "ran"), filepath.Join(dir, "closed.json")
+			c.args = append(append([]string{"/aj/agentjail", "run", "--record", closedRec, "--write", dir}, user...), "--", "touch", marker)
 			r = c.run(t, "masked-run")
 			wantCode(t, r, 125)
 			for _, want := range []string{"cannot mount a fresh /proc in the jail", "/proc/timer_list", "run `agentjail doctor`"} {
@@ -294,6 +294,9 @@ func TestContainerMaskedProc(t *testing.T) {
 			if fileExists(marker) {
 				t.Error("the command ran although the run failed closed")
 			}
+			if rec := readRecord(t, closedRec, 125); rec.Reason != "setup_failed" || !strings.Contains(rec.Error, "cannot mount a fresh /proc in the jail") {
+				t.Errorf("record of the run that failed closed: %+v", rec)
+			}
 
 			cols := []innerColumn{
 				{"inner unshare -Ur true", "unshare -Ur true"},
@@ -301,7 +304,8 @@ func TestContainerMaskedProc(t *testing.T) {
 				{"inner bwrap binding /proc", "bwrap --ro-bind / / --unshare-user --unshare-pid --bind /proc /proc --dev /dev true"},
 				{"masked path stays masked", "test ! -s /proc/timer_list"},
 			}
-			c.args = append(append([]string{"/aj/agentjail", "run", "--profile", filepath.Join(profiles, "weak.yaml")}, user...), "--", "sh", "-c", innerScript(cols))
+			rec := filepath.Join(dir, "degraded.json")
+			c.args = append(append([]string{"/aj/agentjail", "run", "--record", rec, "--profile", filepath.Join(profiles, "weak.yaml")}, user...), "--", "sh", "-c", innerScript(cols))
 			r = c.run(t, "masked-fallback")
 			wantCode(t, r, 0)
 			if !strings.Contains(r.stderr, "agentjail: degraded: no fresh /proc") || !strings.Contains(r.stderr, "/proc/timer_list") {
@@ -311,6 +315,13 @@ func TestContainerMaskedProc(t *testing.T) {
 				if got := parseInner(t, r.stdout, len(cols))[i]; (got.exit == 0) != want {
 					t.Errorf("%s: exit %d, want success %v:\n%s", cols[i].name, got.exit, want, got.output)
 				}
+			}
+			degraded := false
+			for _, d := range readRecord(t, rec, 0).Degradations {
+				degraded = degraded || d.What == "jail" && strings.Contains(d.Detail, "no fresh /proc") && strings.Contains(d.Detail, "/proc/timer_list")
+			}
+			if !degraded {
+				t.Errorf("the record does not list the degradation: %+v", readRecord(t, rec, 0).Degradations)
 			}
 		})
 	}
