@@ -14,7 +14,7 @@ BENCH_PKGS   := hyperfine
 # make release cross-builds arm64 with cgo (Debian's multiarch archive only).
 RELEASE_PKGS := gcc-aarch64-linux-gnu libc6-dev-arm64-cross libseccomp-dev:arm64
 
-.PHONY: all deps deps-bench build release image demo test test-short bench fuzz profiles vagrant-test kubernetes-seccomp clean
+.PHONY: all deps deps-bench build release image demo test test-short escapes bench fuzz profiles vagrant-test kubernetes-seccomp clean
 
 all: build
 
@@ -52,11 +52,17 @@ test: deps profiles
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzImport$$' -fuzztime 10s -fuzzminimizetime 2s ./seccomp/
+	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime 10s -fuzzminimizetime 2s ./policy/
 
 # profiles fetches Docker's and Podman's default seccomp profiles (unpacked
 # from Debian's packages, not installed) for the import tests.
 profiles:
 	@./.ci/profiles seccomp/testdata/external
+
+# escapes runs the escapes suite alone: each escape class shown under plain
+# bubblewrap, then closed under agentjail (test/integration/escapes_test.go).
+escapes: deps
+	$(GO) test -count=1 -run '^TestEscape' -v ./test/integration/
 
 test-short:
 	$(GO) test -short ./...
@@ -66,6 +72,7 @@ bench: deps-bench build
 
 fuzz: profiles
 	$(GO) test -run '^$$' -fuzz '^FuzzImport$$' -fuzztime $${FUZZTIME:-5m} ./seccomp/
+	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $${FUZZTIME:-5m} ./policy/
 
 # kubernetes-seccomp regenerates the Localhost seccomp profile the
 # Kubernetes manifests use (a test fails when it is stale).

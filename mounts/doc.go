@@ -7,6 +7,9 @@
 // exist, where symlinks point, who owns what) it reads through an injected
 // fs.ReadLinkFS rooted at the host's /, so tests use fake trees. Whether the
 // jail can mount a fresh /proc comes from the host's mount table, which the
-// caller reads and ProcCovers judges (ParseMountinfo is pure too). It must
-// not start processes, change files, or read the environment.
+// caller reads and ProcCovers judges (ParseMountinfo is pure too).
+// TakeSnapshot records, through the same interface and by the same search,
+// the protected paths under the writable roots, so that what a run made
+// where no bind could reach is found afterwards. It must not start
+// processes, change files, or read the environment.
 package mounts

@@ -19,6 +19,12 @@ type protection struct {
 	existing []string // paths to bind read-only over themselves
 	masks    []string // first missing components to cover with /dev/null
 	links    []string // protected paths that are symlinks (warned about)
+	// pins are directories inside a protected name (the .git of
+	// .git/hooks) bound over themselves, writable: a mount point cannot be
+	// renamed or removed (rename(2), rmdir(2): EBUSY), so the agent cannot
+	// move .git aside with its read-only hooks and make a new, writable
+	// one in its place (the rename-parent bypass).
+	pins []string
 }
 
 // findProtected looks for every relative protect pattern in each writable
@@ -40,32 +46,39 @@ func findProtected(d Disk, roots, patterns []string, depth int) protection {
 			continue
 		}
 		if underAny(p, roots) {
+			pinBetween(d, deepestRoot(p, roots), p, &pr, add)
 			protectOne(d, roots, p, &pr, add)
 		}
 	}
 	for _, root := range roots {
-		walkDirs(d, root, depth, func(dir string) {
+		walkDirs(d, root, depth, func(dir string, names []string) {
 			for _, pat := range relative {
-				full := path.Join(dir, pat)
-				if !hasMeta(pat) {
+				found := present(d, dir, names, pat)
+				if len(found) == 0 && dir == root && !hasMeta(pat) {
 					// A literal is protected where it exists; where it does
 					// not, only at the root, its first missing component is
-					// covered so that it cannot be created.
-					if exists(d, full) || dir == root {
-						protectOne(d, roots, full, &pr, add)
-					}
-					continue
+					// covered so that it cannot be created. Deeper, what
+					// appears during the run is found by comparing
+					// snapshots (TakeSnapshot) and reported as a violation.
+					found = []string{path.Join(dir, pat)}
 				}
-				matches, _ := fs.Glob(d, rel(full))
-				for _, m := range matches {
-					protectOne(d, roots, "/"+m, &pr, add)
+				for _, p := range found {
+					pinBetween(d, dir, p, &pr, add)
+					protectOne(d, roots, p, &pr, add)
 				}
 			}
 			for _, g := range gitdirTargets(d, dir) {
 				for _, sub := range []string{"hooks", "config"} {
 					if p := path.Join(g, sub); underAny(p, roots) && exists(d, p) {
+						pinBetween(d, deepestRoot(p, roots), p, &pr, add)
 						add(&pr.existing, p)
 					}
+				}
+			}
+			for _, h := range hooksPaths(d, dir) {
+				if underAny(h, roots) {
+					pinBetween(d, dir, h, &pr, add)
+					protectOne(d, roots, h, &pr, add)
 				}
 			}
 		})
@@ -93,15 +106,48 @@ func protectOne(d Disk, roots []string, p string, pr *protection, add func(*[]st
 	}
 }
 
-// walkDirs calls fn for root and every directory below it down to depth,
-// without following symlinks or entering skipDirs.
-func walkDirs(d Disk, root string, depth int, fn func(dir string)) {
-	fn(root)
-	if depth == 0 {
+// pinBetween pins every real directory strictly between from and p (not
+// through a symlink: a mount over a link lands on its target, and the link
+// itself stays replaceable, which the snapshot comparison reports).
+func pinBetween(d Disk, from, p string, pr *protection, add func(*[]string, string)) {
+	rest, ok := strings.CutPrefix(p, from+"/")
+	if !ok {
 		return
 	}
-	entries, err := fs.ReadDir(d, rel(root))
-	if err != nil {
+	parts := strings.Split(rest, "/")
+	for i := 1; i < len(parts); i++ {
+		dir := path.Join(from, path.Join(parts[:i]...))
+		fi, err := lstat(d, dir)
+		if err != nil || !fi.IsDir() {
+			return
+		}
+		add(&pr.pins, dir)
+	}
+}
+
+// deepestRoot is the innermost writable root holding p (roots may nest).
+func deepestRoot(p string, roots []string) string {
+	best := ""
+	for _, r := range roots {
+		if under(p, r) && len(r) > len(best) {
+			best = r
+		}
+	}
+	return best
+}
+
+// walkDirs calls fn for root and every directory below it down to depth,
+// with the names the directory holds, without following symlinks or
+// entering skipDirs. Each directory is read once: patterns are matched
+// against its names (present) rather than looked up one by one.
+func walkDirs(d Disk, root string, depth int, fn func(dir string, names []string)) {
+	entries, _ := fs.ReadDir(d, rel(root))
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name()
+	}
+	fn(root, names)
+	if depth == 0 {
 		return
 	}
 	for _, e := range entries {
@@ -109,6 +155,27 @@ func walkDirs(d Disk, root string, depth int, fn func(dir string)) {
 			walkDirs(d, path.Join(root, e.Name()), depth-1, fn)
 		}
 	}
+}
+
+// present returns the paths under dir that a relative pattern names and
+// that exist. names (sorted, from walkDirs) rule out most patterns without
+// a system call.
+func present(d Disk, dir string, names []string, pat string) []string {
+	first, _, _ := strings.Cut(pat, "/")
+	if !hasMeta(pat) {
+		if _, ok := slices.BinarySearch(names, first); !ok || !exists(d, path.Join(dir, pat)) {
+			return nil
+		}
+		return []string{path.Join(dir, pat)}
+	}
+	if !slices.ContainsFunc(names, func(n string) bool { ok, _ := path.Match(first, n); return ok }) {
+		return nil
+	}
+	matches, _ := fs.Glob(d, rel(path.Join(dir, pat)))
+	for i, m := range matches {
+		matches[i] = "/" + m
+	}
+	return matches
 }
 
 // gitdirTargets reads a `.git` file ("gitdir: ../x/.git/worktrees/w") and
@@ -134,6 +201,46 @@ func gitdirTargets(d Disk, dir string) []string {
 		sc := bufio.NewScanner(bytes.NewReader(common))
 		if sc.Scan() {
 			out = append(out, absFrom(g, strings.TrimSpace(sc.Text())))
+		}
+	}
+	return out
+}
+
+// hooksPaths returns the hooks directories the repository at dir names
+// with core.hooksPath (husky's .husky/_, a project's .githooks) in its
+// .git/config or, for a worktree, its git directories' config: git runs
+// the hooks there, so they need the protection of .git/hooks. A relative
+// path is taken from dir, the top of the working tree, as git does for
+// hooks (githooks(5)); "~/" paths, the operator's own, are left out.
+func hooksPaths(d Disk, dir string) []string {
+	configs := []string{path.Join(dir, ".git", "config")}
+	for _, g := range gitdirTargets(d, dir) {
+		configs = append(configs, path.Join(g, "config"))
+	}
+	var out []string
+	for _, c := range configs {
+		data, err := fs.ReadFile(d, rel(c))
+		if err != nil {
+			continue
+		}
+		section := ""
+		for _, line := range strings.Split(string(data), "\n") {
+			line = strings.TrimSpace(line)
+			if strings.HasPrefix(line, "[") {
+				section = strings.ToLower(strings.Trim(line, "[] \t"))
+				continue
+			}
+			key, value, ok := strings.Cut(line, "=")
+			if !ok || section != "core" || !strings.EqualFold(strings.TrimSpace(key), "hooksPath") {
+				continue
+			}
+			value = strings.Trim(strings.TrimSpace(value), `"`)
+			if value == "" || strings.HasPrefix(value, "~") {
+				continue
+			}
+			if p := absFrom(dir, value); !slices.Contains(out, p) {
+				out = append(out, p)
+			}
 		}
 	}
 	return out

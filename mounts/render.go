@@ -335,6 +335,13 @@ func (r *renderer) protect(roots []string) {
 		depth = *d
 	}
 	pr := findProtected(placeholderDisk{r.in.Disk, r.in.IsPlaceholder}, roots, r.p.Filesystem.Protect, depth)
+	// Parents first, before what they hold is made read-only.
+	slices.Sort(pr.pins)
+	for _, p := range pr.pins {
+		if !slices.Contains(roots, p) {
+			r.mount("--bind", p, p)
+		}
+	}
 	for _, p := range pr.existing {
 		r.mount("--ro-bind", p, p)
 	}

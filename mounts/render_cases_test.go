@@ -41,7 +41,14 @@ func TestRenderRefusesRootAgentOutsideSealed(t *testing.T) {
 	if _, err := Render(in); err == nil || !strings.Contains(err.Error(), "uid 0, allowed only with inner_sandbox: sealed") {
 		t.Fatalf("Render = %v", err)
 	}
+	// A capless root writes only what root owns: the project is the
+	// agent's (uid 1000).
 	in = input(t, "sealed", "/srv/proj")
+	in.User = User{UID: 0, GID: 0, Name: "root", Home: "/root"}
+	if _, err := Render(in); err == nil || !strings.Contains(err.Error(), "writable root /srv/proj is not writable by the run user root (uid 0); fix with `chown -R 0:0 /srv/proj`") {
+		t.Fatalf("sealed root on a project it does not own: Render = %v", err)
+	}
+	in = input(t, "sealed", "/srv/rootonly")
 	in.User = User{UID: 0, GID: 0, Name: "root", Home: "/root"}
 	plan, err := Render(in)
 	if err != nil {
@@ -190,5 +197,94 @@ func TestRenderProcCovered(t *testing.T) {
 	}
 	if len(plan.Degradations) != 1 || !strings.Contains(plan.Degradations[0], "/proc/kcore, /proc/timer_list") || !strings.Contains(plan.Degradations[0], "enableWeakerNestedSandbox") || !strings.Contains(plan.Degradations[0], "no pid namespace") {
 		t.Errorf("degradations = %q", plan.Degradations)
+	}
+}
+
+// TestRenderPinsDirectoriesInsideProtectedNames: the .git of .git/hooks
+// (at any depth) and a .claude holding protected settings are bound over
+// themselves before what they hold is made read-only, so that they cannot
+// be renamed aside; directories of the project itself are not pinned.
+func TestRenderPinsDirectoriesInsideProtectedNames(t *testing.T) {
+	t.Parallel()
+	in := input(t, "tier1", "/srv/proj")
+	d := in.Disk.(fstest.MapFS)
+	d["srv/proj/sub/.git/hooks"] = dir(0o755, 1000)
+	d["srv/proj/.claude/settings.json"] = node(0o644, 1000, 1000, "{}")
+	d["srv/proj/.claude/other"] = node(0o644, 1000, 1000, "")
+	d["srv/proj/.idea"] = link("/srv/dotfiles")
+	d["srv/proj/.git/modules/lib/hooks"] = dir(0o755, 1000) // a submodule's git directory
+	d["srv/proj/.git/modules/lib/config"] = node(0o644, 1000, 1000, "")
+	plan, err := Render(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Join(plan.Args, " ")
+	order := []string{
+		"--bind /srv/proj /srv/proj",
+		"--bind /srv/proj/.claude /srv/proj/.claude",
+		"--bind /srv/proj/.git /srv/proj/.git",
+		"--bind /srv/proj/sub/.git /srv/proj/sub/.git",
+		"--ro-bind /srv/proj/.git/hooks /srv/proj/.git/hooks",
+		"--ro-bind /srv/proj/.claude/settings.json /srv/proj/.claude/settings.json",
+		"--ro-bind /srv/proj/sub/.git/hooks /srv/proj/sub/.git/hooks",
+	}
+	for _, want := range []string{
+		"--bind /srv/proj/.git/modules /srv/proj/.git/modules",
+		"--bind /srv/proj/.git/modules/lib /srv/proj/.git/modules/lib",
+		"--ro-bind /srv/proj/.git/modules/lib/hooks /srv/proj/.git/modules/lib/hooks",
+		"--ro-bind /srv/proj/.git/modules/lib/config /srv/proj/.git/modules/lib/config",
+	} {
+		if !strings.Contains(strings.Join(plan.Args, " "), want) {
+			t.Errorf("plan lacks %q", want)
+		}
+	}
+	last := -1
+	for _, want := range order {
+		i := strings.Index(args, want)
+		if i < 0 || i < last {
+			t.Fatalf("plan lacks %q after the mounts before it:\n%s", want, args)
+		}
+		if strings.HasPrefix(want, "--bind") {
+			last = i
+		}
+	}
+	for _, bad := range []string{"--bind /srv/proj/sub /srv/proj/sub", "--bind /srv/proj/a ", "--bind /srv/proj/.idea"} {
+		if strings.Contains(args, bad) {
+			t.Errorf("plan pins %q, a directory of the project or a link:\n%s", bad, args)
+		}
+	}
+}
+
+// TestRenderProtectsCoreHooksPath: hooks that core.hooksPath moves out of
+// .git (husky's .husky/_, a project's .githooks) are protected like
+// .git/hooks: read-only where they exist, uncreatable where they do not.
+func TestRenderProtectsCoreHooksPath(t *testing.T) {
+	t.Parallel()
+	in := input(t, "tier1", "/srv/proj")
+	d := in.Disk.(fstest.MapFS)
+	d["srv/proj/.git/config"] = node(0o644, 1000, 1000, "[core]\n\tbare = false\n\thooksPath = .husky/_\n[alias]\n\thookspath = nothing\n")
+	d["srv/proj/.husky/_/pre-commit"] = node(0o755, 1000, 1000, "npx lint-staged\n")
+	d["srv/proj/sub/w/.git"] = node(0o644, 1000, 1000, "gitdir: ../../.git/worktrees/w\n")
+	d["srv/proj/.git/worktrees/w/config"] = node(0o644, 1000, 1000, "[CORE]\n  HooksPath = \"githooks\"\n")
+	plan, err := Render(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Join(plan.Args, " ")
+	for _, want := range []string{
+		"--bind /srv/proj/.husky /srv/proj/.husky",
+		"--ro-bind /srv/proj/.husky/_ /srv/proj/.husky/_",
+		"--ro-bind /dev/null /srv/proj/sub/w/githooks", // missing: uncreatable
+	} {
+		if !strings.Contains(args, want) {
+			t.Errorf("plan lacks %q:\n%s", want, args)
+		}
+	}
+	if strings.Contains(args, "nothing") {
+		t.Errorf("a hookspath outside [core] was read:\n%s", args)
+	}
+	s := TakeSnapshot(d, in.Policy, nil)
+	if _, ok := s["/srv/proj/.husky/_/pre-commit"]; !ok {
+		t.Error("the snapshot lacks the hooks under core.hooksPath")
 	}
 }

@@ -142,7 +142,20 @@ func (l Loader) read(ref, fromDir string, extending bool) (string, []byte, error
 
 // Decode parses one profile document strictly: unknown keys, wrong types,
 // duplicate keys and a second document are errors naming file:line:col.
-func Decode(name string, data []byte) (Policy, error) {
+func Decode(name string, data []byte) (p Policy, err error) {
+	// goccy/go-yaml 1.19.2 dereferences nil on some malformed input, such
+	// as an empty tagged sequence (`write: !!seq`, goccy/go-yaml#735, fixed
+	// upstream after the release); FuzzLoad finds such inputs. A bad profile
+	// must end in an error naming the file, never in a panic.
+	defer func() {
+		if r := recover(); r != nil {
+			p, err = Policy{}, fmt.Errorf("%s: %w: the YAML decoder failed on this file (%v); look for an explicit tag (!!seq, !x) or a stray bracket and write the value plainly", name, ErrSyntax, r)
+		}
+	}()
+	return decode(name, data)
+}
+
+func decode(name string, data []byte) (Policy, error) {
 	file, err := parser.ParseBytes(data, 0)
 	if err != nil {
 		return Policy{}, decodeError(name, err)

@@ -177,3 +177,15 @@ func TestBuiltinProfilesLoadAndValidate(t *testing.T) {
 		t.Errorf("glob found %d files", len(m))
 	}
 }
+
+// TestDecodeNeverPanics: inputs the YAML library panics on (FuzzLoad
+// found them) end in an error naming the file.
+func TestDecodeNeverPanics(t *testing.T) {
+	t.Parallel()
+	for _, src := range []string{"filesystem:\n  write: !!seq\n", "filesystem:\n  protect: !x\n", "filesystem:\n  protect: !\"*.pem\",]\n"} {
+		_, err := Decode("p.yaml", []byte(src))
+		if err == nil || !strings.HasPrefix(err.Error(), "p.yaml: cannot decode policy: ") || !errors.Is(err, ErrSyntax) {
+			t.Errorf("Decode(%q) = %v", src, err)
+		}
+	}
+}

@@ -203,6 +203,22 @@ func argTable(sealed bool) []want {
 		deny("personality", 0xfffffffe, 0),
 		deny("personality", 0x7fffffff, 0),
 		deny("personality", 0xff_00040000, 0),
+		// No set-user-id bit, by chmod or at creation; set-group-id
+		// (git's shared repositories) and other modes pass.
+		// (chmod, open, creat and mknod have the same rules; arm64 has
+		// only the *at calls, so the table uses those.)
+		deny("fchmod", 3, 0o4755),
+		deny("fchmod", 3, 0o6755|0xffff<<32),
+		deny("fchmod", 3, 0o4000),
+		allow("fchmod", 3, 0o2775),
+		allow("fchmod", 3, 0o1777),
+		{"fchmodat", [6]uint64{0, 0, 0o4711}, eperm_},
+		{"fchmodat", [6]uint64{0, 0, 0o2711}, retAllow},
+		{"fchmodat2", [6]uint64{0, 0, 0o4711, unix.AT_SYMLINK_NOFOLLOW}, eperm_},
+		{"openat", [6]uint64{0, 0, unix.O_CREAT | unix.O_WRONLY, 0o4755}, eperm_},
+		{"openat", [6]uint64{0, 0, unix.O_CREAT | unix.O_WRONLY, 0o644}, retAllow},
+		{"mknodat", [6]uint64{0, 0, unix.S_IFREG | 0o4755}, eperm_},
+		{"mknodat", [6]uint64{0, 0, unix.S_IFREG | 0o644}, retAllow},
 		allow("clone", sigchld, 0),
 		allow("clone", threadFlags, 0),
 		allow("unshare", unix.CLONE_FS|unix.CLONE_FILES, 0),

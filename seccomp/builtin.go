@@ -36,6 +36,22 @@ const (
 	tioclinux = 0x541c
 )
 
+// modeArgs are the calls that set a file's mode or create a file with one,
+// and which argument holds the mode. A set-user-id bit set in a writable
+// root stays on the host file, where the jail's nosuid does not apply: a
+// local user could run it as the run user (as root, from a sealed root
+// agent) while the run lasts. Only S_ISUID is refused: S_ISGID on
+// directories is what git's core.sharedRepository sets. What escapes the
+// filter (openat2 passes its mode in memory) is stripped after the run
+// (supervise.StripSetID), with set-group-id bits.
+var modeArgs = []struct {
+	name string
+	arg  uint
+}{
+	{"chmod", 1}, {"fchmod", 1}, {"fchmodat", 2}, {"fchmodat2", 2},
+	{"open", 2}, {"openat", 3}, {"creat", 1}, {"mknod", 1}, {"mknodat", 2},
+}
+
 // personalities are the personality(2) values Docker's default profile
 // allows: PER_LINUX, PER_LINUX32, UNAME26, UNAME26|PER_LINUX32, and the
 // query 0xffffffff. Anything else (ADDR_NO_RANDOMIZE, READ_IMPLIES_EXEC,
@@ -74,6 +90,9 @@ func Builtin(sealed bool) Filter {
 			Conds: []Cond{{Arg: 1, Op: MaskedEqual, Value: 0xffffffff, Datum: req}}})
 	}
 	f.Rules = append(f.Rules, personalityRules()...)
+	for _, m := range modeArgs {
+		f.Rules = append(f.Rules, bitRule(m.name, m.arg, unix.S_ISUID))
+	}
 	if sealed {
 		for _, flag := range nsFlags {
 			f.Rules = append(f.Rules, bitRule("clone", 0, flag))

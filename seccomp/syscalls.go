@@ -6,6 +6,7 @@ package seccomp
 // serves amd64 and arm64. Compile uses this table only for names libseccomp
 // does not know; a test checks that the two agree where both know a name.
 var newSyscalls = map[string]int{
+	"fchmodat2":         452,
 	"statmount":         457,
 	"listmount":         458,
 	"lsm_get_self_attr": 459,

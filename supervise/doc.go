@@ -7,7 +7,9 @@
 // idle timeouts and `agentjail stop` (SIGTERM, grace, SIGKILL, bounded
 // wait), forwards the signals agentjail receives, kills what is left
 // (cgroup.kill, then a /proc sweep for the run's marker) and writes the run
-// record. It also keeps the live-run state that `agentjail ps`/`stop` read
+// record. After the run, ProtectedChanges (pure, given before and after
+// snapshots) and StripSetID say what the agent got around: the record's
+// violations. It also keeps the live-run state that `agentjail ps`/`stop` read
 // and that a sweeper (`agentjail init`) uses to clean up after a
 // supervisor that died (Runs, Marked, KillMarked, SweepDead).
 //

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -91,22 +92,56 @@ func (m *Masks) Release() error {
 	m.held = nil
 	var errs []error
 	for _, p := range m.paths {
-		name := registryName(m.dir, p)
-		f, err := os.OpenFile(name, os.O_RDWR, 0)
-		if err != nil {
-			continue // another run removed it
+		if err := removeUnheld(registryName(m.dir, p), p); err != nil {
+			errs = append(errs, err)
 		}
-		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
-			f.Close() // another run still relies on it
-			continue
-		}
-		if err := removeEmptyFile(p); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
-			errs = append(errs, fmt.Errorf("remove mask placeholder %s: %w", p, err))
-		}
-		os.Remove(name)
-		f.Close()
 	}
 	return errors.Join(errs...)
+}
+
+// SweepMasks removes what killed runs left: every registered placeholder
+// that no live run holds, and its entry. A run killed with SIGKILL cannot
+// remove its own; the next run of agentjail does, whatever its writable
+// roots.
+func SweepMasks(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("mask registry: %w", err)
+	}
+	var errs []error
+	for _, e := range entries {
+		if err := removeUnheld(filepath.Join(dir, e.Name()), ""); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeUnheld removes the placeholder registered in entry name (its path
+// is the entry's content; want, when set, must match it) and the entry,
+// unless a live run holds it.
+func removeUnheld(name, want string) error {
+	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	if err != nil {
+		return nil // another run removed it
+	}
+	defer f.Close()
+	if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		return nil // a live run relies on it
+	}
+	data, _ := io.ReadAll(io.LimitReader(f, 1<<16))
+	p := string(data)
+	var err2 error
+	if p != "" && (want == "" || p == want) && filepath.IsAbs(p) {
+		if err := removeEmptyFile(p); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
+			err2 = fmt.Errorf("remove mask placeholder %s: %w", p, err)
+		}
+	}
+	os.Remove(name)
+	return err2
 }
 
 // removeEmptyFile deletes p if it is an empty regular file, never following

@@ -63,3 +63,46 @@ func TestMasksLeaveWhatIsNotAnEmptyFile(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepMasksRemovesWhatKilledRunsLeft: a run killed with SIGKILL
+// leaves its placeholder and registry entry; the next run's sweep removes
+// them, whatever its own roots, but never one a live run holds.
+func TestSweepMasksRemovesWhatKilledRunsLeft(t *testing.T) {
+	t.Parallel()
+	reg, root := t.TempDir(), t.TempDir()
+	dead, live := filepath.Join(root, ".mcp.json"), filepath.Join(root, ".env")
+	killed, err := HoldMasks(reg, []string{dead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(dead, nil, 0o444)
+	for _, f := range killed.held {
+		f.Close() // what the kernel does to a killed run's locks
+	}
+	running, err := HoldMasks(reg, []string{live})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(live, nil, 0o444)
+	if err := SweepMasks(reg); err != nil {
+		t.Fatal(err)
+	}
+	if fileExists(dead) || IsMask(reg, dead) {
+		t.Error("the killed run's placeholder or entry is left")
+	}
+	if !fileExists(live) || !IsMask(reg, live) {
+		t.Error("the sweep removed a placeholder a live run holds")
+	}
+	running.Release()
+	if fileExists(live) {
+		t.Error("the live run's release left its placeholder")
+	}
+	if err := SweepMasks(filepath.Join(reg, "missing")); err != nil {
+		t.Errorf("a missing registry: %v", err)
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}

@@ -7,12 +7,14 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/agentjail/agentjail/mounts"
 	"github.com/agentjail/agentjail/policy"
 	"github.com/agentjail/agentjail/reaper"
 	"github.com/agentjail/agentjail/supervise"
@@ -50,6 +52,10 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 			}
 		}
 		return err
+	}
+	// Placeholders that runs killed with SIGKILL could not remove.
+	if err := supervise.SweepMasks(maskDir()); err != nil {
+		fmt.Fprintf(e.stderr, "agentjail: warning: %v\n", err)
 	}
 	j, err := prepare(cmd, argv)
 	if err != nil {
@@ -111,12 +117,31 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	})
 	spec.Live = live
 
+	since := supervise.RunClock()
+	before := j.protectedSnapshot()
 	rec, runErr := supervise.Run(spec)
 	if merr := masks.Release(); merr != nil {
 		printError(e.stderr, merr)
 	}
 	if runErr != nil {
 		printError(e.stderr, runErr)
+	}
+	// What the read-only binds could not prevent is found now that
+	// nothing of the jail runs: protected paths that appeared or changed,
+	// set-id bits and device nodes made under the writable roots.
+	// The two walks are independent; each is about as costly as find(1)
+	// over the roots.
+	after := make(chan mounts.Snapshot, 1)
+	go func() { after <- j.protectedSnapshot() }()
+	notes, serr := supervise.StripSetID(sortedRoots(j.policy.Filesystem.Write), since)
+	rec.Violate(supervise.ProtectedChanges(before, <-after)...)
+	rec.Violate(notes...)
+	if serr != nil {
+		rec.Warnings = append(rec.Warnings, serr.Error())
+		printError(e.stderr, serr)
+	}
+	for _, v := range rec.Violations {
+		fmt.Fprintf(e.stderr, "agentjail: violation: %s\n", v.Detail)
 	}
 	if recordPath != "" {
 		if err := rec.WriteFile(recordPath); err != nil {
@@ -175,6 +200,21 @@ func secretValues(env []string) []string {
 		}
 	}
 	return out
+}
+
+// protectedSnapshot records the protected paths under the writable roots
+// (mask placeholders, agentjail's own, do not count).
+func (j *jail) protectedSnapshot() mounts.Snapshot {
+	return mounts.TakeSnapshot(os.DirFS("/").(mounts.Disk), j.policy, func(p string) bool { return supervise.IsMask(maskDir(), p) })
+}
+
+func sortedRoots(write []string) []string {
+	out := make([]string, 0, len(write))
+	for _, w := range write {
+		out = append(out, filepath.Clean(w))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // liveDir holds the state files and control sockets of live runs.

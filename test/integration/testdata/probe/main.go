@@ -1,6 +1,12 @@
 // Command probe makes the system calls the seccomp kernel tests ask for and
 // prints one NAME=RESULT line each: "ok", an errno name (EPERM, EBADF), or
 // for int80 the value returned. It is built by the integration tests.
+//
+// The runtime must not keep its cgroup files open (Go 1.25's
+// container-aware GOMAXPROCS does), or "fds" would list them.
+//
+//go:debug containermaxprocs=0
+//go:debug updatemaxprocs=0
 package main
 
 import (
@@ -8,6 +14,9 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
+	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -69,12 +78,137 @@ func main() {
 			}
 		case "int80":
 			res = fmt.Sprint(int80Getpid())
+		case "inject", "inject-high":
+			// Type a line into the terminal on fd 0, as a user would.
+			req := uintptr(unix.TIOCSTI)
+			if what == "inject-high" {
+				req |= 0x123 << 32 // CVE-2019-10063
+			}
+			for _, c := range []byte("echo INJECTED\n") {
+				if res = raw(unix.SYS_IOCTL, 0, req, uintptr(unsafePointer(&c))); res != "ok" {
+					break
+				}
+			}
+		case "tioclinux-fd0":
+			sub := byte(6) // TIOCL_GETSHIFTSTATE: harmless where it works
+			res = raw(unix.SYS_IOCTL, 0, unix.TIOCLINUX, uintptr(unsafePointer(&sub)))
+		case "x32":
+			// getpid through the x32 ABI (__X32_SYSCALL_BIT): ENOSYS where
+			// x32 is not built in, as here.
+			res = raw(0x40000000|unix.SYS_GETPID, 0, 0, 0)
+		case "fds":
+			res = openFDs()
+		case "mounts":
+			mounts()
+			continue
+		case "fsopen":
+			res = fdResult(unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC))
+		case "open_tree":
+			res = fdResult(unix.OpenTree(unix.AT_FDCWD, "/", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE))
+		case "fspick":
+			res = fdResult(unix.Fspick(unix.AT_FDCWD, "/", unix.FSPICK_CLOEXEC))
+		case "fsmount":
+			res = fdResult(unix.Fsmount(-1, 0, 0))
+		case "move_mount":
+			res = errnoName(unix.MoveMount(-1, "", -1, "", 0))
+		case "mount_setattr":
+			res = errnoName(unix.MountSetattr(-1, "", 0, &unix.MountAttr{}))
 		default:
+			if p, ok := strings.CutPrefix(what, "openat2-setuid="); ok {
+				// openat2 passes its mode in memory, where seccomp cannot
+				// look: what the filter cannot refuse, the run's end strips.
+				what, res = "openat2-setuid", fdResult(unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{Flags: unix.O_CREAT | unix.O_WRONLY | unix.O_CLOEXEC, Mode: 0o4755}))
+				break
+			}
 			fmt.Fprintf(os.Stderr, "probe: unknown %q\n", what)
 			os.Exit(2)
 		}
 		fmt.Printf("%s=%s\n", what, res)
 	}
+}
+
+func fdResult(fd int, err error) string {
+	if err == nil {
+		unix.Close(fd)
+	}
+	return errnoName(err)
+}
+
+// openFDs lists the open descriptors but the one reading the list,
+// through raw system calls: os.Open would start Go's poller, whose own
+// descriptors (epoll, eventfd) would show in the list.
+func openFDs() string {
+	fd, err := unix.Open("/proc/self/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return errnoName(err)
+	}
+	defer unix.Close(fd)
+	var names []string
+	buf := make([]byte, 8192)
+	for {
+		n, err := unix.ReadDirent(fd, buf)
+		if err != nil || n <= 0 {
+			break
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+	}
+	var out []string
+	for _, n := range names {
+		if n != strconv.Itoa(fd) {
+			out = append(out, n)
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int { x, _ := strconv.Atoi(a); y, _ := strconv.Atoi(b); return x - y })
+	return strings.Join(out, ",")
+}
+
+// mounts prints one line per mount point that is a directory, as the
+// jail sees it: "mount=PATH MAGIC ro|rw BYTES" from statfs(2) on the path,
+// which answers for the mount on top, whatever lies beneath.
+func mounts() {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		fmt.Printf("mounts=%v\n", err)
+		return
+	}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 || seen[f[4]] {
+			continue
+		}
+		p := unescape(f[4])
+		seen[f[4]] = true
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			continue
+		}
+		var fs unix.Statfs_t
+		if unix.Statfs(p, &fs) != nil {
+			continue
+		}
+		mode := "rw"
+		if fs.Flags&unix.ST_RDONLY != 0 {
+			mode = "ro"
+		}
+		fmt.Printf("mount=%s %#x %s %d\n", p, fs.Type, mode, uint64(fs.Blocks)*uint64(fs.Bsize))
+	}
+}
+
+// unescape undoes mountinfo's octal escapes (\040 for a space).
+func unescape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 func keyring() uintptr {

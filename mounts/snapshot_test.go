@@ -1,0 +1,49 @@
+package mounts
+
+import (
+	"slices"
+	"testing"
+	"testing/fstest"
+)
+
+func TestTakeSnapshotCoversWhatRenderProtects(t *testing.T) {
+	t.Parallel()
+	in := input(t, "tier1", "/srv/proj")
+	d := in.Disk.(fstest.MapFS)
+	d["srv/proj/.git/hooks/pre-commit"] = node(0o755, 1000, 1000, "#!/bin/sh")
+	d["srv/proj/.mcp.json"] = node(0o444, 1000, 1000, "") // another run's placeholder
+	isMask := func(p string) bool { return p == "/srv/proj/.mcp.json" }
+	s := TakeSnapshot(d, in.Policy, isMask)
+	var got []string
+	for p := range s {
+		got = append(got, p)
+	}
+	slices.Sort(got)
+	want := []string{
+		"/srv/proj/.bashrc", // a link: recorded as the link
+		"/srv/proj/.env",
+		"/srv/proj/.env.local",
+		"/srv/proj/.git/config",
+		"/srv/proj/.git/hooks",
+		"/srv/proj/.git/hooks/pre-commit",
+		"/srv/proj/a/b/c/.env", // depth 3; a/b/c/d/.env is deeper than protect_depth
+		"/srv/proj/sub/.env",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("snapshot holds\n%q\nwant\n%q", got, want)
+	}
+
+	// What the agent makes at depth shows in the next snapshot.
+	d["srv/proj/sub/.git/hooks/post-checkout"] = node(0o755, 1000, 1000, "evil")
+	d["srv/proj/.git/commondir"] = node(0o644, 1000, 1000, "../evil\n")
+	after := TakeSnapshot(d, in.Policy, isMask)
+	for _, p := range []string{"/srv/proj/sub/.git/hooks", "/srv/proj/sub/.git/hooks/post-checkout", "/srv/proj/.git/commondir"} {
+		if _, ok := after[p]; !ok {
+			t.Errorf("the later snapshot lacks %s", p)
+		}
+	}
+	d["srv/proj/.env"] = node(0o644, 1000, 1000, "SECRET=changed")
+	if TakeSnapshot(d, in.Policy, isMask)["/srv/proj/.env"] == s["/srv/proj/.env"] {
+		t.Error("a changed .env has the same entry")
+	}
+}

@@ -1,0 +1,84 @@
+package supervise
+
+import (
+	"io/fs"
+	"strings"
+	"testing"
+
+	"github.com/agentjail/agentjail/mounts"
+)
+
+func TestProtectedChanges(t *testing.T) {
+	t.Parallel()
+	file := func(ino uint64) mounts.Entry { return mounts.Entry{Mode: 0o644, Size: 1, Ino: ino, Ctime: 1} }
+	dir := func(ino uint64, ctime int64) mounts.Entry {
+		return mounts.Entry{Mode: fs.ModeDir | 0o755, Ino: ino, Ctime: ctime}
+	}
+	before := mounts.Snapshot{
+		"/p/.env":                 file(1),
+		"/p/.git/hooks":           dir(2, 1),
+		"/p/.git/hooks/pre-push":  file(3),
+		"/p/.git/config":          file(4),
+		"/p/sub/.git/hooks":       dir(5, 1),
+		"/p/sub/.git/config":      file(6),
+		"/p/unchanged/.vscode":    dir(7, 1),
+		"/p/unchanged/.vscode/on": file(8),
+	}
+	after := mounts.Snapshot{
+		"/p/.env":                  file(1),
+		"/p/.git/hooks":            dir(2, 2), // a hook was added: told by the hook
+		"/p/.git/hooks/pre-push":   file(3),
+		"/p/.git/hooks/pre-commit": file(9),
+		"/p/.git/config":           {Mode: 0o644, Size: 1, Ino: 4, Ctime: 2}, // chmod or write
+		// sub was moved to sub2 and a new sub/.git/hooks made.
+		"/p/sub2/.git/hooks":           dir(5, 1),
+		"/p/sub2/.git/config":          file(6),
+		"/p/sub/.git/hooks":            dir(10, 3),
+		"/p/sub/.git/hooks/x":          file(11),
+		"/p/new/.claude/commands":      dir(12, 3),
+		"/p/new/.claude/commands/c.md": file(13),
+		"/p/unchanged/.vscode":         dir(7, 1),
+		"/p/unchanged/.vscode/on":      file(8),
+	}
+	got := ProtectedChanges(before, after)
+	want := []string{
+		"/p/.git/config changed",
+		"/p/.git/hooks/pre-commit appeared",
+		"/p/new/.claude/commands appeared",
+		"/p/sub/.git/config went away",
+		"/p/sub/.git/hooks was replaced",
+		"/p/sub2/.git/config appeared",
+		"/p/sub2/.git/hooks appeared",
+	}
+	var lines []string
+	for _, n := range got {
+		if n.What != ViolationProtected {
+			t.Errorf("what = %q", n.What)
+		}
+		lines = append(lines, n.Detail[:strings.Index(n.Detail, " during the run")])
+	}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Errorf("violations:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+	if n := ProtectedChanges(before, before); len(n) != 0 {
+		t.Errorf("no change, yet %v", n)
+	}
+}
+
+func TestViolateEndsTheRunWithViolation(t *testing.T) {
+	t.Parallel()
+	r := Record{Reason: ReasonExit, ExitCode: 0}
+	r.Violate()
+	if r.Reason != ReasonExit || r.ExitCode != 0 {
+		t.Fatalf("no violation changed the outcome: %s %d", r.Reason, r.ExitCode)
+	}
+	r.Violate(Note{What: ViolationSetID, Detail: "x"})
+	if r.Reason != ReasonViolation || r.ExitCode != ExitSetup || len(r.Violations) != 1 {
+		t.Errorf("reason %s, exit %d, %v", r.Reason, r.ExitCode, r.Violations)
+	}
+	r = Record{Reason: ReasonSetupFailed, ExitCode: ExitSetup}
+	r.Violate(Note{What: ViolationSetID, Detail: "x"})
+	if r.Reason != ReasonSetupFailed {
+		t.Errorf("setup_failed must win, got %s", r.Reason)
+	}
+}

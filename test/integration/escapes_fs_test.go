@@ -1,0 +1,395 @@
+package integration
+
+// The filesystem items of the escapes suite (see escapes_test.go).
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// entries lists the names in dir, sorted.
+func entries(t *testing.T, dir string) string {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range es {
+		names = append(names, e.Name())
+	}
+	return strings.Join(names, ",")
+}
+
+// TestEscapeMissingProtectedPaths: to keep a missing protected path from
+// being created, bwrap needs a mount point, and leaves it on the host (a
+// 0-byte file). agentjail removes what it had bwrap create, on every exit
+// path; a run killed with SIGKILL leaves it, and the next run removes it,
+// whatever its writable roots. The removal never follows a symlink.
+func TestEscapeMissingProtectedPaths(t *testing.T) {
+	jailed(t)
+	p := workspace(t)
+	mcp := filepath.Join(p, ".mcp.json")
+	c := plainBwrap{args: []string{"--bind", p, p, "--ro-bind", "/dev/null", mcp}}.run(t, "sh", "-c", "echo '{}' > "+mcp+" || true")
+	holeShown(t, fileExists(mcp), "a 0-byte .mcp.json placeholder is left on the host", c)
+
+	for _, c := range []struct {
+		name  string
+		flags []string
+		argv  []string
+		code  int
+		left  string
+	}{
+		{"exit", nil, []string{"sh", "-c", "echo '{}' > .mcp.json; mkdir -p .claude/commands; touch made"}, 0, "made"},
+		{"failing agent", nil, []string{"sh", "-c", "touch made; exit 3"}, 3, "made"},
+		{"agent killed by a signal", nil, []string{"sh", "-c", "touch made; kill -KILL $$"}, 128 + 9, "made"},
+		{"exec failure", nil, []string{"./no-such-command"}, 127, ""},
+		{"timeout", []string{"--timeout", "1s", "--grace", "0"}, []string{"sh", "-c", "touch made; exec sleep 60"}, 124, "made"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			p := workspace(t)
+			r := aj(t, append(append(append([]string{"run", "--write", p, "--chdir", p}, c.flags...), "--"), c.argv...)...)
+			wantCode(t, r, c.code)
+			if got := entries(t, p); got != c.left {
+				t.Errorf("the host holds %q after the run, want %q (no placeholders)", got, c.left)
+			}
+		})
+	}
+
+	t.Run("agentjail killed, the next run cleans up", func(t *testing.T) {
+		t.Parallel()
+		p := workspace(t)
+		cmd := exec.Command(agentjail, "run", "--write", p, "--chdir", p, "--", "sh", "-c", "touch ready; exec sleep 60")
+		cmd.Dir, cmd.Env = "/", []string{"PATH=/usr/bin:/bin"}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, func() bool { return fileExists(filepath.Join(p, "ready")) })
+		if fi, err := os.Lstat(filepath.Join(p, ".mcp.json")); err != nil || fi.Size() != 0 {
+			t.Fatalf("no placeholder while the run is live: %v", err)
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		// Another test's run may already have swept it; either way the
+		// next run leaves none.
+		wantCode(t, aj(t, "run", "--", "true"), 0)
+		if got := entries(t, p); got != "ready" {
+			t.Errorf("after the next run the host holds %q, want only ready", got)
+		}
+	})
+
+	// A protected path deep in the tree, missing: its parents are pinned,
+	// so the agent cannot swap one for a link to elsewhere; and had it
+	// done so, the removal would not follow the link (the empty file
+	// there is someone else's).
+	t.Run("no symlink is followed", func(t *testing.T) {
+		t.Parallel()
+		p, outside := workspace(t), visibleDir(t)
+		write(t, p, map[string]string{"a/b/": ""})
+		write(t, outside, map[string]string{"b/.env": ""})
+		profile := filepath.Join(outside, "deep.yaml")
+		os.WriteFile(profile, []byte(fmt.Sprintf("extends: tier1\nfilesystem:\n  protect: [%s/a/b/.env]\n", p)), 0o644)
+		r := aj(t, "run", "--profile", profile, "--write", p, "--chdir", p, "--", "sh", "-c",
+			"mv a a.aside && ln -s "+outside+" a && echo SWAPPED; true")
+		wantCode(t, r, 0)
+		if strings.Contains(r.stdout, "SWAPPED") {
+			t.Errorf("a parent of a protected path was swapped for a link")
+		}
+		if !fileExists(filepath.Join(outside, "b/.env")) {
+			t.Error("the cleanup removed a file through a symlink")
+		}
+		if got := entries(t, filepath.Join(p, "a/b")); got != "" {
+			t.Errorf("a/b holds %q after the run", got)
+		}
+	})
+}
+
+// TestEscapeRenameParent: with proj/.git/hooks and proj/sub/.git/hooks
+// read-only, moving .git (or sub) aside and making a new one gives the
+// agent writable hooks, which run on the host at the next git command. The
+// .git inside a protected name is pinned (a mount point cannot be
+// renamed), and what the agent still makes at depth (sub moved aside, a new
+// sub/.git; a new repository) is found after the run: reason violation,
+// exit 125, each listed, nothing restored.
+func TestEscapeRenameParent(t *testing.T) {
+	jailed(t)
+	repo := map[string]string{}
+	for _, d := range []string{"", "sub/"} {
+		repo[d+".git/hooks/pre-commit"] = "#!/bin/sh\nexit 0\n"
+		repo[d+".git/config"] = "[core]\n"
+	}
+	repo["other/"] = ""
+	script := `mv .git .git.aside && mkdir -p .git/hooks && echo evil > .git/hooks/pre-commit && echo PLANTED-ROOT
+mv sub sub.aside && mkdir -p sub/.git/hooks && echo evil > sub/.git/hooks/pre-commit && echo PLANTED-SUB
+mkdir -p other/.git/hooks && echo evil > other/.git/hooks/post-checkout && echo PLANTED-NEW
+true`
+	binds := func(p string) []string {
+		args := []string{"--bind", p, p, "--chdir", p}
+		for _, d := range []string{"", "sub/"} {
+			for _, f := range []string{".git/hooks", ".git/config"} {
+				args = append(args, "--ro-bind", filepath.Join(p, d, f), filepath.Join(p, d, f))
+			}
+		}
+		return args
+	}
+
+	p := workspace(t)
+	write(t, p, repo)
+	c := plainBwrap{cred: uid1000, args: binds(p)}.run(t, "sh", "-c", script)
+	planted, _ := os.ReadFile(filepath.Join(p, ".git/hooks/pre-commit"))
+	holeShown(t, string(planted) == "evil\n", "a writable .git/hooks after moving .git aside", c)
+
+	p = workspace(t)
+	write(t, p, repo)
+	gitBefore := treeHash(t, filepath.Join(p, ".git"))
+	rec := filepath.Join(t.TempDir(), "record.json")
+	r := aj(t, "run", "--write", p, "--chdir", p, "--record", rec, "--", "sh", "-c", script)
+	wantCode(t, r, 125)
+	if strings.Contains(r.stdout, "PLANTED-ROOT") || treeHash(t, filepath.Join(p, ".git")) != gitBefore || fileExists(filepath.Join(p, ".git.aside")) {
+		t.Errorf("the top .git was moved aside:\n%s", r.stdout)
+	}
+	got := readRecord(t, rec, 125)
+	if got.Reason != "violation" {
+		t.Errorf("reason %s, want violation", got.Reason)
+	}
+	var listed []string
+	for _, v := range got.Violations {
+		if v.What != "protected" {
+			t.Errorf("violation %+v", v)
+		}
+		listed = append(listed, v.Detail)
+	}
+	all := strings.Join(listed, "\n")
+	for _, want := range []string{
+		filepath.Join(p, "sub/.git/hooks") + " was replaced",
+		filepath.Join(p, "sub/.git/config") + " went away",
+		filepath.Join(p, "sub.aside/.git/hooks") + " appeared",
+		filepath.Join(p, "other/.git/hooks") + " appeared",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("violations lack %q:\n%s", want, all)
+		}
+		if !strings.Contains(r.stderr, "agentjail: violation: "+want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	// Nothing is restored silently: what the agent made is still there.
+	if data, _ := os.ReadFile(filepath.Join(p, "sub/.git/hooks/pre-commit")); string(data) != "evil\n" {
+		t.Errorf("sub/.git/hooks/pre-commit was changed by agentjail: %q", data)
+	}
+}
+
+// TestEscapeSymlinkedWritableRoots: a writable root whose path is, or
+// passes through, a symlink (left by an earlier run, say) binds wherever
+// the link points. agentjail refuses it, naming the given and the
+// canonical path; and nothing in a workspace widens the policy.
+func TestEscapeSymlinkedWritableRoots(t *testing.T) {
+	jailed(t)
+	ws, outside := workspace(t), visibleDir(t)
+	write(t, outside, map[string]string{"victim": "original\n", "sub/": ""})
+	relOutside, err := filepath.Rel(ws, outside)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, target := range map[string]string{"abs": outside, "rel": relOutside, "mid": outside} {
+		if err := os.Symlink(target, filepath.Join(ws, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := treeHash(t, outside)
+	c := plainBwrap{cred: uid1000, args: []string{"--bind", filepath.Join(ws, "rel"), filepath.Join(ws, "rel")}}.run(t, "sh", "-c", "echo pwned > "+filepath.Join(ws, "rel/victim"))
+	holeShown(t, treeHash(t, outside) != before, "a write through a linked writable root lands outside it", c)
+	write(t, outside, map[string]string{"victim": "original\n"})
+	before = treeHash(t, outside)
+
+	for _, c := range []struct {
+		name, write, canonical string
+		inv                    invocation
+	}{
+		{"absolute link", filepath.Join(ws, "abs"), outside, invocation{}},
+		{"relative link", filepath.Join(ws, "rel"), outside, invocation{}},
+		{"link in a middle component", filepath.Join(ws, "mid/sub"), filepath.Join(outside, "sub"), invocation{}},
+		{"relative --write through a link", "rel", outside, invocation{dir: ws}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			marker := filepath.Join(c.canonical, "ran")
+			r := c.inv.run(t, "run", "--write", c.write, "--", "sh", "-c", "echo pwned > "+filepath.Join(c.canonical, "victim")+"; touch "+marker)
+			wantCode(t, r, 125)
+			given := c.write
+			if !filepath.IsAbs(given) {
+				given = filepath.Join(c.inv.dir, given)
+			}
+			want := fmt.Sprintf("writable root %s passes through a symlink and is really %s; pass the canonical path %s", given, c.canonical, c.canonical)
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+			}
+			if fileExists(marker) {
+				t.Error("the command ran")
+			}
+		})
+	}
+	if treeHash(t, outside) != before {
+		t.Error("something was written outside through a link")
+	}
+
+	// Files a workspace might hold to look like configuration change
+	// nothing: agentjail reads a profile only from --profile.
+	t.Run("workspace files do not widen the policy", func(t *testing.T) {
+		t.Parallel()
+		p := workspace(t)
+		render := func() string {
+			r := invocation{dir: p}.run(t, "render", "--json", "--write", p, "--", "true")
+			wantCode(t, r, 0)
+			return r.stdout
+		}
+		clean := render()
+		wide := "extends: tier3\ninner_sandbox: free\nfilesystem:\n  write: [/]\n  protect_depth: 0\nseccomp:\n  default: false\n"
+		write(t, p, map[string]string{
+			"agentjail.yaml": wide, ".agentjail.yaml": wide, ".agentjail/profile.yaml": wide, ".agentjail/config.yaml": wide,
+		})
+		if got := render(); got != clean {
+			t.Errorf("files in the workspace changed the jail:\n%s\nwas:\n%s", got, clean)
+		}
+		// A worktree's .git file is read (its hooks and config are
+		// protected), but a target outside the writable roots adds nothing.
+		write(t, p, map[string]string{".git": "gitdir: /etc\n"})
+		if got := render(); strings.Contains(got, `"/etc/`) {
+			t.Errorf("a .git file pointing at /etc changed what the jail binds:\n%s", got)
+		}
+	})
+}
+
+// TestEscapeSetIDAndDeviceFiles: files made in a writable root keep their
+// set-id bits and device numbers on the host, where nosuid and nodev do not
+// apply; plain bwrap as root leaves a set-user-id root binary and a device
+// node there. In agentjail, chmod u+s is refused (the seccomp filter);
+// what the filter cannot see (openat2's mode) and set-group-id bits are
+// stripped after the run, device nodes removed (none can be made without
+// CAP_MKNOD), each listed in violations (reason violation, exit 125). A
+// set-id file that was there before the run is inert inside (nosuid) and
+// left alone on the host.
+func TestEscapeSetIDAndDeviceFiles(t *testing.T) {
+	jailed(t)
+	e := newSeccompEnv(t)
+	script := func(p string) string {
+		return fmt.Sprintf(`cd %[1]s
+cp /bin/true uid && chmod 4755 uid && echo CHMOD-UID
+cp /bin/true gid && chmod 2755 gid
+%[2]s openat2-setuid=%[1]s/o2
+mknod nul c 1 3 && echo MKNOD
+./preexisting -u
+true`, p, e.probe)
+	}
+	prepare := func(owner int) string {
+		p := workspace(t)
+		chownR(t, p, owner) // a capless root writes only what root owns
+		id, err := os.ReadFile("/usr/bin/id")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pre := filepath.Join(p, "preexisting")
+		os.WriteFile(pre, id, 0o755)
+		os.Chmod(pre, 0o755|os.ModeSetuid) // root's, set-user-id
+		return p
+	}
+	setID := func(p string) []string {
+		var out []string
+		filepath.Walk(p, func(path string, fi os.FileInfo, err error) error {
+			if err == nil && fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 && fi.Mode().IsRegular() {
+				out = append(out, filepath.Base(path))
+			}
+			if err == nil && fi.Mode()&os.ModeDevice != 0 {
+				out = append(out, "device:"+filepath.Base(path))
+			}
+			return nil
+		})
+		return out
+	}
+
+	p := prepare(runUID)
+	c := plainBwrap{args: []string{"--bind", p, p}}.run(t, "sh", "-c", script(p))
+	left := setID(p)
+	holeShown(t, slicesContains(left, "uid") && slicesContains(left, "device:nul"), "a set-user-id root file and a device node stay on the host", c)
+
+	for _, c := range []struct {
+		args  []string
+		owner int
+	}{{[]string{"--profile", "tier1"}, runUID}, {[]string{"--profile", "sealed", "--user", "root"}, 0}} {
+		args := c.args
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			t.Parallel()
+			p := prepare(c.owner)
+			rec := filepath.Join(t.TempDir(), "record.json")
+			r := aj(t, append(append([]string{"run", "--write", p, "--chdir", p, "--record", rec}, args...), "--", "sh", "-c", script(p))...)
+			wantCode(t, r, 125)
+			if strings.Contains(r.stdout, "CHMOD-UID") || strings.Contains(r.stdout, "MKNOD") {
+				t.Errorf("chmod u+s or mknod succeeded in the jail:\n%s", r.stdout)
+			}
+			if args[1] == "tier1" && !strings.Contains(r.stdout, "\n1000\n") {
+				t.Errorf("a set-user-id root binary did not run as the agent (nosuid):\n%s", r.stdout)
+			}
+			if got := setID(p); strings.Join(got, ",") != "preexisting" {
+				t.Errorf("set-id or device files left on the host: %v (want only the pre-existing one)", got)
+			}
+			got := readRecord(t, rec, 125)
+			var stripped []string
+			for _, v := range got.Violations {
+				if v.What == "setid" {
+					stripped = append(stripped, filepath.Base(strings.SplitN(v.Detail, ":", 2)[0]))
+				}
+			}
+			if got.Reason != "violation" || strings.Join(stripped, ",") != "gid,o2" {
+				t.Errorf("reason %s, set-id violations %v, want gid and o2", got.Reason, stripped)
+			}
+		})
+	}
+}
+
+// TestEscapeConcurrentRuns: two runs share a writable root that lacks a
+// protected path. The one that ends first must not remove the placeholder
+// the other still relies on (the other could then create the path), and
+// the last one out removes it; neither reports the other's placeholder as
+// a violation. Plain bwrap leaves the placeholder behind.
+func TestEscapeConcurrentRuns(t *testing.T) {
+	jailed(t)
+	p := workspace(t)
+	mcp := filepath.Join(p, ".mcp.json")
+	c := plainBwrap{args: []string{"--bind", p, p, "--ro-bind", "/dev/null", mcp}}.run(t, "true")
+	holeShown(t, fileExists(mcp), "the placeholder outlives the run", c)
+
+	p = workspace(t)
+	mcp = filepath.Join(p, ".mcp.json")
+	long := exec.Command(agentjail, "run", "--write", p, "--chdir", p, "--", "sh", "-c",
+		`touch ready; while [ ! -e go ]; do sleep 0.05; done; echo '{}' > .mcp.json && echo CREATED; true`)
+	long.Dir, long.Env = "/", []string{"PATH=/usr/bin:/bin"}
+	var out, errOut bytes.Buffer
+	long.Stdout, long.Stderr = &out, &errOut
+	if err := long.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer long.Process.Kill()
+	waitFor(t, func() bool { return fileExists(filepath.Join(p, "ready")) })
+	short := aj(t, "run", "--write", p, "--chdir", p, "--", "sh", "-c", "echo '{}' > .mcp.json && echo CREATED; true")
+	wantCode(t, short, 0)
+	if strings.Contains(short.stdout, "CREATED") {
+		t.Error("the second run created the protected path")
+	}
+	if fi, err := os.Lstat(mcp); err != nil || fi.Size() != 0 {
+		t.Fatalf("the first run's placeholder is gone while it runs: %v", err)
+	}
+	os.WriteFile(filepath.Join(p, "go"), nil, 0o644)
+	err := long.Wait()
+	if err != nil || strings.Contains(out.String(), "CREATED") {
+		t.Errorf("the first run: %v, stdout %q, stderr %q", err, out.String(), errOut.String())
+	}
+	if fileExists(mcp) {
+		t.Error("the last run out left the placeholder")
+	}
+}
