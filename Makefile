@@ -14,7 +14,13 @@ BENCH_PKGS   := hyperfine
 # make release cross-builds arm64 with cgo (Debian's multiarch archive only).
 RELEASE_PKGS := gcc-aarch64-linux-gnu libc6-dev-arm64-cross libseccomp-dev:arm64
 
-.PHONY: all deps deps-bench build release image demo test test-short escapes bench fuzz profiles vagrant-test kubernetes-seccomp clean
+# The Claude Code release the end-to-end tests drive, installed with npm
+# where the jails can see it (not under /tmp or a home). The Dockerfile pins
+# the same one (a test checks).
+CLAUDE_VERSION := 2.1.197
+export AGENTJAIL_TEST_CLAUDE_DIR ?= /var/cache/agentjail-test/claude
+
+.PHONY: all deps deps-bench claude build release image demo test test-short escapes bench fuzz profiles vagrant-test kubernetes-seccomp clean
 
 all: build
 
@@ -26,6 +32,11 @@ deps:
 
 deps-bench:
 	@./.ci/provision $(RUNTIME_PKGS) $(TEST_PKGS) $(BENCH_PKGS)
+
+# claude installs Claude Code for the tests when missing; when npm or its
+# registry cannot be reached, the tests that run claude skip and say so.
+claude:
+	-@./.ci/claude $(AGENTJAIL_TEST_CLAUDE_DIR) $(CLAUDE_VERSION)
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/agentjail
@@ -51,12 +62,13 @@ demo: deps build
 # test/packaging runs on its own, after the rest: it compiles release builds
 # (arm64 with cgo), which on 2 cores would starve the timing-sensitive jail
 # tests (idle timeouts) running beside it.
-test: deps profiles
+test: deps profiles claude
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m $$($(GO) list ./... | grep -v /test/packaging)
 	$(GO) test -count=1 -timeout 10m ./test/packaging/
 	$(GO) test -run '^$$' -fuzz '^FuzzImport$$' -fuzztime 10s -fuzzminimizetime 2s ./seccomp/
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime 10s -fuzzminimizetime 2s ./policy/
+	$(GO) test -run '^$$' -fuzz '^FuzzParser$$' -fuzztime 10s -fuzzminimizetime 2s ./claude/
 
 # profiles fetches Docker's and Podman's default seccomp profiles (unpacked
 # from Debian's packages, not installed) for the import tests.
@@ -77,6 +89,7 @@ bench: deps-bench build
 fuzz: profiles
 	$(GO) test -run '^$$' -fuzz '^FuzzImport$$' -fuzztime $${FUZZTIME:-5m} ./seccomp/
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $${FUZZTIME:-5m} ./policy/
+	$(GO) test -run '^$$' -fuzz '^FuzzParser$$' -fuzztime $${FUZZTIME:-5m} ./claude/
 
 # kubernetes-seccomp regenerates the Localhost seccomp profile the
 # Kubernetes manifests use (a test fails when it is stale).

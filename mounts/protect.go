@@ -17,7 +17,7 @@ var skipDirs = []string{".git", "node_modules"}
 // protection is the outcome of searching the writable roots.
 type protection struct {
 	existing []string // paths to bind read-only over themselves
-	masks    []string // first missing components to cover with /dev/null
+	masks    []string // first missing components to cover with an empty file
 	links    []string // protected paths that are symlinks (warned about)
 	// pins are directories inside a protected name (the .git of
 	// .git/hooks) bound over themselves, writable: a mount point cannot be

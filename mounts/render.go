@@ -52,7 +52,13 @@ type Input struct {
 	Bwrap         bwrap.Version
 	Chdir         string // absolute; the agent starts here
 	ExecStage     string // host path of the agentjail binary
-	StagingDir    string // where copied credentials are placed before launch
+	// EmptyFile is an empty regular file on the host that every user can
+	// read; masks are bound from it (see protect). "": /dev/null.
+	EmptyFile  string
+	StagingDir string // where copied credentials are placed before launch
+	// ClaudeDir is the host directory that holds the run's private Claude
+	// Code directory (claude.home), bound at ~/.claude in the jail.
+	ClaudeDir string
 	// IsPlaceholder reports whether an empty file is only the mask
 	// placeholder of another (live or killed) run; such paths count as
 	// missing. Nil: none are.
@@ -76,9 +82,15 @@ type Plan struct {
 
 	// Home is the agent's HOME inside the jail.
 	Home string
-	// Copies are credentials to copy into StagingDir before the launch,
-	// owned by the run user.
+	// Copies are credentials to copy into StagingDir (and ClaudeDir)
+	// before the launch, owned by the run user.
 	Copies []Copy
+	// Dirs are directories to create, owned by the run user, before the
+	// launch (bind sources that must exist).
+	Dirs []Dir
+	// Claude is the run's private Claude Code directory; nil without
+	// claude.home.
+	Claude *ClaudeHome
 	// Masks are host paths bwrap creates as mount points to keep missing
 	// protected paths from being created; they are removed after the run.
 	Masks []string
@@ -94,6 +106,33 @@ type Plan struct {
 
 // Copy is one credential copied in.
 type Copy struct{ Src, Dst string }
+
+// Dir is a directory made on the host for the run. Size, when not 0, caps
+// it: it is a tmpfs of that size where agentjail may mount one (as root),
+// since it stands for part of the capped private home.
+type Dir struct {
+	Path string
+	Size int64
+}
+
+// ClaudeHome is a run's private Claude Code directory.
+type ClaudeHome struct {
+	Dir  string // on the host (Input.ClaudeDir)
+	Jail string // in the jail, ~/.claude: CLAUDE_CONFIG_DIR's value
+	// Credentials is the operator's credentials file copied in as
+	// Dir/.credentials.json, "" when there is none; WriteBack says whether
+	// a refreshed one goes back to it.
+	Credentials string
+	WriteBack   bool
+}
+
+// Claude Code's files: its credentials under its directory, its global
+// configuration next to it in the home (inside CLAUDE_CONFIG_DIR when that
+// is set).
+const (
+	ClaudeCredentials = ".credentials.json"
+	ClaudeConfig      = ".claude.json"
+)
 
 // Render builds the plan of one jail, or returns every problem found at once
 // (errors.Join of *policy.FieldError naming the field and its origin).
@@ -119,6 +158,7 @@ func Render(in Input) (Plan, error) {
 	r.protect(roots)
 	r.deny(roots)
 	r.credentials()
+	r.claude()
 	r.tail()
 	if len(r.errs) > 0 {
 		return Plan{}, errors.Join(r.errs...)
@@ -345,8 +385,19 @@ func (r *renderer) protect(roots []string) {
 	for _, p := range pr.existing {
 		r.mount("--ro-bind", p, p)
 	}
+	// A mask shows in the jail as an empty, read-only regular file, not
+	// as /dev/null's character device: the agent's own sandbox (Claude
+	// Code's sandbox-runtime) protects paths such as .claude/settings.json
+	// too, and skips one whose ancestor is a regular file, but binds
+	// /dev/null over it when the ancestor is a device, which bwrap cannot
+	// do under a non-directory ("Can't mkdir parents ...: Not a directory"),
+	// and every sandboxed command then fails.
+	empty := r.in.EmptyFile
+	if empty == "" {
+		empty = "/dev/null"
+	}
 	for _, m := range pr.masks {
-		r.mount("--ro-bind", "/dev/null", m)
+		r.mount("--ro-bind", empty, m)
 	}
 	for _, l := range pr.links {
 		r.plan.Warnings = append(r.plan.Warnings, fmt.Sprintf("protected path %s is a symlink: its target is read-only, but the link itself can be replaced; make it a regular file to protect it fully", l))
@@ -418,6 +469,43 @@ func (r *renderer) credentials() {
 			break
 		}
 	}
+}
+
+// claude binds the run's private Claude Code directory at ~/.claude (the
+// home is a tmpfs, so bwrap can make the mount point) and plans the copies
+// of the operator's login into it: the first operator home that has each
+// file provides it.
+func (r *renderer) claude() {
+	c := r.p.Claude
+	if !policy.On(c.Home) || r.in.ClaudeDir == "" {
+		return
+	}
+	home := &ClaudeHome{Dir: r.in.ClaudeDir, Jail: path.Join(r.plan.Home, ".claude")}
+	size := int64(DefaultHomeSize)
+	if s := r.p.Filesystem.Home.Size; s != nil {
+		size = int64(*s)
+	}
+	r.plan.Dirs = append(r.plan.Dirs, Dir{Path: home.Dir, Size: size})
+	if policy.On(c.Credentials) {
+		for _, f := range []struct{ src, dst string }{
+			{path.Join(".claude", ClaudeCredentials), ClaudeCredentials},
+			{ClaudeConfig, ClaudeConfig},
+		} {
+			for _, h := range r.in.OperatorHomes {
+				src := path.Join(h, f.src)
+				if fi, err := fs.Stat(r.in.Disk, rel(src)); err != nil || !fi.Mode().IsRegular() {
+					continue
+				}
+				r.plan.Copies = append(r.plan.Copies, Copy{Src: src, Dst: path.Join(home.Dir, f.dst)})
+				if f.dst == ClaudeCredentials {
+					home.Credentials, home.WriteBack = src, policy.On(c.WriteBack)
+				}
+				break
+			}
+		}
+	}
+	r.mount("--bind", home.Dir, home.Jail)
+	r.plan.Claude = home
 }
 
 func (r *renderer) tail() {

@@ -274,7 +274,7 @@ func TestRenderProtectsCoreHooksPath(t *testing.T) {
 	for _, want := range []string{
 		"--bind /srv/proj/.husky /srv/proj/.husky",
 		"--ro-bind /srv/proj/.husky/_ /srv/proj/.husky/_",
-		"--ro-bind /dev/null /srv/proj/sub/w/githooks", // missing: uncreatable
+		"--ro-bind /run/agentjail/empty /srv/proj/sub/w/githooks", // missing: uncreatable
 	} {
 		if !strings.Contains(args, want) {
 			t.Errorf("plan lacks %q:\n%s", want, args)
@@ -286,5 +286,80 @@ func TestRenderProtectsCoreHooksPath(t *testing.T) {
 	s := TakeSnapshot(d, in.Policy, nil)
 	if _, ok := s["/srv/proj/.husky/_/pre-commit"]; !ok {
 		t.Error("the snapshot lacks the hooks under core.hooksPath")
+	}
+}
+
+// TestRenderReprotectsClaudeOps: every built-in profile that can write a
+// repository keeps its .claude-ops directory (the ops loop's MCP config and
+// prompts) read-only, so no run can plant servers a later tier would start;
+// a repository without one cannot create it.
+func TestRenderReprotectsClaudeOps(t *testing.T) {
+	t.Parallel()
+	for _, profile := range []string{"tier1", "tier2", "tier3", "sealed"} {
+		t.Run(profile, func(t *testing.T) {
+			t.Parallel()
+			in := input(t, profile, "/srv/proj", "/srv/cache")
+			disk := in.Disk.(fstest.MapFS)
+			disk["srv/proj/.claude-ops"] = dir(0o755, 1000)
+			disk["srv/proj/.claude-ops/mcp.json"] = node(0o644, 1000, 1000, "{}")
+			plan, err := Render(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := strings.Join(plan.Args, " ")
+			for _, want := range []string{"--ro-bind /srv/proj/.claude-ops /srv/proj/.claude-ops", "--ro-bind /run/agentjail/empty /srv/cache/.claude-ops"} {
+				if !strings.Contains(args, want) {
+					t.Errorf("%s does not re-protect .claude-ops: no %q in\n%s", profile, want, args)
+				}
+			}
+		})
+	}
+}
+
+// TestRenderClaudeHome: the private Claude Code directory is bound at
+// ~/.claude after the private home; each operator file comes from the first
+// home that has it; without credentials there is nothing to copy or write
+// back.
+func TestRenderClaudeHome(t *testing.T) {
+	t.Parallel()
+	in := input(t, "tier1", "/srv/proj")
+	plan, err := Render(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := slices.Index(plan.Args, "/home/agent")
+	bind := slices.Index(plan.Args, "/run/agentjail/RUN/claude")
+	if home < 0 || bind < home || plan.Args[bind-1] != "--bind" || plan.Args[bind+1] != "/home/agent/.claude" {
+		t.Fatalf("no --bind of the claude directory at ~/.claude after the home tmpfs:\n%s", strings.Join(plan.Args, " "))
+	}
+	want := []Copy{
+		{"/home/op/.claude/.credentials.json", "/run/agentjail/RUN/claude/.credentials.json"},
+		{"/root/.claude.json", "/run/agentjail/RUN/claude/.claude.json"},
+	}
+	if !slices.Equal(plan.Copies, want) {
+		t.Errorf("copies = %v, want %v", plan.Copies, want)
+	}
+	if c := plan.Claude; c == nil || c.Jail != "/home/agent/.claude" || c.Credentials != "/home/op/.claude/.credentials.json" || !c.WriteBack {
+		t.Errorf("plan.Claude = %+v", c)
+	}
+
+	in = input(t, "tier1", "/srv/proj")
+	delete(in.Disk.(fstest.MapFS), "home/op/.claude/.credentials.json")
+	delete(in.Disk.(fstest.MapFS), "root/.claude.json")
+	off := false
+	in.Policy.Claude.WriteBack = &off
+	if plan, err = Render(in); err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Copies) != 0 || plan.Claude == nil || plan.Claude.Credentials != "" || plan.Claude.WriteBack {
+		t.Errorf("without operator credentials: copies %v, claude %+v", plan.Copies, plan.Claude)
+	}
+
+	in.Policy.Claude.Home = &off
+	if plan, err = Render(in); err != nil {
+		t.Fatal(err)
+	}
+	if plan.Claude != nil || slices.Contains(plan.Args, "/run/agentjail/RUN/claude") {
+		t.Errorf("claude.home false still binds a claude directory: %+v", plan.Claude)
 	}
 }

@@ -2,6 +2,7 @@ package mounts
 
 import (
 	"flag"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -65,6 +66,9 @@ func host() fstest.MapFS {
 		"home/op/.kube/config":                node(0o644, 1001, 1001, "cfg"),
 		"home/op/.aws":                        dir(0o755, 1001),
 		"home/op/.aws/config":                 node(0o644, 1001, 1001, "cfg"),
+		"home/op/.claude":                     dir(0o700, 1001),
+		"home/op/.claude/.credentials.json":   node(0o600, 1001, 1001, "{}"),
+		"root/.claude.json":                   node(0o600, 0, 0, "{}"),
 		"srv":                                 dir(0o755, 0),
 		"srv/cache":                           dir(0o755, 1000),
 		"srv/proj":                            dir(0o755, 1000),
@@ -113,6 +117,8 @@ func input(t *testing.T, profile string, write ...string) Input {
 		Chdir:         "/srv/proj",
 		ExecStage:     "/usr/local/bin/agentjail",
 		StagingDir:    "/run/agentjail/RUN/credentials",
+		ClaudeDir:     "/run/agentjail/RUN/claude",
+		EmptyFile:     "/run/agentjail/empty",
 		Argv:          []string{"claude", "--print", "hi"},
 	}
 }
@@ -134,6 +140,12 @@ func format(p Plan) string {
 	b.WriteString("\n\nhome: " + p.Home + "\n")
 	for _, c := range p.Copies {
 		b.WriteString("copy: " + c.Src + " -> " + c.Dst + "\n")
+	}
+	for _, d := range p.Dirs {
+		fmt.Fprintf(&b, "dir: %s (tmpfs of %d)\n", d.Path, d.Size)
+	}
+	if c := p.Claude; c != nil {
+		fmt.Fprintf(&b, "claude: %s at %s, credentials %q, write back %v\n", c.Dir, c.Jail, c.Credentials, c.WriteBack)
 	}
 	for _, m := range p.Masks {
 		b.WriteString("mask: " + m + "\n")

@@ -24,6 +24,7 @@ type Policy struct {
 	Environment Environment `yaml:"environment,omitempty" json:"environment,omitempty"`
 	Seccomp     Seccomp     `yaml:"seccomp,omitempty" json:"seccomp,omitempty"`
 	Limits      Limits      `yaml:"limits,omitempty" json:"limits,omitempty"`
+	Claude      Claude      `yaml:"claude,omitempty" json:"claude,omitempty"`
 
 	// Origins maps a field path ("filesystem.write[2]") to where its value
 	// came from ("profiles/tier1.yaml:12:5", "--write"). Filled by Load and
@@ -150,3 +151,26 @@ type Output struct {
 	Head *Size `yaml:"head,omitempty" json:"head,omitempty"`
 	Tail *Size `yaml:"tail,omitempty" json:"tail,omitempty"`
 }
+
+// Claude is what a jail provides for Claude Code. It applies to every run
+// of the profile, whatever the command, since a script may run claude.
+type Claude struct {
+	// Home gives each run a private, writable Claude Code configuration
+	// directory: ~/.claude in the jail, CLAUDE_CONFIG_DIR pointing at it,
+	// kept on the host in agentjail's per-run state directory while the run
+	// lasts. Claude writes its settings, sessions and transcripts there,
+	// never into the operator's ~/.claude. Needs filesystem.home.private.
+	Home *bool `yaml:"home,omitempty" json:"home,omitempty"`
+	// Credentials copies the operator's ~/.claude/.credentials.json and
+	// ~/.claude.json into that directory, owned by the run user (a root-owned
+	// 0600 file bound in would be unreadable to it, and claude rewrites
+	// both). API-key auth through the environment needs none of this.
+	Credentials *bool `yaml:"credentials,omitempty" json:"credentials,omitempty"`
+	// WriteBack writes the credentials file back to its source, atomically,
+	// when claude refreshed its OAuth tokens during the run (and the copy
+	// is newer than the source), so the operator's login stays valid.
+	WriteBack *bool `yaml:"write_back,omitempty" json:"write_back,omitempty"`
+}
+
+// On reports whether an optional switch is set to true.
+func On(b *bool) bool { return b != nil && *b }

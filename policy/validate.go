@@ -81,6 +81,15 @@ func Validate(p Policy) error {
 			v.add("limits.rlimits["+k+"]", fmt.Sprintf("unknown resource %q (one of %s)", k, strings.Join(RlimitNames, ", ")))
 		}
 	}
+	if c := p.Claude; On(c.Home) && !On(fs.Home.Private) {
+		v.add("claude.home", "needs filesystem.home.private: true (the private Claude Code directory is mounted at ~/.claude in the private home)")
+	}
+	if c := p.Claude; On(c.Credentials) && !On(c.Home) {
+		v.add("claude.credentials", "needs claude.home: true (the credentials are copied into the private Claude Code directory)")
+	}
+	if c := p.Claude; On(c.WriteBack) && !On(c.Credentials) {
+		v.add("claude.write_back", "needs claude.credentials: true (only copied-in credentials can be written back)")
+	}
 	return errors.Join(v.errs...)
 }
 

@@ -33,6 +33,7 @@ environment:
   unset: ["A B"]
 limits:
   rlimits: {nofiles: 10}
+claude: {home: true, write_back: true}
 `
 	p, err := Decode("v.yaml", []byte(src))
 	if err != nil {
@@ -60,6 +61,8 @@ limits:
 		`v.yaml:22:9: environment.set[1X]: "1X" is not a variable name`,
 		`v.yaml:23:11: environment.unset[0]: "A B" is not a variable name`,
 		`v.yaml:25:13: limits.rlimits[nofiles]: unknown resource "nofiles"`,
+		"v.yaml:26:10: claude.home: needs filesystem.home.private: true",
+		"v.yaml:26:22: claude.write_back: needs claude.credentials: true",
 	}
 	got := strings.Split(err.Error(), "\n")
 	if len(got) != len(want) {

@@ -35,6 +35,9 @@ type State struct {
 	User       *User `json:"user"`
 	// Cgroup is the run's cgroup directory, "" when it has none.
 	Cgroup string `json:"cgroup"`
+	// Stage is the run's staging directory (Stage), "" when it has none;
+	// a sweep removes it with the rest.
+	Stage string `json:"stage,omitempty"`
 
 	// Alive is computed by Runs, not stored.
 	Alive bool `json:"-"`
@@ -228,7 +231,8 @@ func Runs(dir, procRoot string) ([]State, error) {
 
 // SweepDead ends what runs whose supervisor died (a state file in dir
 // whose supervisor no longer runs) left behind: every process still
-// carrying their marker, their cgroup, their state file and socket. It
+// carrying their marker, their cgroup, their staging directory (with the
+// copied credentials), their state file and socket. It
 // returns the processes it killed, by run id. `agentjail init` calls it
 // periodically; a supervisor that was SIGKILLed leaves no jailed process
 // (bwrap's --die-with-parent), but may leave these files and an empty
@@ -261,6 +265,11 @@ func SweepDead(dir, procRoot string) (map[string][]Proc, error) {
 		}
 		if len(killed) > 0 {
 			out[st.RunID] = killed
+		}
+		if st.Stage != "" {
+			if err := removeStage(st.Stage); err != nil {
+				errs = append(errs, err)
+			}
 		}
 		os.Remove(st.Socket)
 		os.Remove(filepath.Join(dir, st.RunID+".json"))

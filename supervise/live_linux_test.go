@@ -51,7 +51,10 @@ func TestRunsTellsDeadSupervisorsAndSweepDeadCleansUp(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	// A supervisor that died: pid 1's start time is not this one.
-	dead := State{RunID: "deadrun", PID: 1, PIDStart: 999999999, Socket: filepath.Join(dir, "deadrun.sock"), Cgroup: filepath.Join(dir, "no-such-cgroup")}
+	dead := State{RunID: "deadrun", PID: 1, PIDStart: 999999999, Socket: filepath.Join(dir, "deadrun.sock"), Cgroup: filepath.Join(dir, "no-such-cgroup"),
+		Stage: filepath.Join(t.TempDir(), "deadrun")}
+	os.MkdirAll(filepath.Join(dead.Stage, "claude"), 0o700)
+	os.WriteFile(filepath.Join(dead.Stage, "claude", ".credentials.json"), []byte("{}"), 0o600)
 	if err := writeJSON(filepath.Join(dir, "deadrun.json"), dead); err != nil {
 		t.Fatal(err)
 	}
@@ -82,8 +85,8 @@ func TestRunsTellsDeadSupervisorsAndSweepDeadCleansUp(t *testing.T) {
 	if err != nil || len(killed) != 0 {
 		t.Errorf("SweepDead: %v %v", killed, err)
 	}
-	for _, f := range []string{"deadrun.json", "deadrun.sock"} {
-		if _, err := os.Stat(filepath.Join(dir, f)); !os.IsNotExist(err) {
+	for _, f := range []string{filepath.Join(dir, "deadrun.json"), filepath.Join(dir, "deadrun.sock"), dead.Stage} {
+		if _, err := os.Stat(f); !os.IsNotExist(err) {
 			t.Errorf("%s left", f)
 		}
 	}

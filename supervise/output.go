@@ -20,9 +20,12 @@ const minChunk = 1 << 20
 // other. A buffer is at least as long as the tail, so the last full buffer
 // and the bytes of the current one always hold the last tailCap bytes.
 type stream struct {
-	src  *os.File
-	dst  io.Writer
-	log  io.Writer // nil: no --log
+	src *os.File
+	dst io.Writer
+	log io.Writer // nil: no --log
+	// tap, when set, sees every byte too, after dst (a parser of the
+	// agent's output; it must not block or fail).
+	tap  io.Writer
 	head []byte
 	// headCap and tailCap are the record's caps.
 	headCap, tailCap int
@@ -101,6 +104,9 @@ func (s *stream) chunk(p []byte) {
 	}
 	if s.log != nil && s.logErr == nil {
 		_, s.logErr = s.log.Write(p)
+	}
+	if s.tap != nil {
+		s.tap.Write(p)
 	}
 }
 

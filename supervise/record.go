@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/agentjail/agentjail/claude"
 )
 
 // Reasons a run ends with: the record's `reason`.
@@ -75,6 +77,11 @@ type Record struct {
 	// Warnings are other things worth knowing (a log that could not be
 	// written, output still held open after the jail ended).
 	Warnings []string `json:"warnings"`
+	// Claude is what agentjail learnt about a Claude Code run: its result
+	// (json and stream-json output), its login, its transcripts. Nil when
+	// the command is not claude and the run's Claude Code directory held
+	// nothing of note.
+	Claude *claude.Summary `json:"claude"`
 	// Error is agentjail's message for reason setup_failed.
 	Error string `json:"error,omitempty"`
 }
@@ -233,9 +240,9 @@ func CheckWritable(path string) error {
 	return os.Remove(tmp.Name())
 }
 
-// redact replaces every secret in s by "[redacted]". Secrets shorter than
+// Redact replaces every secret in s by "[redacted]". Secrets shorter than
 // minSecret are not looked for: they would match ordinary text.
-func redact(s string, secrets []string) string {
+func Redact(s string, secrets []string) string {
 	for _, v := range secrets {
 		if len(v) >= minSecret {
 			s = strings.ReplaceAll(s, v, "[redacted]")
@@ -249,8 +256,8 @@ const minSecret = 6
 // excerptOf renders one stream's excerpt for the record.
 func excerptOf(head, tail []byte, omitted int64, secrets []string) Excerpt {
 	return Excerpt{
-		Head:         redact(string(bytes.ToValidUTF8(head, []byte("\uFFFD"))), secrets),
-		Tail:         redact(string(bytes.ToValidUTF8(tail, []byte("\uFFFD"))), secrets),
+		Head:         Redact(string(bytes.ToValidUTF8(head, []byte("\uFFFD"))), secrets),
+		Tail:         Redact(string(bytes.ToValidUTF8(tail, []byte("\uFFFD"))), secrets),
 		OmittedBytes: omitted,
 	}
 }

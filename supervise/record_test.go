@@ -53,7 +53,7 @@ func TestRecordIsWrittenAtomicallyWithStableShapes(t *testing.T) {
 
 func TestRedactHidesSecretsButNotShortValues(t *testing.T) {
 	t.Parallel()
-	got := redact("key sk-ant-123456 and 1 and sk-ant-123456 again", []string{"sk-ant-123456", "1", ""})
+	got := Redact("key sk-ant-123456 and 1 and sk-ant-123456 again", []string{"sk-ant-123456", "1", ""})
 	if strings.Contains(got, "sk-ant") || !strings.Contains(got, " 1 ") {
 		t.Errorf("redact: %q", got)
 	}

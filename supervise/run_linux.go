@@ -45,6 +45,10 @@ type Spec struct {
 	Stderr io.Writer
 	// Log, when set, receives both streams too (--log).
 	Log io.Writer
+	// StdoutTap, when set, sees every byte of stdout as it passes (the
+	// parser of claude's json output); it must not block. Run returns only
+	// after the last Write to it.
+	StdoutTap io.Writer
 	// Seccomp are compiled filters, passed from fd mounts.FDSeccomp on.
 	Seccomp []*os.File
 
@@ -210,6 +214,9 @@ func (s *supervisor) run() error {
 		dst io.Writer
 	}{{outR, sp.Stdout}, {errR, sp.Stderr}} {
 		s.streams[i] = newStream(p.r, p.dst, sp.Log, sp.Head, sp.Tail, s.act)
+		if i == 0 {
+			s.streams[i].tap = sp.StdoutTap
+		}
 		copying.Go(s.streams[i].copy)
 	}
 	if sp.Live != nil {

@@ -64,9 +64,9 @@ func (e appEnv) doctorAction(ctx context.Context, cmd *cli.Command) error {
 func probeJail(cmd *cli.Command) doctor.Jail {
 	dj := doctor.Jail{Profile: cmd.String("profile")}
 	argv := []string{"sh", "-c", doctor.Script}
-	j, err := prepareWith(cmd, argv, jailOptions{dir: "/"})
+	j, err := prepareWith(cmd, argv, jailOptions{dir: "/", noClaudeHome: true})
 	if errors.Is(err, mounts.ErrProcCovered) {
-		j, err = prepareWith(cmd, argv, jailOptions{dir: "/", freshProc: true})
+		j, err = prepareWith(cmd, argv, jailOptions{dir: "/", freshProc: true, noClaudeHome: true})
 	}
 	if err != nil {
 		dj.Err = err
@@ -105,6 +105,13 @@ func probeJail(cmd *cli.Command) doctor.Jail {
 		dj.Err = err
 		return dj
 	}
+	staged, err := j.stage()
+	if err != nil {
+		masks.Release()
+		dj.Err = err
+		return dj
+	}
+	defer staged.Remove()
 	res, err := supervise.Run(spec)
 	if merr := masks.Release(); merr != nil && err == nil {
 		err = merr

@@ -52,13 +52,23 @@ type jailOptions struct {
 	// freshProc tries a fresh /proc whatever the host's mount table says,
 	// to hear the kernel's own verdict.
 	freshProc bool
+	// noClaudeHome leaves out the private Claude Code directory, which the
+	// probes do not need: doctor then needs no writable state directory.
+	noClaudeHome bool
+	// runID replaces the fresh run id: render shows a placeholder where a
+	// run's own id would be (its staging directory), so that its output
+	// depends only on the command line and the host.
+	runID string
 }
 
 func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error) {
 	if len(argv) == 0 {
 		return nil, usageError{"no command to run: write `agentjail " + cmd.Name + " [flags] -- CMD [ARG...]`"}
 	}
-	j := &jail{profile: cmd.String("profile"), argv: argv, runID: newRunID()}
+	j := &jail{profile: cmd.String("profile"), argv: argv, runID: opt.runID}
+	if j.runID == "" {
+		j.runID = newRunID()
+	}
 	base, err := loader().Load(j.profile)
 	if err != nil {
 		return nil, err
@@ -134,6 +144,10 @@ func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error
 	if !opt.freshProc {
 		covers = hostProcCovers(j.bwrap, j.policy)
 	}
+	claudeDir := filepath.Join(stageDir(j.runID), "claude")
+	if opt.noClaudeHome {
+		claudeDir = ""
+	}
 	j.plan, err = mounts.Render(mounts.Input{
 		Policy:        j.policy,
 		Disk:          os.DirFS("/").(mounts.Disk),
@@ -142,7 +156,9 @@ func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error
 		Bwrap:         j.bwrap.Version,
 		Chdir:         dir,
 		ExecStage:     exe,
-		StagingDir:    filepath.Join(runDir(), j.runID, "credentials"),
+		EmptyFile:     emptyFile(),
+		StagingDir:    filepath.Join(stageDir(j.runID), "credentials"),
+		ClaudeDir:     claudeDir,
 		IsPlaceholder: func(p string) bool { return supervise.IsMask(maskDir(), p) },
 		Seccomp:       len(j.seccomp),
 		Argv:          argv,
@@ -152,9 +168,11 @@ func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error
 		closeAll(j.seccomp)
 		return nil, err
 	}
-	j.env = j.policy.Environment.Apply(os.Environ(),
-		map[string]string{"HOME": j.plan.Home, "USER": j.user.Name, "LOGNAME": j.user.Name},
-		map[string]string{"AGENTJAIL_RUN": j.runID})
+	defaults := map[string]string{"HOME": j.plan.Home, "USER": j.user.Name, "LOGNAME": j.user.Name}
+	if j.plan.Claude != nil {
+		defaults["CLAUDE_CONFIG_DIR"] = j.plan.Claude.Jail
+	}
+	j.env = j.policy.Environment.Apply(os.Environ(), defaults, map[string]string{"AGENTJAIL_RUN": j.runID})
 	return j, nil
 }
 
@@ -251,6 +269,13 @@ func runDir() string {
 	}
 	return "/run/agentjail"
 }
+
+// stageDir holds what one run copies in: credentials, the private Claude
+// Code directory. It is removed when the run ends.
+func stageDir(runID string) string { return filepath.Join(runDir(), runID) }
+
+// emptyFile is the empty file masks are bound from.
+func emptyFile() string { return filepath.Join(runDir(), "empty") }
 
 // maskDir is the registry of mask placeholders shared by concurrent runs.
 func maskDir() string { return filepath.Join(runDir(), "masks") }

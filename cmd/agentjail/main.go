@@ -81,7 +81,7 @@ func newApp(args []string, stdin io.Reader, stdout, stderr io.Writer, code *int)
 				Usage:        "run a command in the jail",
 				ArgsUsage:    "-- CMD [ARG...]",
 				StopOnNthArg: &one,
-				Flags:        jailFlags(),
+				Flags:        append(jailFlags(), &cli.StringFlag{Name: "results", Usage: "copy Claude Code's session transcripts into `DIR` after the run"}),
 				Action:       env.runAction,
 			}),
 			sub(&cli.Command{

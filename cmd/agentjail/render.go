@@ -17,7 +17,7 @@ import (
 // line whose file-descriptor arguments are placeholders, a comment listing
 // them, and the names (never the values) of the jail's environment.
 func (e appEnv) renderAction(ctx context.Context, cmd *cli.Command) error {
-	j, err := prepare(cmd, commandArgs(cmd, e.rawAfter(cmd.Name)))
+	j, err := prepareWith(cmd, commandArgs(cmd, e.rawAfter(cmd.Name)), jailOptions{runID: "<run-id>"})
 	if err != nil {
 		return err
 	}

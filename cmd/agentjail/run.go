@@ -14,6 +14,7 @@ import (
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/agentjail/agentjail/claude"
 	"github.com/agentjail/agentjail/mounts"
 	"github.com/agentjail/agentjail/policy"
 	"github.com/agentjail/agentjail/reaper"
@@ -90,8 +91,20 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 		}
 		defer log.Close()
 	}
+	results := cmd.String("results")
+	if err := checkResults(results); err != nil {
+		return failed(err)
+	}
 	if err := reaper.Begin(); err != nil {
 		return failed(err)
+	}
+	staged, err := j.stage()
+	if err != nil {
+		return failed(err)
+	}
+	defer staged.Remove()
+	if staged != nil {
+		rec.Degradations = append(rec.Degradations, staged.Degradations...)
 	}
 
 	spec := supervise.Spec{
@@ -102,6 +115,14 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	}
 	if log != nil {
 		spec.Log = log
+	}
+	// claude's json output is parsed as it passes, into the record.
+	var parser *claude.Parser
+	if format := claude.Command(argv); format != "" {
+		parser = claude.NewParser(format)
+		if format == claude.FormatJSON || format == claude.FormatStreamJSON {
+			spec.StdoutTap = parser
+		}
 	}
 	limitsSpec(&spec, j.policy.Limits)
 	if syscall.Getuid() == 0 && j.user.UID != 0 {
@@ -114,6 +135,7 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	live := supervise.NewLive(liveDir(), supervise.State{
 		RunID: j.runID, Profile: j.profile, StartedAt: rec.StartedAt, User: rec.User,
 		StopWaitMS: (spec.Grace + supervise.KillWait).Milliseconds(),
+		Stage:      staged.Path(),
 	})
 	spec.Live = live
 
@@ -143,6 +165,7 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	for _, v := range rec.Violations {
 		fmt.Fprintf(e.stderr, "agentjail: violation: %s\n", v.Detail)
 	}
+	claudeAfter(j, staged, parser, results, &rec, spec.Secrets)
 	if recordPath != "" {
 		if err := rec.WriteFile(recordPath); err != nil {
 			printError(e.stderr, err)
@@ -194,7 +217,7 @@ func secretValues(env []string) []string {
 		k, v, _ := strings.Cut(kv, "=")
 		switch {
 		case strings.HasPrefix(k, "LC_"):
-		case strings.Contains(" PATH HOME USER LOGNAME LANG LANGUAGE TERM COLORTERM NO_COLOR TZ SHELL TMPDIR PWD "+supervise.MarkerVar+" ", " "+k+" "):
+		case strings.Contains(" PATH HOME USER LOGNAME LANG LANGUAGE TERM COLORTERM NO_COLOR TZ SHELL TMPDIR PWD CLAUDE_CONFIG_DIR "+supervise.MarkerVar+" ", " "+k+" "):
 		default:
 			out = append(out, v)
 		}

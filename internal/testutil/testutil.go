@@ -8,8 +8,14 @@ package testutil
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -67,4 +73,92 @@ func Validate(s *jsonschema.Schema, v any) error {
 		return err
 	}
 	return s.Validate(doc)
+}
+
+// ClaudeVersion is the Claude Code release the end-to-end tests drive: the
+// last whose npm package runs on this project's Node 20 hosts.
+const ClaudeVersion = "2.1.197"
+
+// ClaudeDir is where `make test` installs it (npm --prefix), outside /tmp
+// and any home so that the jails, which cover those, still see it.
+// $AGENTJAIL_TEST_CLAUDE_DIR overrides it.
+func ClaudeDir() string {
+	if d := os.Getenv("AGENTJAIL_TEST_CLAUDE_DIR"); d != "" {
+		return d
+	}
+	return "/var/cache/agentjail-test/claude"
+}
+
+var claudeOnce struct {
+	sync.Once
+	bin, skip, fail string
+}
+
+// RequireClaude returns the path of the claude binary the tests drive,
+// installing it first when it is missing (.ci/claude, as `make test` does).
+// It skips t only when npm or its registry cannot be reached, and fails it
+// when the install fails otherwise.
+func RequireClaude(t testing.TB) string {
+	t.Helper()
+	c := &claudeOnce
+	c.Do(func() {
+		bin := filepath.Join(ClaudeDir(), "node_modules", ".bin", "claude")
+		if out, err := exec.Command(bin, "--version").Output(); err == nil && strings.HasPrefix(string(out), ClaudeVersion+" ") {
+			c.bin = bin
+			return
+		}
+		root, err := repoRoot()
+		if err != nil {
+			c.fail = err.Error()
+			return
+		}
+		if err := os.MkdirAll(filepath.Dir(ClaudeDir()), 0o755); err != nil {
+			c.fail = err.Error()
+			return
+		}
+		// One install at a time, whichever test binary asks.
+		lock, err := os.OpenFile(ClaudeDir()+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+		if err != nil {
+			c.fail = err.Error()
+			return
+		}
+		defer lock.Close()
+		syscall.Flock(int(lock.Fd()), syscall.LOCK_EX)
+		cmd := exec.Command(filepath.Join(root, ".ci", "claude"), ClaudeDir(), ClaudeVersion)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+			c.bin = bin
+		case errors.As(err, &ee) && ee.ExitCode() == 2:
+			c.skip = strings.TrimSpace(string(out))
+		default:
+			c.fail = fmt.Sprintf(".ci/claude: %v\n%s", err, out)
+		}
+	})
+	switch {
+	case c.skip != "":
+		t.Skip(c.skip)
+	case c.fail != "":
+		t.Fatalf("cannot install Claude Code %s: %s", ClaudeVersion, c.fail)
+	}
+	return c.bin
+}
+
+// repoRoot is the directory of go.mod above the current one.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod not found above the current directory")
+		}
+		dir = parent
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -108,6 +109,17 @@ func BenchmarkLaunch(b *testing.B) {
 		b.Fatal(err)
 	}
 	var bare []string
+	// The run's own directories (the private Claude Code directory) are
+	// named after its id; render shows a placeholder, which the reference
+	// gets as a plain directory.
+	for i, a := range plan.Argv {
+		if strings.Contains(a, "<run-id>") && i > 0 && plan.Argv[i-1] == "--bind" {
+			if err := os.MkdirAll(a, 0o755); err != nil {
+				b.Fatal(err)
+			}
+			defer os.RemoveAll(filepath.Dir(a))
+		}
+	}
 	for i := 0; i < len(plan.Argv); i++ {
 		if _, isFD := plan.FDs[strconv.Itoa(i)]; isFD {
 			continue

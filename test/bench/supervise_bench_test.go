@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,5 +123,46 @@ func BenchmarkMarkerSweep(b *testing.B) {
 			"pgrep -f (every cmdline)", pgrep, "supervise.KillMarked", sweep)
 		fmt.Printf("%-28s sweep median %.2f ms: %.2f× the 50 ms target\n", "", ms2(subj), ms2(subj)/50)
 		b.ReportMetric(ms2(subj)/50, "x-target")
+	}
+}
+
+// BenchmarkClaudeOutputThroughput: 2 GiB of stream-json events (1 KiB
+// assistant lines, as a busy claude prints) through `agentjail run -- claude
+// --output-format stream-json`, where agentjail parses what passes for the
+// record's claude object, against the same writer piped through cat(1).
+// The "claude" here is a script that replays the lines. Target: ≥ 0.9× cat.
+func BenchmarkClaudeOutputThroughput(b *testing.B) {
+	if os.Getuid() != 0 {
+		b.Skip("needs root: agentjail run drops to the run user")
+	}
+	// Outside /tmp and /var/tmp, which the jail covers with its own tmpfs.
+	dir, err := os.MkdirTemp("/var/lib", "agentjail-bench-claude-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	line := `{"type":"assistant","message":{"content":[{"type":"text","text":"` + strings.Repeat("x", 900) + `"}]},"session_id":"00000000-0000-0000-0000-000000000000"}` + "\n"
+	events := filepath.Join(dir, "events.jsonl")
+	chunk := strings.Repeat(line, (64<<20)/len(line))
+	reps := gib2Bytes / len(chunk)
+	if err := os.WriteFile(events, []byte(chunk), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	replay := fmt.Sprintf("i=0; while [ $i -lt %d ]; do cat %s; i=$((i+1)); done", reps, events)
+	claude := filepath.Join(dir, "claude")
+	if err := os.WriteFile(claude, []byte("#!/bin/sh\n"+replay+"\n"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	total := float64(reps * len(chunk))
+	for range b.N {
+		ref, subj := compare(b, "stream-json 2 GiB, parsed", samples(5),
+			"replay | cat", func() error { return devNull("sh", "-c", replay+" | cat") },
+			"agentjail run -- claude", func() error {
+				return devNull(agentjail, "run", "--", claude, "--print", "--output-format", "stream-json", "--verbose", "x")
+			})
+		share := ref.Seconds() / subj.Seconds()
+		fmt.Printf("%-28s cat %.0f MB/s, agentjail %.0f MB/s: %.3f× (target ≥ 0.9×)\n", "", total/1e6/ref.Seconds(), total/1e6/subj.Seconds(), share)
+		b.ReportMetric(share, "x-cat")
 	}
 }

@@ -56,6 +56,7 @@ func TestBadInput(t *testing.T) {
 		{"record in a missing directory", nil, []string{"--record", "/nonexistent/aj-dir/r.json"}, []string{"--record /nonexistent/aj-dir/r.json: cannot create a file in /nonexistent/aj-dir: no such file or directory"}},
 		{"log in a missing directory", nil, []string{"--log", "/nonexistent/agentjail/log"}, []string{"--log: open /nonexistent/agentjail/log: no such file or directory"}},
 		{"bad --env", nil, []string{"--env", "NOEQUALS"}, []string{`--env "NOEQUALS": write K=V`}},
+		{"results not a directory", nil, []string{"--results", "/etc/passwd"}, []string{"--results /etc/passwd: mkdir /etc/passwd: not a directory; choose a directory agentjail can create or write"}},
 		{"unknown flag", nil, []string{"--bogus"}, []string{"flag provided but not defined: -bogus", "agentjail run --help"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

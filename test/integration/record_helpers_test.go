@@ -69,10 +69,34 @@ type runRecord struct {
 		PidsMax    *int64            `json:"pids_max"`
 		MemoryMax  *int64            `json:"memory_max"`
 	} `json:"limits"`
-	Degradations []note   `json:"degradations"`
-	Violations   []note   `json:"violations"`
-	Warnings     []string `json:"warnings"`
-	Error        string   `json:"error"`
+	Degradations []note        `json:"degradations"`
+	Violations   []note        `json:"violations"`
+	Warnings     []string      `json:"warnings"`
+	Claude       *claudeRecord `json:"claude"`
+	Error        string        `json:"error"`
+}
+
+// claudeRecord is the record's `claude` object.
+type claudeRecord struct {
+	OutputFormat   string          `json:"output_format"`
+	SessionID      *string         `json:"session_id"`
+	Subtype        *string         `json:"subtype"`
+	IsError        *bool           `json:"is_error"`
+	NumTurns       *int            `json:"num_turns"`
+	TotalCostUSD   *float64        `json:"total_cost_usd"`
+	Usage          json.RawMessage `json:"usage"`
+	APIErrorStatus *int            `json:"api_error_status"`
+	Result         *string         `json:"result"`
+	ResultBytes    int             `json:"result_bytes"`
+	ParseError     *string         `json:"parse_error"`
+	Credentials    *struct {
+		Source      string `json:"source"`
+		Refreshed   bool   `json:"refreshed"`
+		WriteBack   bool   `json:"write_back"`
+		WrittenBack bool   `json:"written_back"`
+		Detail      string `json:"detail"`
+	} `json:"credentials"`
+	Transcripts []string `json:"transcripts"`
 }
 
 type signalEvent struct {

@@ -223,10 +223,20 @@ func TestSIGKILLOfAgentjailLeavesNoJailedProcess(t *testing.T) {
 	if _, err := supervise.SweepDead("/run/agentjail/runs", "/proc"); err != nil {
 		t.Errorf("SweepDead: %v", err)
 	}
+	staged := false
 	for _, st := range dead {
 		if fileExists(filepath.Join("/run/agentjail/runs", st.RunID+".json")) || st.Cgroup != "" && fileExists(st.Cgroup) {
 			t.Errorf("SweepDead left %s's state or cgroup %s", st.RunID, st.Cgroup)
 		}
+		// tier1's private Claude Code directory: a tmpfs in the run's
+		// staging directory.
+		staged = staged || st.Stage != ""
+		if st.Stage != "" && fileExists(st.Stage) {
+			t.Errorf("SweepDead left %s's staging directory %s", st.RunID, st.Stage)
+		}
+	}
+	if !staged {
+		t.Errorf("no dead run had a staging directory to sweep")
 	}
 }
 

@@ -1,0 +1,162 @@
+#!/bin/sh
+# ops-loop.sh — the Claude Ops loop on agentjail.
+#
+# Every CLAUDEOPS_INTERVAL seconds, one cycle:
+#   1. merge the baseline MCP config with each repository's
+#      .claude-ops/mcp.json (a shallow merge of mcpServers: a repository's
+#      server replaces the baseline's of the same name; repositories in
+#      name order) into the cycle's own mcp.json;
+#   2. run tier 1 (observe) jailed by `agentjail run --profile tier1`, with
+#      its timeouts; when it reports failure — a non-zero exit (an error, a
+#      timeout) or a last STATUS line other than "healthy" — run tier 2
+#      (safe remediation) in its own profile, and when that does not report
+#      "resolved", tier 3 (full remediation);
+#   3. keep one log and one run record per run, and the session
+#      transcripts, under CLAUDEOPS_RESULTS_DIR/<cycle>/.
+# Run it under `agentjail init` (the container's ENTRYPOINT), which reaps
+# and ends whatever a cycle leaves behind:
+#
+#   agentjail init -- examples/claude-ops/ops-loop.sh
+#
+# What a run may write: CLAUDEOPS_STATE_DIR in every tier (the agent's own
+# notes, e.g. cooldown.json), and the repositories in tiers 2 and 3. Their
+# .claude-ops/ directories stay read-only in every tier (the profiles
+# re-protect them), so no run can plant an MCP server or a prompt that a
+# later, more privileged tier would load; the cycle's mcp.json, logs and
+# records live under CLAUDEOPS_RESULTS_DIR, which no run may write, and
+# claude starts there, so no project settings or CLAUDE.md of an agent's
+# making are read either.
+#
+# Environment (defaults in brackets):
+#   CLAUDEOPS_INTERVAL      seconds between cycles [3600]
+#   CLAUDEOPS_CYCLES        stop after this many cycles; 0: never [0]
+#   CLAUDEOPS_REPOS_DIR     the repositories [/repos]
+#   CLAUDEOPS_STATE_DIR     the agent's writable state [/state]
+#   CLAUDEOPS_RESULTS_DIR   logs, records, transcripts, merged configs [/results]
+#   CLAUDEOPS_PROMPTS_DIR   tier1.md, tier2.md, tier3.md [beside this script]
+#   CLAUDEOPS_MCP_BASELINE  the baseline MCP config [mcp.baseline.json beside this script]
+#   CLAUDEOPS_TIERn_MODEL   claude's --model per tier [haiku, sonnet, opus]
+#   CLAUDEOPS_TIERn_TOOLS   claude's --allowedTools per tier
+#   CLAUDEOPS_TIERn_PROFILE agentjail profile per tier [tier1, tier2, tier3]
+#   CLAUDEOPS_TIERn_TIMEOUT, CLAUDEOPS_TIERn_IDLE
+#                           agentjail --timeout/--idle-timeout per tier [the profile's]
+#   CLAUDEOPS_USER          agentjail --user (when the loop runs as root)
+#   CLAUDEOPS_DRY_RUN       told to the agent [false]
+#   AGENTJAIL, CLAUDE       the two programs [agentjail, claude on the PATH]
+#
+# Needs node (there wherever Claude Code was installed with npm) for the
+# JSON work. Exits 0 after CLAUDEOPS_CYCLES cycles, 128+n on signal n.
+
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+: "${CLAUDEOPS_INTERVAL:=3600}" "${CLAUDEOPS_CYCLES:=0}"
+: "${CLAUDEOPS_REPOS_DIR:=/repos}" "${CLAUDEOPS_STATE_DIR:=/state}" "${CLAUDEOPS_RESULTS_DIR:=/results}"
+: "${CLAUDEOPS_PROMPTS_DIR:=$here/prompts}" "${CLAUDEOPS_MCP_BASELINE:=$here/mcp.baseline.json}"
+: "${CLAUDEOPS_TIER1_MODEL:=haiku}" "${CLAUDEOPS_TIER2_MODEL:=sonnet}" "${CLAUDEOPS_TIER3_MODEL:=opus}"
+: "${CLAUDEOPS_TIER1_TOOLS:=Bash,Read,Grep,Glob,WebFetch}"
+: "${CLAUDEOPS_TIER2_TOOLS:=Bash,Read,Grep,Glob,WebFetch,Edit,Write}"
+: "${CLAUDEOPS_TIER3_TOOLS:=Bash,Read,Grep,Glob,WebFetch,Edit,Write}"
+: "${CLAUDEOPS_DRY_RUN:=false}" "${AGENTJAIL:=agentjail}" "${CLAUDE:=claude}"
+
+log() { printf '%s ops-loop: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*" >&2; }
+
+# A signal ends the loop once the run in progress has ended: agentjail run
+# gets the same signal (init forwards it to the whole process group) and
+# ends its jail with the profile's grace.
+stopping=
+trap 'stopping=TERM' TERM
+trap 'stopping=INT' INT
+trap 'stopping=HUP' HUP
+stop_code() { case $stopping in TERM) echo 143 ;; INT) echo 130 ;; HUP) echo 129 ;; esac; }
+
+# merge_mcp OUT BASELINE [REPO_CONFIG...]: seed 004's merge, written
+# atomically. A file that is not JSON is skipped and said so.
+merge_mcp() {
+	node -e '
+const fs = require("fs");
+const [out, ...files] = process.argv.slice(1);
+let merged = {mcpServers: {}};
+files.forEach((f, i) => {
+	let doc;
+	try { doc = JSON.parse(fs.readFileSync(f, "utf8")); }
+	catch (e) { if (e.code !== "ENOENT") console.error(`ops-loop: skipping ${f}: ${e.message}`); return; }
+	if (i === 0) merged = {...doc, mcpServers: {}};
+	Object.assign(merged.mcpServers, doc.mcpServers || {});
+});
+fs.writeFileSync(out + ".tmp", JSON.stringify(merged, null, 2) + "\n");
+fs.renameSync(out + ".tmp", out);
+' "$@"
+}
+
+# report RECORD: the tier's report, claude's result text, from its record.
+report() {
+	node -e '
+const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+process.stdout.write((r.claude && r.claude.result) || "");
+' "$1" 2>/dev/null
+}
+
+# status TEXT: the word of the last "STATUS: word" line.
+status() { printf '%s\n' "$1" | sed -n 's/^[[:space:]]*STATUS:[[:space:]]*\([A-Za-z]*\).*/\1/p' | tail -n 1; }
+
+# run_tier N CYCLE_DIR REPORTS: one jailed claude run, told the earlier
+# tiers' reports; its exit code is agentjail's (claude's own, 124 for a
+# timeout, 125 for a jail that could not be made).
+run_tier() {
+	n=$1 dir=$2 reports=$3
+	eval "model=\$CLAUDEOPS_TIER${n}_MODEL tools=\$CLAUDEOPS_TIER${n}_TOOLS"
+	eval "profile=\${CLAUDEOPS_TIER${n}_PROFILE:-tier$n} timeout=\${CLAUDEOPS_TIER${n}_TIMEOUT:-} idle=\${CLAUDEOPS_TIER${n}_IDLE:-}"
+	prompt=$(cat "$CLAUDEOPS_PROMPTS_DIR/tier$n.md") || return 125
+	if [ -n "$reports" ]; then
+		prompt=$(printf '%s\n\nThe earlier tiers escalated to you. Their reports:\n%s\n' "$prompt" "$reports")
+	fi
+	context="Environment: CLAUDEOPS_TIER=$n CLAUDEOPS_DRY_RUN=$CLAUDEOPS_DRY_RUN CLAUDEOPS_STATE_DIR=$CLAUDEOPS_STATE_DIR CLAUDEOPS_REPOS_DIR=$CLAUDEOPS_REPOS_DIR CLAUDEOPS_RESULTS_DIR=$dir"
+	# MCP_CONNECTION_NONBLOCKING=false: the MCP servers are connected
+	# before the first model call (claude -p otherwise starts without them).
+	set -- run --profile "$profile" --write "$CLAUDEOPS_STATE_DIR" --chdir "$dir" --env MCP_CONNECTION_NONBLOCKING=false \
+		--log "$dir/tier$n.log" --record "$dir/tier$n.record.json" --results "$CLAUDEOPS_RESULTS_DIR/transcripts"
+	[ "$n" -gt 1 ] && set -- "$@" --write "$CLAUDEOPS_REPOS_DIR"
+	[ -n "${CLAUDEOPS_USER:-}" ] && set -- "$@" --user "$CLAUDEOPS_USER"
+	[ -n "$timeout" ] && set -- "$@" --timeout "$timeout"
+	[ -n "$idle" ] && set -- "$@" --idle-timeout "$idle"
+	log "tier $n ($profile, $model)"
+	"$AGENTJAIL" "$@" -- "$CLAUDE" --print --output-format json --model "$model" \
+		--mcp-config "$dir/mcp.json" --strict-mcp-config --allowedTools "$tools" \
+		--append-system-prompt "$context" -- "$prompt" >/dev/null </dev/null
+}
+
+cycle() {
+	dir=$CLAUDEOPS_RESULTS_DIR/$(date -u +%Y%m%dT%H%M%SZ)-$$-$1
+	mkdir -p "$dir" "$CLAUDEOPS_RESULTS_DIR/transcripts" && chmod 755 "$dir" || return
+	set -- "$CLAUDEOPS_MCP_BASELINE"
+	for repo in "$CLAUDEOPS_REPOS_DIR"/*/; do
+		[ -f "$repo.claude-ops/mcp.json" ] && set -- "$@" "$repo.claude-ops/mcp.json"
+	done
+	merge_mcp "$dir/mcp.json" "$@" || { log "cannot merge the MCP configs; cycle skipped"; return; }
+	reports=
+	for n in 1 2 3; do
+		run_tier "$n" "$dir" "$reports"
+		code=$?
+		text=$(report "$dir/tier$n.record.json")
+		word=$(status "$text")
+		log "tier $n: exit $code, status ${word:-none}"
+		[ -n "$stopping" ] && return
+		case $n:$code:$word in
+		1:0:healthy | [23]:0:resolved) return ;;
+		esac
+		reports=$(printf '%s\n\n--- tier %d (exit code %d) ---\n%s' "$reports" "$n" "$code" "${text:-(no report; see its record)}")
+	done
+	log "tier 3 did not resolve it; the operator must look: $dir"
+}
+
+i=0
+while :; do
+	i=$((i + 1))
+	cycle "$i"
+	[ -n "$stopping" ] && exit "$(stop_code)"
+	[ "$CLAUDEOPS_CYCLES" -gt 0 ] && [ "$i" -ge "$CLAUDEOPS_CYCLES" ] && exit 0
+	sleep "$CLAUDEOPS_INTERVAL" &
+	wait $! # a signal interrupts the wait, not just the sleep
+	kill $! 2>/dev/null
+	[ -n "$stopping" ] && exit "$(stop_code)"
+done
