@@ -30,7 +30,8 @@ RUN apt-get update \
  && npm install -g "@anthropic-ai/claude-code@${CLAUDE_CODE_VERSION}" \
  && npm cache clean --force \
  && rm -rf /var/lib/apt/lists/* \
- && useradd --uid 1000 --user-group --create-home --shell /bin/bash agent
+ && useradd --uid 1000 --user-group --create-home --shell /bin/bash agent \
+ && install -d -o 1000 -g 1000 /state /repos /results
 COPY --from=build /out/agentjail /usr/local/bin/agentjail
 COPY --from=build /out/seccomp-container.json /usr/share/agentjail/seccomp-container.json
 COPY examples/ /opt/agentjail/examples/
@@ -40,5 +41,6 @@ COPY examples/ /opt/agentjail/examples/
 USER 1000:1000
 WORKDIR /home/agent
 ENTRYPOINT ["agentjail", "init", "--"]
-# The ops loop (examples/claude-ops/, issue 7): one ops cycle per run, or a loop.
+# The ops loop: a cycle every CLAUDEOPS_INTERVAL seconds (CLAUDEOPS_CYCLES=1:
+# one). It reads /repos, lets the runs write /state, keeps results in /results.
 CMD ["/opt/agentjail/examples/claude-ops/ops-loop.sh"]

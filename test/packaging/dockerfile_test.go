@@ -150,6 +150,13 @@ func TestDockerfile(t *testing.T) {
 	if !strings.Contains(finalRuns, "useradd --uid 1000 --user-group") {
 		t.Error("runtime stage does not create the agent user with uid 1000")
 	}
+	// The ops loop's default directories, writable by the agent user.
+	if !strings.Contains(finalRuns, "install -d -o 1000 -g 1000 /state /repos /results") {
+		t.Error("runtime stage does not create /state, /repos and /results for uid 1000")
+	}
+	if want := makeVar(t, "CLAUDE_VERSION"); pin != nil && len(want) == 1 && pin[1] != want[0] {
+		t.Errorf("the image pins Claude Code %s, the end-to-end tests drive %s (Makefile CLAUDE_VERSION)", pin[1], want[0])
+	}
 
 	// USER: numeric 1000, the last one, after every RUN (which need root).
 	users := final.all("USER")
@@ -215,13 +222,9 @@ func TestDockerfile(t *testing.T) {
 	if src != "examples/claude-ops/ops-loop.sh" {
 		t.Fatalf("CMD %q is %q in the build context, want examples/claude-ops/ops-loop.sh", cmd, src)
 	}
-	t.Run("ops loop present", func(t *testing.T) {
-		if _, err := os.Stat(filepath.Join(repo, src)); os.IsNotExist(err) {
-			t.Skipf("%s is not in the tree yet: the Claude Code ops-loop example (issue 7) adds it", src)
-		} else if err != nil {
-			t.Fatal(err)
-		}
-	})
+	if fi, err := os.Stat(filepath.Join(repo, src)); err != nil || fi.Mode()&0o111 == 0 {
+		t.Errorf("CMD's %s is not an executable file in the tree: %v", src, err)
+	}
 }
 
 func argsOf(ins []instruction) []string {

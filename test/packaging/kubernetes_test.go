@@ -39,9 +39,9 @@ const namespace = "agentjail"
 // checkPod checks what every agentjail pod needs (docs/containers.md):
 // a user namespace and an unmasked /proc, the container profile from
 // `agentjail seccomp export --for-container`, a non-root user without
-// capabilities, the credentials read-only from a Secret, results on the
-// claim, and the image's own ENTRYPOINT (agentjail init) left alone.
-func checkPod(t *testing.T, where string, pod corev1.PodSpec, pvc string) {
+// capabilities, the API key read-only from a Secret, results and state on
+// their claims, and the image's own ENTRYPOINT (agentjail init) left alone.
+func checkPod(t *testing.T, where string, pod corev1.PodSpec, claims map[string]string) {
 	t.Helper()
 	errorf := func(format string, args ...any) { t.Helper(); t.Errorf(where+": "+format, args...) }
 	if pod.HostUsers == nil || *pod.HostUsers {
@@ -83,32 +83,39 @@ func checkPod(t *testing.T, where string, pod corev1.PodSpec, pvc string) {
 	for _, v := range pod.Volumes {
 		volumes[v.Name] = v
 	}
-	var secret, results bool
+	env := envMap(c)
+	mounted := map[string]corev1.VolumeMount{}
 	for _, m := range c.VolumeMounts {
-		v, ok := volumes[m.Name]
-		switch {
-		case !ok:
+		if _, ok := volumes[m.Name]; !ok {
 			errorf("volumeMount %s: no such volume", m.Name)
-		case v.Secret != nil:
-			secret = true
-			if !m.ReadOnly || m.MountPath != "/home/agent/.claude/.credentials.json" || m.SubPath != "credentials.json" {
-				errorf("credentials mount %+v: want credentials.json read-only at /home/agent/.claude/.credentials.json", m)
-			}
-			if v.Secret.DefaultMode == nil || *v.Secret.DefaultMode&0o007 != 0 {
-				errorf("credentials volume must not be readable by others: %+v", v.Secret)
-			}
-		case v.PersistentVolumeClaim != nil:
-			results = true
-			if v.PersistentVolumeClaim.ClaimName != pvc || m.MountPath != "/results" || m.ReadOnly {
-				errorf("results mount %+v from %+v: want claim %s writable at /results", m, v.PersistentVolumeClaim, pvc)
-			}
+		}
+		mounted[m.MountPath] = m
+	}
+	// The API key: a Secret mounted read-only, read by the ops loop from
+	// ANTHROPIC_API_KEY_FILE, never a value in the pod's spec.
+	keyDir := filepath.Dir(env["ANTHROPIC_API_KEY_FILE"])
+	if m, ok := mounted[keyDir]; !ok || volumes[m.Name].Secret == nil || !m.ReadOnly || m.SubPath != "" {
+		errorf("ANTHROPIC_API_KEY_FILE %q: want a file of a Secret mounted read-only (whole, so rotation reaches it), got %+v", env["ANTHROPIC_API_KEY_FILE"], m)
+	} else if mode := volumes[m.Name].Secret.DefaultMode; mode == nil || *mode&0o007 != 0 {
+		errorf("the Secret must not be readable by others: defaultMode %v", mode)
+	}
+	for _, e := range c.Env {
+		if strings.HasPrefix(e.Name, "ANTHROPIC_API_KEY") && e.Name != "ANTHROPIC_API_KEY_FILE" || e.ValueFrom != nil {
+			errorf("env %s: the key comes from the mounted file only", e.Name)
 		}
 	}
-	if !secret || !results {
-		errorf("want the credentials from a Secret and the results on a claim (secret %v, results %v)", secret, results)
-	}
-	if env := envMap(c); env["CLAUDEOPS_RESULTS_DIR"] != "/results" {
-		errorf("CLAUDEOPS_RESULTS_DIR = %q, want /results", env["CLAUDEOPS_RESULTS_DIR"])
+	// The ops loop's directories: results and state on their claims, the
+	// repositories on a volume.
+	for dir, claim := range map[string]string{"CLAUDEOPS_RESULTS_DIR": claims["results"], "CLAUDEOPS_STATE_DIR": claims["state"], "CLAUDEOPS_REPOS_DIR": ""} {
+		m, ok := mounted[env[dir]]
+		switch {
+		case env[dir] == "" || !ok:
+			errorf("%s = %q: not a mounted volume", dir, env[dir])
+		case m.ReadOnly:
+			errorf("%s is mounted read-only", dir)
+		case claim != "" && (volumes[m.Name].PersistentVolumeClaim == nil || volumes[m.Name].PersistentVolumeClaim.ClaimName != claim):
+			errorf("%s: volume %+v, want claim %s", dir, volumes[m.Name], claim)
+		}
 	}
 }
 
@@ -130,10 +137,14 @@ func TestKubernetesManifests(t *testing.T) {
 		t.Errorf("namespace.yaml: %s %s labels %v: want Namespace %s enforcing privileged (procMount: Unmasked is a privileged field)", ns.Kind, ns.Name, ns.Labels, namespace)
 	}
 
-	var pvc corev1.PersistentVolumeClaim
-	decodeStrict(t, "pvc.yaml", &pvc)
-	if pvc.Kind != "PersistentVolumeClaim" || pvc.Namespace != namespace || !slices.Equal(pvc.Spec.AccessModes, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}) {
-		t.Errorf("pvc.yaml: %s %s/%s %v", pvc.Kind, pvc.Namespace, pvc.Name, pvc.Spec.AccessModes)
+	claims := map[string]string{}
+	for _, what := range []string{"results", "state"} {
+		var pvc corev1.PersistentVolumeClaim
+		decodeStrict(t, "pvc-"+what+".yaml", &pvc)
+		if pvc.Kind != "PersistentVolumeClaim" || pvc.Namespace != namespace || !slices.Equal(pvc.Spec.AccessModes, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}) {
+			t.Errorf("pvc-%s.yaml: %s %s/%s %v", what, pvc.Kind, pvc.Namespace, pvc.Name, pvc.Spec.AccessModes)
+		}
+		claims[what] = pvc.Name
 	}
 
 	var cj batchv1.CronJob
@@ -148,7 +159,7 @@ func TestKubernetesManifests(t *testing.T) {
 	if job.BackoffLimit == nil || *job.BackoffLimit != 0 || job.ActiveDeadlineSeconds == nil || job.Template.Spec.RestartPolicy != corev1.RestartPolicyNever {
 		t.Errorf("cronjob.yaml: backoffLimit %v, activeDeadlineSeconds %v, restartPolicy %q: want 0, a backstop, Never", job.BackoffLimit, job.ActiveDeadlineSeconds, job.Template.Spec.RestartPolicy)
 	}
-	checkPod(t, "cronjob.yaml", job.Template.Spec, pvc.Name)
+	checkPod(t, "cronjob.yaml", job.Template.Spec, claims)
 	if env := envMap(job.Template.Spec.Containers[0]); env["CLAUDEOPS_CYCLES"] != "1" {
 		t.Errorf("cronjob.yaml: CLAUDEOPS_CYCLES = %q, want 1 (one ops cycle per schedule)", env["CLAUDEOPS_CYCLES"])
 	}
@@ -169,7 +180,7 @@ func TestKubernetesManifests(t *testing.T) {
 	if p := dep.Spec.Template.Spec.RestartPolicy; p != "" && p != corev1.RestartPolicyAlways {
 		t.Errorf("deployment.yaml: restartPolicy %q", p)
 	}
-	checkPod(t, "deployment.yaml", dep.Spec.Template.Spec, pvc.Name)
+	checkPod(t, "deployment.yaml", dep.Spec.Template.Spec, claims)
 	if env := envMap(dep.Spec.Template.Spec.Containers[0]); env["CLAUDEOPS_CYCLES"] != "" || env["CLAUDEOPS_INTERVAL"] == "" {
 		t.Errorf("deployment.yaml: CLAUDEOPS_CYCLES %q, CLAUDEOPS_INTERVAL %q: want a loop with an interval", env["CLAUDEOPS_CYCLES"], env["CLAUDEOPS_INTERVAL"])
 	}
