@@ -9,24 +9,29 @@ LDFLAGS   := -X main.version=$(VERSION)
 # Debian packages: what agentjail needs to build and run, then what the
 # tests and benchmarks drive.
 RUNTIME_PKGS := bubblewrap libseccomp-dev gcc pkg-config
-TEST_PKGS    := runc tini dumb-init catatonit socat ripgrep ruby iproute2 procps util-linux
+TEST_PKGS    := runc tini dumb-init catatonit socat ripgrep ruby iproute2 procps util-linux file
 BENCH_PKGS   := hyperfine
+# make release cross-builds arm64 with cgo (Debian's multiarch archive only).
+RELEASE_PKGS := gcc-aarch64-linux-gnu libc6-dev-arm64-cross libseccomp-dev:arm64
 
 # The Claude Code release the end-to-end tests drive, installed with npm
-# where the jails can see it (not under /tmp or a home).
+# where the jails can see it (not under /tmp or a home). The Dockerfile pins
+# the same one (a test checks).
 CLAUDE_VERSION := 2.1.197
 export AGENTJAIL_TEST_CLAUDE_DIR ?= /var/cache/agentjail-test/claude
 
-.PHONY: all deps deps-bench claude build demo test test-short escapes bench fuzz profiles clean
+.PHONY: all deps deps-bench claude build release image demo test test-short escapes bench fuzz profiles vagrant-test kubernetes-seccomp clean
 
 all: build
 
-# deps installs only the missing packages (apt-get update runs only then).
+# deps installs only the missing packages (the package index is refreshed
+# only then) and checks for Go >= 1.21; .ci/provision is shared with the
+# Vagrant boxes (Debian, Ubuntu, Fedora).
 deps:
-	@./.ci/deps $(RUNTIME_PKGS) $(TEST_PKGS)
+	@./.ci/provision $(RUNTIME_PKGS) $(TEST_PKGS) $(RELEASE_PKGS)
 
 deps-bench:
-	@./.ci/deps $(RUNTIME_PKGS) $(TEST_PKGS) $(BENCH_PKGS)
+	@./.ci/provision $(RUNTIME_PKGS) $(TEST_PKGS) $(BENCH_PKGS)
 
 # claude installs Claude Code for the tests when missing; when npm or its
 # registry cannot be reached, the tests that run claude skip and say so.
@@ -36,6 +41,17 @@ claude:
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/agentjail
 
+# release builds dist/agentjail-$(VERSION)-linux-{amd64,arm64} with cgo and
+# libseccomp and SHA256SUMS, and refuses a binary without them.
+release:
+	@./.ci/provision $(RUNTIME_PKGS) $(RELEASE_PKGS)
+	VERSION=$(VERSION) ./.ci/release dist
+
+# image builds the container image (Dockerfile, docs/containers.md). It needs
+# a Docker engine: make test checks the Dockerfile statically instead.
+image:
+	docker build --build-arg VERSION=$(VERSION) -t agentjail:$(VERSION) .
+
 # demo jails a shell on the built-in tier1 profile: a write to a protected
 # .env is refused, a write to its writable root is allowed.
 demo: deps build
@@ -43,9 +59,13 @@ demo: deps build
 
 # test runs every test; those needing root and bubblewrap run here (as root),
 # then each fuzz target briefly (make fuzz runs them longer).
+# test/packaging runs on its own, after the rest: it compiles release builds
+# (arm64 with cgo), which on 2 cores would starve the timing-sensitive jail
+# tests (idle timeouts) running beside it.
 test: deps profiles claude
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 15m ./...
+	$(GO) test -count=1 -timeout 15m $$($(GO) list ./... | grep -v /test/packaging)
+	$(GO) test -count=1 -timeout 10m ./test/packaging/
 	$(GO) test -run '^$$' -fuzz '^FuzzImport$$' -fuzztime 10s -fuzzminimizetime 2s ./seccomp/
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime 10s -fuzzminimizetime 2s ./policy/
 	$(GO) test -run '^$$' -fuzz '^FuzzParser$$' -fuzztime 10s -fuzzminimizetime 2s ./claude/
@@ -71,5 +91,16 @@ fuzz: profiles
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $${FUZZTIME:-5m} ./policy/
 	$(GO) test -run '^$$' -fuzz '^FuzzParser$$' -fuzztime $${FUZZTIME:-5m} ./claude/
 
+# kubernetes-seccomp regenerates the Localhost seccomp profile the
+# Kubernetes manifests use (a test fails when it is stale).
+kubernetes-seccomp:
+	$(GO) run ./cmd/agentjail seccomp export --for-container > deploy/kubernetes/seccomp/agentjail-container.json
+
+# vagrant-test runs make test in each Vagrant machine (Ubuntu 24.04, Debian
+# 12, Fedora), or in those named by VMS="debian-12 ...". Needs Vagrant and a
+# hypervisor; see docs/vagrant.md.
+vagrant-test:
+	@./.ci/vagrant-test $(VMS)
+
 clean:
-	rm -rf bin
+	rm -rf bin dist

@@ -95,6 +95,12 @@ func bwrapCheck(b bwrap.Info, err error) Check {
 	return c
 }
 
+// apparmorFix is how Ubuntu's user-namespace restriction is lifted for
+// agentjail without breaking the agent's own sandbox: Ubuntu's
+// bwrap-userns-restrict stacks what bwrap runs with unpriv_bwrap, which has
+// `audit deny capability`, so an inner bwrap could not build its namespaces.
+const apparmorFix = "allow user namespaces for bwrap with an AppArmor profile that keeps what bwrap runs in it: `userns,` in an unconfined-mode profile attached to /usr/bin/bwrap (docs/apparmor.md; Ubuntu's bwrap-userns-restrict is not enough, it denies the agent's own sandbox every capability), or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
+
 func usernsCheck(h Host) Check {
 	c := Check{Name: CheckUserns, Status: Pass}
 	var vals []string
@@ -121,7 +127,7 @@ func usernsCheck(h Host) Check {
 	case h.Sysctls["kernel.apparmor_restrict_unprivileged_userns"] == "1":
 		c.Status = Warn
 		c.Cause = "AppArmor restricts unprivileged user namespaces (Ubuntu >= 23.10): a program without an AppArmor profile that allows them gets a namespace without capabilities, so it cannot write its uid map or bring up loopback; the probes below show whether bwrap and unshare are allowed here"
-		c.Fix = "if they fail: allow user namespaces for bwrap with an AppArmor profile (Ubuntu ships bwrap-userns-restrict in apparmor-profiles), or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
+		c.Fix = "if they fail: " + apparmorFix
 	}
 	return c
 }
@@ -150,6 +156,9 @@ func containerCheck(h Host) Check {
 	c := Check{Name: CheckContainer, Status: Pass, Detail: "not in a container, as far as /.dockerenv, /run/.containerenv, a service-account token and pid 1's environment tell"}
 	if h.Container != "" {
 		c.Detail = "in a container: " + h.Container + "; its /proc masks and seccomp profile decide the probes below"
+	}
+	if h.AppArmor != "" && h.AppArmor != "unconfined" {
+		c.Detail += "; confined by the AppArmor profile " + h.AppArmor
 	}
 	return c
 }
@@ -315,10 +324,14 @@ func explain(msg string, h Host, j Jail, outer bool) (cause, fix string) {
 	case has("uid map", "uid_map", "gid_map", "setgroups", "RTM_NEWADDR", "loopback"):
 		if h.Sysctls["kernel.apparmor_restrict_unprivileged_userns"] == "1" {
 			return "AppArmor (kernel.apparmor_restrict_unprivileged_userns=1) lets the namespace be created but withholds the capabilities needed inside it: writing the uid map, bringing up loopback",
-				"allow user namespaces for bwrap with an AppArmor profile (Ubuntu: bwrap-userns-restrict in apparmor-profiles), or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
+				apparmorFix
 		}
 		return "the process that creates the namespace lacks the capabilities to write its uid map or set up loopback: a root agent with every capability dropped cannot (bwrap --cap-drop ALL), nor can a process an LSM (AppArmor, SELinux) confines",
 			"run the agent as an unprivileged uid (agentjail's free profiles do; avoid --user root), and check `dmesg` for AppArmor or SELinux denials"
+	case has("Permission denied") && h.AppArmor != "" && h.AppArmor != "unconfined":
+		// AppArmor answers EACCES; a seccomp filter answers EPERM.
+		return "the AppArmor profile " + h.AppArmor + " confines agentjail and denies what bubblewrap needs (Docker's docker-default and the container runtimes' defaults deny mount)",
+			"run the container with --security-opt apparmor=unconfined (Kubernetes: securityContext.appArmorProfile: {type: Unconfined}), or a profile that allows mount, pivot_root and userns; `dmesg` shows the denials"
 	case has("Operation not permitted", "No permissions to creat", "Permission denied"):
 		switch {
 		case h.SeccompMode != "" && h.SeccompMode != "0":
@@ -327,7 +340,7 @@ func explain(msg string, h Host, j Jail, outer bool) (cause, fix string) {
 		case h.Sysctls["kernel.unprivileged_userns_clone"] == "0":
 			return "kernel.unprivileged_userns_clone=0 forbids user namespaces to unprivileged users", "sysctl -w kernel.unprivileged_userns_clone=1"
 		case h.Sysctls["kernel.apparmor_restrict_unprivileged_userns"] == "1":
-			return "AppArmor (kernel.apparmor_restrict_unprivileged_userns=1) refuses the namespace", "allow user namespaces for bwrap with an AppArmor profile, or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
+			return "AppArmor (kernel.apparmor_restrict_unprivileged_userns=1) refuses the namespace", apparmorFix
 		}
 		return "a security policy refuses to create namespaces: a seccomp filter (a container's profile), AppArmor or SELinux",
 			"in a container, use the profile from `agentjail seccomp export --for-container`; check `dmesg` for AppArmor or SELinux denials"

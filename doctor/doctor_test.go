@@ -26,6 +26,7 @@ func TestReadHost(t *testing.T) {
 		"proc/self/cgroup":                                      file("0::/docker/abc\n"),
 		"sys/fs/cgroup/docker/abc/cgroup.controllers":           file("cpu memory pids\n"),
 		"run/.containerenv":                                     file(""),
+		"proc/self/attr/apparmor/current":                       file("docker-default (enforce)\n"),
 	}
 	h := ReadHost(root)
 	if h.Sysctls["user.max_user_namespaces"] != "15000" || h.Sysctls["kernel.apparmor_restrict_unprivileged_userns"] != "1" {
@@ -34,8 +35,8 @@ func TestReadHost(t *testing.T) {
 	if _, ok := h.Sysctls["kernel.unprivileged_userns_clone"]; ok {
 		t.Error("an absent knob was read")
 	}
-	if h.UIDMap != "1000 0 1" || h.SeccompMode != "2" || h.Container != "podman (/run/.containerenv)" {
-		t.Errorf("uid_map %q, seccomp %q, container %q", h.UIDMap, h.SeccompMode, h.Container)
+	if h.UIDMap != "1000 0 1" || h.SeccompMode != "2" || h.Container != "podman (/run/.containerenv)" || h.AppArmor != "docker-default (enforce)" {
+		t.Errorf("uid_map %q, seccomp %q, container %q, apparmor %q", h.UIDMap, h.SeccompMode, h.Container, h.AppArmor)
 	}
 	if got := mounts.ProcCovers(h.Mounts); len(got) != 1 || got[0] != "/proc/kcore" {
 		t.Errorf("covers = %q (mounts %v, %v)", got, h.Mounts, h.MountsErr)
@@ -45,7 +46,7 @@ func TestReadHost(t *testing.T) {
 	}
 
 	bare := ReadHost(fstest.MapFS{})
-	if bare.MountsErr == nil || bare.Container != "" || bare.SeccompMode != "" {
+	if bare.MountsErr == nil || bare.Container != "" || bare.SeccompMode != "" || bare.AppArmor != "" {
 		t.Errorf("empty root: %+v", bare)
 	}
 }
@@ -126,7 +127,7 @@ func TestDiagnose(t *testing.T) {
 			[]string{"user.max_user_namespaces=0", "sysctl -w user.max_user_namespaces="}},
 		{"ubuntu apparmor knob", func(h *Host, _ *bwrap.Info, _ *error, _ *Jail) {
 			h.Sysctls["kernel.apparmor_restrict_unprivileged_userns"] = "1"
-		}, true, CheckUserns, Warn, []string{"AppArmor restricts unprivileged user namespaces", "bwrap-userns-restrict"}},
+		}, true, CheckUserns, Warn, []string{"AppArmor restricts unprivileged user namespaces", "unconfined-mode profile attached to /usr/bin/bwrap", "docs/apparmor.md"}},
 		{"inside bwrap --disable-userns", func(h *Host, _ *bwrap.Info, _ *error, j *Jail) {
 			h.UIDMap = "1000 0 1"
 			j.Started, j.Stderr, j.Probes = false, enospc+"\n", nil
@@ -152,12 +153,19 @@ func TestDiagnose(t *testing.T) {
 			h.SeccompMode = "2"
 			j.Probes[ProbeUserns] = Probe{Exit: 1, Output: "unshare: unshare failed: Operation not permitted"}
 		}, false, CheckInnerUser, Fail, []string{"seccomp filter on agentjail's own process", "agentjail seccomp export --for-container"}},
+		{"container apparmor denies mount", func(h *Host, _ *bwrap.Info, _ *error, j *Jail) {
+			h.SeccompMode, h.AppArmor = "2", "docker-default (enforce)"
+			j.Started, j.Stderr, j.Probes = false, "bwrap: Failed to make / slave: Permission denied\n", nil
+		}, false, CheckJail, Fail, []string{"the AppArmor profile docker-default (enforce) confines agentjail", "--security-opt apparmor=unconfined", "appArmorProfile: {type: Unconfined}"}},
+		{"container apparmor noted", func(h *Host, _ *bwrap.Info, _ *error, _ *Jail) {
+			h.Container, h.AppArmor = "docker (/.dockerenv)", "docker-default (enforce)"
+		}, true, CheckContainer, Pass, []string{"confined by the AppArmor profile docker-default (enforce)"}},
 		{"container seccomp noted", func(h *Host, _ *bwrap.Info, _ *error, _ *Jail) { h.SeccompMode = "2" }, true, CheckSeccomp, Warn,
 			[]string{"already runs under a seccomp filter", "--for-container"}},
 		{"apparmor withholds loopback", func(h *Host, _ *bwrap.Info, _ *error, j *Jail) {
 			h.Sysctls["kernel.apparmor_restrict_unprivileged_userns"] = "1"
 			j.Probes[ProbeNet] = Probe{Exit: 1, Output: "bwrap: loopback: Failed RTM_NEWADDR: Operation not permitted"}
-		}, false, CheckInnerNet, Fail, []string{"RTM_NEWADDR", "AppArmor (kernel.apparmor_restrict_unprivileged_userns=1)", "bwrap-userns-restrict"}},
+		}, false, CheckInnerNet, Fail, []string{"RTM_NEWADDR", "AppArmor (kernel.apparmor_restrict_unprivileged_userns=1)", "unconfined-mode profile attached to /usr/bin/bwrap", "docs/apparmor.md"}},
 		{"capless root cannot map uids", func(h *Host, _ *bwrap.Info, _ *error, j *Jail) {
 			j.Probes[ProbeProc] = Probe{Exit: 1, Output: "bwrap: setting up uid map: Operation not permitted"}
 		}, false, CheckInnerProc, Fail, []string{"capabilities to write its uid map", "--cap-drop ALL", "unprivileged uid"}},

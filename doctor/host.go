@@ -23,6 +23,9 @@ type Host struct {
 	// a filter is applied to agentjail itself; "" when the kernel has no
 	// seccomp at all.
 	SeccompMode string
+	// AppArmor is the AppArmor label confining agentjail, e.g.
+	// "docker-default (enforce)"; "unconfined" or "" when none does.
+	AppArmor string
 	// Container names the container agentjail runs in and the evidence
 	// ("docker (/.dockerenv)"); "" when nothing says it is in one.
 	Container string
@@ -77,6 +80,16 @@ func ReadHost(root fs.FS) Host {
 		for sc.Scan() {
 			if v, ok := strings.CutPrefix(sc.Text(), "Seccomp:"); ok {
 				h.SeccompMode = strings.TrimSpace(v)
+			}
+		}
+	}
+	// attr/apparmor/current since Linux 5.8 (the LSM-specific file); the
+	// shared attr/current says the same when AppArmor is the major LSM.
+	for _, f := range []string{"proc/self/attr/apparmor/current", "proc/self/attr/current"} {
+		if data, err := fs.ReadFile(root, f); err == nil {
+			if v := strings.TrimSpace(strings.TrimRight(string(data), "\x00")); strings.HasSuffix(v, ")") || v == "unconfined" {
+				h.AppArmor = v
+				break
 			}
 		}
 	}

@@ -42,6 +42,7 @@
 #                           agentjail --timeout/--idle-timeout per tier [the profile's]
 #   CLAUDEOPS_USER          agentjail --user (when the loop runs as root)
 #   CLAUDEOPS_DRY_RUN       told to the agent [false]
+#   ANTHROPIC_API_KEY_FILE  a file holding the API key (a Secret mounted read-only)
 #   AGENTJAIL, CLAUDE       the two programs [agentjail, claude on the PATH]
 #
 # Needs node (there wherever Claude Code was installed with npm) for the
@@ -59,6 +60,13 @@ here=$(cd "$(dirname "$0")" && pwd)
 : "${CLAUDEOPS_DRY_RUN:=false}" "${AGENTJAIL:=agentjail}" "${CLAUDE:=claude}"
 
 log() { printf '%s ops-loop: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*" >&2; }
+
+# The API key from a file: a Kubernetes Secret (or any secret) mounted
+# read-only, rather than a value in the pod's environment.
+if [ -n "${ANTHROPIC_API_KEY_FILE:-}" ]; then
+	ANTHROPIC_API_KEY=$(cat "$ANTHROPIC_API_KEY_FILE") || { log "cannot read ANTHROPIC_API_KEY_FILE ($ANTHROPIC_API_KEY_FILE)"; exit 1; }
+	export ANTHROPIC_API_KEY
+fi
 
 # A signal ends the loop once the run in progress has ended: agentjail run
 # gets the same signal (init forwards it to the whole process group) and
