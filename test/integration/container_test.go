@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -53,6 +54,21 @@ type container struct {
 // exit code. It fails the test if runc itself fails or the container does
 // not finish within two minutes.
 func (c container) run(t *testing.T, id string) result {
+	t.Helper()
+	return c.start(t, id).wait(t)
+}
+
+// runningContainer is a container whose `runc run` has started.
+type runningContainer struct {
+	name           string
+	cmd            *exec.Cmd
+	ctx            context.Context
+	cancel         context.CancelFunc
+	stdout, stderr *bytes.Buffer
+}
+
+// start starts the container under runc; wait collects it.
+func (c container) start(t *testing.T, id string) *runningContainer {
 	t.Helper()
 	bundle := t.TempDir()
 	rootfs := filepath.Join(bundle, "rootfs")
@@ -115,16 +131,24 @@ func (c container) run(t *testing.T, id string) result {
 	if err := os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	name := "agentjail-it-" + id + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "runc", "run", "--bundle", bundle, name)
-	t.Cleanup(func() { exec.Command("runc", "delete", "--force", name).Run() })
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("container %s did not finish in two minutes:\n%s\n%s", id, stdout.String(), stderr.String())
+	r := &runningContainer{name: "agentjail-it-" + id + "-" + strconv.FormatInt(time.Now().UnixNano(), 36), stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}}
+	r.ctx, r.cancel = context.WithTimeout(context.Background(), 2*time.Minute)
+	r.cmd = exec.CommandContext(r.ctx, "runc", "run", "--bundle", bundle, r.name)
+	r.cmd.Stdout, r.cmd.Stderr = r.stdout, r.stderr
+	t.Cleanup(func() { exec.Command("runc", "delete", "--force", r.name).Run() })
+	if err := r.cmd.Start(); err != nil {
+		r.cancel()
+		t.Fatalf("runc run: %v", err)
+	}
+	return r
+}
+
+func (r *runningContainer) wait(t *testing.T) result {
+	t.Helper()
+	defer r.cancel()
+	err := r.cmd.Wait()
+	if r.ctx.Err() != nil {
+		t.Fatalf("container %s did not finish in two minutes:\n%s\n%s", r.name, r.stdout.String(), r.stderr.String())
 	}
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
@@ -132,7 +156,7 @@ func (c container) run(t *testing.T, id string) result {
 	} else if err != nil {
 		t.Fatalf("runc run: %v", err)
 	}
-	return result{stdout.String(), stderr.String(), code}
+	return result{r.stdout.String(), r.stderr.String(), code}
 }
 
 // runcWithSeccomp runs `agentjail run --profile tier1 -- bwrap ... true`
@@ -202,6 +226,10 @@ var containerUsers = []struct {
 	{"uid 1000 without capabilities", container{uid: runUID, caps: []string{}, noNewPrivileges: true, env: []string{"HOME=/tmp"}}},
 }
 
+// pid1 makes agentjail the container's init, as the image's ENTRYPOINT
+// (agentjail init --) does.
+var pid1 = []string{"/aj/agentjail", "init", "--"}
+
 // forContainer is `agentjail seccomp export --for-container`.
 func forContainer(t *testing.T) []byte {
 	t.Helper()
@@ -223,7 +251,7 @@ func TestContainerUnmaskedProc(t *testing.T) {
 			t.Parallel()
 			c := u.c
 			c.seccomp = profile
-			c.args = []string{"/aj/agentjail", "run", "--profile", "tier1", "--user", strconv.Itoa(runUID), "--", "sh", "-c", innerScript(innerColumns)}
+			c.args = slices.Concat(pid1, []string{"/aj/agentjail", "run", "--profile", "tier1", "--user", strconv.Itoa(runUID), "--", "sh", "-c", innerScript(innerColumns)})
 			r := c.run(t, "unmasked")
 			wantCode(t, r, 0)
 			if strings.Contains(r.stderr, "degraded") {
@@ -283,7 +311,7 @@ func TestContainerMaskedProc(t *testing.T) {
 			}
 
 			marker, closedRec := filepath.Join(dir, "ran"), filepath.Join(dir, "closed.json")
-			c.args = append(append([]string{"/aj/agentjail", "run", "--record", closedRec, "--write", dir}, user...), "--", "touch", marker)
+			c.args = slices.Concat(pid1, []string{"/aj/agentjail", "run", "--record", closedRec, "--write", dir}, user, []string{"--", "touch", marker})
 			r = c.run(t, "masked-run")
 			wantCode(t, r, 125)
 			for _, want := range []string{"cannot mount a fresh /proc in the jail", "/proc/timer_list", "run `agentjail doctor`"} {
@@ -303,15 +331,16 @@ func TestContainerMaskedProc(t *testing.T) {
 				{"inner bwrap with a fresh /proc", innerColumns[1].cmd},
 				{"inner bwrap binding /proc", "bwrap --ro-bind / / --unshare-user --unshare-pid --bind /proc /proc --dev /dev true"},
 				{"masked path stays masked", "test ! -s /proc/timer_list"},
+				{"the container's processes show: pid 1 is agentjail init", `{ tr '\0' ' ' </proc/1/cmdline | grep -q "^/aj/agentjail init -- "; }`},
 			}
 			rec := filepath.Join(dir, "degraded.json")
-			c.args = append(append([]string{"/aj/agentjail", "run", "--record", rec, "--profile", filepath.Join(profiles, "weak.yaml")}, user...), "--", "sh", "-c", innerScript(cols))
+			c.args = slices.Concat(pid1, []string{"/aj/agentjail", "run", "--record", rec, "--profile", filepath.Join(profiles, "weak.yaml")}, user, []string{"--", "sh", "-c", innerScript(cols)})
 			r = c.run(t, "masked-fallback")
 			wantCode(t, r, 0)
 			if !strings.Contains(r.stderr, "agentjail: degraded: no fresh /proc") || !strings.Contains(r.stderr, "/proc/timer_list") {
 				t.Errorf("stderr does not name the degradation:\n%s", r.stderr)
 			}
-			for i, want := range []bool{true, false, true, true} {
+			for i, want := range []bool{true, false, true, true, true} {
 				if got := parseInner(t, r.stdout, len(cols))[i]; (got.exit == 0) != want {
 					t.Errorf("%s: exit %d, want success %v:\n%s", cols[i].name, got.exit, want, got.output)
 				}
@@ -364,5 +393,27 @@ func TestContainerDockerSeccompDoctor(t *testing.T) {
 	if j.Status != doctor.Fail || !strings.Contains(j.Cause, "seccomp filter on agentjail's own process refuses to create namespaces") ||
 		!strings.Contains(j.Fix, "--security-opt seccomp=FILE") || !strings.Contains(j.Fix, "agentjail seccomp export --for-container") {
 		t.Errorf("jail: %+v", j)
+	}
+}
+
+// TestContainerStop is `docker stop` and a pod's termination: SIGTERM to
+// the container's PID 1, agentjail init, reaches the run, which ends its
+// jail, and the container exits by itself (no SIGKILL is ever sent) with
+// the run's exit code for SIGTERM.
+func TestContainerStop(t *testing.T) {
+	jailed(t)
+	dir := workspace(t)
+	marker := filepath.Join(dir, "started")
+	c := containerUsers[1].c
+	c.seccomp, c.binds = forContainer(t), []string{dir}
+	c.args = slices.Concat(pid1, []string{"/aj/agentjail", "run", "--write", dir, "--", "sh", "-c", "touch " + marker + "; exec sleep 600"})
+	running := c.start(t, "stop")
+	waitFor(t, func() bool { return fileExists(marker) })
+	if out, err := exec.Command("runc", "kill", running.name, "TERM").CombinedOutput(); err != nil {
+		t.Fatalf("runc kill: %v\n%s", err, out)
+	}
+	r := running.wait(t)
+	if r.code != 128+int(syscall.SIGTERM) {
+		t.Errorf("exit code %d, want %d (the run ended by SIGTERM)\nstdout:\n%s\nstderr:\n%s", r.code, 128+int(syscall.SIGTERM), r.stdout, r.stderr)
 	}
 }
