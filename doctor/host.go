@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/agentjail/agentjail/mounts"
+	"github.com/agentjail/agentjail/supervise"
 )
 
 // Host is what doctor reads about the machine agentjail runs on.
@@ -115,11 +116,7 @@ func ReadHost(root fs.FS) Host {
 		f.Close()
 	}
 	if data, err := fs.ReadFile(root, "proc/self/cgroup"); err == nil {
-		for _, l := range strings.Split(string(data), "\n") {
-			if p, ok := strings.CutPrefix(l, "0::"); ok {
-				h.Cgroup = p
-			}
-		}
+		h.Cgroup, _ = supervise.OwnCgroupPath(string(data))
 	}
 	if dir := CgroupDir(h); dir != "" {
 		if data, err := fs.ReadFile(root, strings.TrimPrefix(path.Join(dir, "cgroup.controllers"), "/")); err == nil {
@@ -143,9 +140,8 @@ func cgroup2Mount(h Host) string {
 
 // CgroupDir is the directory of this process's cgroup v2, or "".
 func CgroupDir(h Host) string {
-	mp := cgroup2Mount(h)
-	if mp == "" || h.Cgroup == "" {
+	if h.Cgroup == "" {
 		return ""
 	}
-	return path.Join(mp, h.Cgroup)
+	return supervise.CgroupDir(h.Mounts, h.Cgroup)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"slices"
 	"strconv"
@@ -151,7 +152,7 @@ func Render(in Input) (Plan, error) {
 			r.mount("--ro-bind-try", p, p)
 		}
 	}
-	roots := sortedClean(in.Policy.Filesystem.Write)
+	roots := WritableRoots(in.Policy)
 	for _, p := range roots {
 		r.mount("--bind", p, p)
 	}
@@ -327,10 +328,13 @@ func (r *renderer) base() {
 func (r *renderer) tmpfs() {
 	mounts := r.p.Filesystem.Tmpfs
 	if _, ok := mounts["/dev/shm"]; !ok {
-		mounts = maps(mounts)
+		mounts = maps.Clone(mounts)
+		if mounts == nil {
+			mounts = map[string]policy.Tmpfs{}
+		}
 		mounts["/dev/shm"] = policy.Tmpfs{Size: DefaultShmSize, Mode: 0o1777}
 	}
-	for _, mp := range sortedKeysOf(mounts) {
+	for _, mp := range slices.Sorted(maps.Keys(mounts)) {
 		t := mounts[mp]
 		mode := t.Mode
 		if mode == 0 {
@@ -538,7 +542,7 @@ func (r *renderer) tail() {
 		r.fd("--report-fd", FDExecReport, "exec-report")
 		// The exec stage applies the rlimits to itself before it execs the
 		// agent, so every process of the agent's inherits them.
-		for _, name := range sortedKeysOf(r.p.Limits.Rlimits) {
+		for _, name := range slices.Sorted(maps.Keys(r.p.Limits.Rlimits)) {
 			r.arg("--rlimit", name+"="+rlimitValue(r.p.Limits.Rlimits[name]))
 		}
 		r.arg("--")
@@ -555,28 +559,13 @@ func rlimitValue(v policy.Rlimit) string {
 	return strconv.FormatUint(uint64(v), 10)
 }
 
-func sortedClean(in []string) []string {
-	out := make([]string, 0, len(in))
-	for _, p := range in {
-		out = append(out, path.Clean(p))
+// WritableRoots returns a policy's writable roots cleaned, sorted (parents
+// before children) and without repeats: the order they are bound in.
+func WritableRoots(p policy.Policy) []string {
+	out := make([]string, 0, len(p.Filesystem.Write))
+	for _, w := range p.Filesystem.Write {
+		out = append(out, path.Clean(w))
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
-}
-
-func sortedKeysOf[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
-func maps[V any](m map[string]V) map[string]V {
-	out := make(map[string]V, len(m)+1)
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }

@@ -42,7 +42,7 @@ var watched = []string{".git/commondir"}
 // agent's.
 func TakeSnapshot(d Disk, p policy.Policy, isPlaceholder func(string) bool) Snapshot {
 	d = placeholderDisk{d, isPlaceholder}
-	roots := sortedClean(p.Filesystem.Write)
+	roots := WritableRoots(p)
 	depth := policy.DefaultProtectDepth
 	if p.Filesystem.ProtectDepth != nil {
 		depth = *p.Filesystem.ProtectDepth

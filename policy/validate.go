@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"regexp"
 	"slices"
@@ -40,7 +41,7 @@ func Validate(p Policy) error {
 	if d := fs.ProtectDepth; d != nil && (*d < 0 || *d > MaxProtectDepth) {
 		v.add("filesystem.protect_depth", fmt.Sprintf("must be between 0 and %d", MaxProtectDepth))
 	}
-	for _, mp := range sortedKeys(fs.Tmpfs) {
+	for _, mp := range slices.Sorted(maps.Keys(fs.Tmpfs)) {
 		field := "filesystem.tmpfs[" + mp + "]"
 		if !path.IsAbs(mp) || path.Clean(mp) != mp {
 			v.add(field, "mount point must be a clean absolute path such as /tmp")
@@ -62,7 +63,7 @@ func Validate(p Policy) error {
 			v.add(fmt.Sprintf("environment.allow[%d]", i), fmt.Sprintf("%q is not a variable name or a prefix ending in * (e.g. LC_*)", a))
 		}
 	}
-	for _, k := range sortedKeys(p.Environment.Set) {
+	for _, k := range slices.Sorted(maps.Keys(p.Environment.Set)) {
 		if !envName.MatchString(k) {
 			v.add("environment.set["+k+"]", fmt.Sprintf("%q is not a variable name", k))
 		}
@@ -76,7 +77,7 @@ func Validate(p Policy) error {
 		}
 	}
 	v.paths("seccomp.files", p.Seccomp.Files, false)
-	for _, k := range sortedKeys(p.Limits.Rlimits) {
+	for _, k := range slices.Sorted(maps.Keys(p.Limits.Rlimits)) {
 		if !slices.Contains(RlimitNames, k) {
 			v.add("limits.rlimits["+k+"]", fmt.Sprintf("unknown resource %q (one of %s)", k, strings.Join(RlimitNames, ", ")))
 		}
@@ -153,12 +154,3 @@ func hasDotDot(s string) bool {
 }
 
 func isRootUser(u string) bool { return u == "root" || u == "0" }
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentjail/agentjail/mounts"
 )
 
 // runCgroup is a run's own cgroup v2. bwrap is cloned straight into it
@@ -90,12 +92,7 @@ func ownCgroup(procRoot string) string {
 	if err != nil {
 		return ""
 	}
-	rel, ok := "", false
-	for _, line := range strings.Split(string(own), "\n") {
-		if rel, ok = strings.CutPrefix(line, "0::"); ok {
-			break
-		}
-	}
+	rel, ok := OwnCgroupPath(string(own))
 	if !ok {
 		return ""
 	}
@@ -105,11 +102,16 @@ func ownCgroup(procRoot string) string {
 			return filepath.Join(mnt, rel)
 		}
 	}
-	mountinfo, err := os.ReadFile(filepath.Join(procRoot, "self/mountinfo"))
+	f, err := os.Open(filepath.Join(procRoot, "self/mountinfo"))
 	if err != nil {
 		return ""
 	}
-	return cgroupDir(string(mountinfo), string(own))
+	defer f.Close()
+	table, err := mounts.ParseMountinfo(f)
+	if err != nil {
+		return ""
+	}
+	return CgroupDir(table, rel)
 }
 
 // end kills whatever is still in the cgroup, waits (at most d) until it is

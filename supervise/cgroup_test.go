@@ -1,6 +1,11 @@
 package supervise
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"github.com/agentjail/agentjail/mounts"
+)
 
 func TestCgroupDir(t *testing.T) {
 	t.Parallel()
@@ -22,7 +27,12 @@ func TestCgroupDir(t *testing.T) {
 		{"v1 only", "27 25 0:24 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids\n", "4:pids:/\n", ""},
 		{"no v2 line", pure, "4:pids:/\n", ""},
 	} {
-		if got := cgroupDir(c.mountinfo, c.cgroup); got != c.want {
+		table, err := mounts.ParseMountinfo(strings.NewReader(c.mountinfo))
+		if err != nil {
+			t.Fatal(err)
+		}
+		own, ok := OwnCgroupPath(c.cgroup)
+		if got := CgroupDir(table, own); !ok && c.want != "" || ok && got != c.want {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"syscall"
 
 	"github.com/urfave/cli/v3"
 	"golang.org/x/sys/unix"
@@ -80,25 +79,11 @@ func probeJail(cmd *cli.Command) doctor.Jail {
 	dj.Degraded = len(j.plan.Degradations) > 0
 
 	var stdout, stderr bytes.Buffer
-	spec := supervise.Spec{
-		Bwrap:   j.bwrap.Path,
-		Args:    j.plan.Args,
-		Env:     j.env,
-		Stdin:   strings.NewReader(""),
-		Stdout:  &stdout,
-		Stderr:  &stderr,
-		Seccomp: j.seccomp,
-		RunID:   j.runID,
-		Cgroup:  true,
-	}
 	// The probe runs as a run would, with the profile's limits.
-	limitsSpec(&spec, j.policy.Limits)
+	spec := j.baseSpec(strings.NewReader(""), &stdout, &stderr)
 	if err := reaper.Begin(); err != nil {
 		dj.Err = err
 		return dj
-	}
-	if syscall.Getuid() == 0 && j.user.UID != 0 {
-		spec.Cred = &syscall.Credential{Uid: uint32(j.user.UID), Gid: uint32(j.user.GID), Groups: uint32s(j.user.Groups)}
 	}
 	masks, err := supervise.HoldMasks(maskDir(), j.plan.Masks)
 	if err != nil {

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -107,12 +107,8 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 		rec.Degradations = append(rec.Degradations, staged.Degradations...)
 	}
 
-	spec := supervise.Spec{
-		Bwrap: j.bwrap.Path, Args: j.plan.Args, Env: j.env, Seccomp: j.seccomp,
-		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr,
-		RunID: j.runID, Signals: sigs, Cgroup: true, Record: rec,
-		Secrets: secretValues(j.env),
-	}
+	spec := j.baseSpec(e.stdin, e.stdout, e.stderr)
+	spec.Signals, spec.Record, spec.Secrets = sigs, rec, secretValues(j.env)
 	if log != nil {
 		spec.Log = log
 	}
@@ -123,10 +119,6 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 		if format == claude.FormatJSON || format == claude.FormatStreamJSON {
 			spec.StdoutTap = parser
 		}
-	}
-	limitsSpec(&spec, j.policy.Limits)
-	if syscall.Getuid() == 0 && j.user.UID != 0 {
-		spec.Cred = &syscall.Credential{Uid: uint32(j.user.UID), Gid: uint32(j.user.GID), Groups: uint32s(j.user.Groups)}
 	}
 	masks, err := supervise.HoldMasks(maskDir(), j.plan.Masks)
 	if err != nil {
@@ -155,7 +147,7 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	// over the roots.
 	after := make(chan mounts.Snapshot, 1)
 	go func() { after <- j.protectedSnapshot() }()
-	notes, serr := supervise.StripSetID(sortedRoots(j.policy.Filesystem.Write), since)
+	notes, serr := supervise.StripSetID(mounts.WritableRoots(j.policy), since)
 	rec.Violate(supervise.ProtectedChanges(before, <-after)...)
 	rec.Violate(notes...)
 	if serr != nil {
@@ -174,6 +166,21 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	live.Close(&rec)
 	*e.code = rec.ExitCode
 	return nil
+}
+
+// baseSpec is what every launch of the jail shares: bwrap's argv and
+// environment, the seccomp filters, the run id and a cgroup, the profile's
+// limits, and the run user's credentials when agentjail is root.
+func (j *jail) baseSpec(stdin io.Reader, stdout, stderr io.Writer) supervise.Spec {
+	spec := supervise.Spec{
+		Bwrap: j.bwrap.Path, Args: j.plan.Args, Env: j.env, Seccomp: j.seccomp,
+		Stdin: stdin, Stdout: stdout, Stderr: stderr, RunID: j.runID, Cgroup: true,
+	}
+	limitsSpec(&spec, j.policy.Limits)
+	if syscall.Getuid() == 0 && j.user.UID != 0 {
+		spec.Cred = &syscall.Credential{Uid: uint32(j.user.UID), Gid: uint32(j.user.GID), Groups: uint32s(j.user.Groups)}
+	}
+	return spec
 }
 
 // limitsSpec copies the policy's limits into the supervisor's spec. Where
@@ -229,15 +236,6 @@ func secretValues(env []string) []string {
 // (mask placeholders, agentjail's own, do not count).
 func (j *jail) protectedSnapshot() mounts.Snapshot {
 	return mounts.TakeSnapshot(os.DirFS("/").(mounts.Disk), j.policy, func(p string) bool { return supervise.IsMask(maskDir(), p) })
-}
-
-func sortedRoots(write []string) []string {
-	out := make([]string, 0, len(write))
-	for _, w := range write {
-		out = append(out, filepath.Clean(w))
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
 }
 
 // liveDir holds the state files and control sockets of live runs.
