@@ -16,6 +16,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentjail/agentjail/profiles"
+	"github.com/agentjail/agentjail/seccomp"
 )
 
 var agentjail string
@@ -90,8 +93,8 @@ func compare(b *testing.B, name string, n int, refName string, ref func() error,
 func ms2(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // BenchmarkLaunch: `agentjail run --profile tier1 -- /bin/true` against bare
-// bwrap running the very argv agentjail renders (minus the pipes only
-// agentjail passes), as the same run user. Target: ratio <= 1.15.
+// bwrap running the very argv agentjail renders, seccomp filters included
+// (minus the pipes only agentjail passes), as the same run user. Target: ratio <= 1.15.
 func BenchmarkLaunch(b *testing.B) {
 	if os.Getuid() != 0 {
 		b.Skip("needs root: agentjail drops to the run user, and so must the reference")
@@ -108,6 +111,29 @@ func BenchmarkLaunch(b *testing.B) {
 	if err := json.Unmarshal(out, &plan); err != nil {
 		b.Fatal(err)
 	}
+	// The reference keeps the filters (bwrap loads them: part of the cost
+	// of a jail) and drops only the pipes agentjail alone uses.
+	pol, ok := profiles.Precompiled("tier1")
+	if !ok {
+		b.Fatal("no built-in profile tier1")
+	}
+	filters, err := seccomp.Filters(pol, os.ReadFile, seccomp.CurrentHost())
+	if err != nil {
+		b.Fatal(err)
+	}
+	var extra []*os.File
+	for i, f := range filters {
+		bpf, err := seccomp.Compile(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		file, err := seccomp.File(strconv.Itoa(i), bpf)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer file.Close()
+		extra = append(extra, file)
+	}
 	var bare []string
 	// The run's own directories (the private Claude Code directory) are
 	// named after its id; render shows a placeholder, which the reference
@@ -121,7 +147,18 @@ func BenchmarkLaunch(b *testing.B) {
 		}
 	}
 	for i := 0; i < len(plan.Argv); i++ {
-		if _, isFD := plan.FDs[strconv.Itoa(i)]; isFD {
+		if role, isFD := plan.FDs[strconv.Itoa(i)]; isFD {
+			if n, ok := strings.CutPrefix(role, "seccomp-"); ok {
+				k, err := strconv.Atoi(n)
+				if err != nil || k >= len(extra) {
+					b.Fatalf("render names filter %q; the profile compiles %d", role, len(extra))
+				}
+				bare = append(bare, strconv.Itoa(3+k)) // ExtraFiles[k]
+			}
+			continue
+		}
+		if role, nextIsFD := plan.FDs[strconv.Itoa(i+1)]; nextIsFD && strings.HasPrefix(role, "seccomp-") {
+			bare = append(bare, plan.Argv[i])
 			continue
 		}
 		if _, nextIsFD := plan.FDs[strconv.Itoa(i+1)]; nextIsFD {
@@ -134,11 +171,24 @@ func BenchmarkLaunch(b *testing.B) {
 		cmd := exec.Command(bare[0], bare[1:]...)
 		cmd.Env, cmd.Dir = env, "/"
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(plan.User.UID), Gid: uint32(plan.User.GID)}}
+		cmd.ExtraFiles = extra
+		for _, f := range extra { // bwrap read the last run's copy to the end
+			if _, err := f.Seek(0, 0); err != nil {
+				return err
+			}
+		}
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("%v: %s", err, out)
 		}
 		return nil
 	}
+	// The reference must really be filtered: the same argv, asking.
+	probe := append(slices.Clone(bare[:len(bare)-1]), "/bin/grep", "-q", "^Seccomp:[[:space:]]*2", "/proc/self/status")
+	bare, probe = probe, bare
+	if err := ref(); err != nil {
+		b.Fatalf("the reference jail runs without a seccomp filter: %v", err)
+	}
+	bare = probe
 	subject := func() error {
 		cmd := exec.Command(agentjail, "run", "--profile", "tier1", "--", "/bin/true")
 		cmd.Env, cmd.Dir = env, "/"
