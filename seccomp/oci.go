@@ -53,6 +53,10 @@ var ociArches = map[specs.Arch]Arch{
 	specs.ArchPPC: "ppc", specs.ArchPPC64: "ppc64", specs.ArchPPC64LE: "ppc64le",
 	specs.ArchS390: "s390", specs.ArchS390X: "s390x",
 	specs.ArchPARISC: "parisc", specs.ArchPARISC64: "parisc64", specs.ArchRISCV64: "riscv64",
+	// Docker's current default profile maps loongarch64 in its archMap;
+	// libseccomp 2.5.4 knows none of these four, so Compile refuses them
+	// where a rule must cover them.
+	specs.ArchLOONGARCH64: "loongarch64", specs.ArchM68K: "m68k", specs.ArchSH: "sh", specs.ArchSHEB: "sheb",
 }
 
 // maxErrno is the largest errno a filter may return (MAX_ERRNO).
