@@ -47,21 +47,11 @@ var containerArches = []Arch{"amd64", "arm64"}
 // (the single-argument call; bwrap uses umount2).
 var containerNeeds = []string{"clone", "unshare", "mount", "umount2", "pivot_root"}
 
-// containerUnnamed are names Docker's profile allows that agentjail cannot
-// place for amd64 or arm64: riscv_hwprobe exists only on riscv64, and
-// uretprobe only on x86-64 as number 335, outside the common numbering of
-// newSyscalls, and libseccomp 2.5.4 knows neither. A call to either gets
-// the default, EPERM. (uretprobe is called by the kernel's uprobe
-// trampoline when a host tracer attaches a uretprobe; kernels since 6.14
-// let it pass seccomp unfiltered.)
-var containerUnnamed = []string{"riscv_hwprobe", "uretprobe"}
-
 // ForContainer is a profile for the container that runs agentjail: Docker's
 // default profile (github.com/moby/profiles/seccomp, the module Docker's
 // engine takes its default from) resolved for Docker's default
 // capabilities on amd64 and arm64, minus agentjail's built-in denials
-// (what every jail refuses anyway) and containerUnnamed, plus
-// containerNeeds. Like Docker's, it refuses unknown calls with EPERM.
+// (what every jail refuses anyway), plus containerNeeds. Like Docker's, it refuses unknown calls with EPERM.
 // Where Docker's answer changed between releases, the module's is taken:
 // name_to_handle_at, for one, which Docker 20.10 (Debian 12's) allowed only
 // with CAP_SYS_ADMIN, is allowed to every container since (its dangerous
@@ -78,7 +68,7 @@ func ForContainer() (Filter, error) {
 		return Filter{}, fmt.Errorf("docker's default seccomp profile: %w", err)
 	}
 	out := Filter{Source: "container profile"}
-	drop := slices.Concat(denied, containerNeeds, containerUnnamed)
+	drop := slices.Concat(denied, containerNeeds)
 	for _, arch := range containerArches {
 		f, err := Import("Docker's default seccomp profile", data, Host{Arch: arch, Caps: DockerCaps})
 		if err != nil {

@@ -134,22 +134,55 @@ func TestExportCompilesToTheSameProgram(t *testing.T) {
 	}
 }
 
-// TestCompileRefusesUnknownSyscall names the file, the rule and the name.
-func TestCompileRefusesUnknownSyscall(t *testing.T) {
+// TestUnknownSyscallIsLocated: Import names the file, the line and column
+// of the misspelt name, its JSON path and the name; Compile, given a
+// filter built elsewhere, still refuses it.
+func TestUnknownSyscallIsLocated(t *testing.T) {
 	t.Parallel()
-	f, err := Import("typo.json", []byte(`{"defaultAction": "SCMP_ACT_ALLOW",
-		"syscalls": [{"names": ["mkdir", "mkdri"], "action": "SCMP_ACT_ERRNO"}]}`), CurrentHost())
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = Compile(f)
+	_, err := Import("typo.json", []byte(`{"defaultAction": "SCMP_ACT_ALLOW",
+  "syscalls": [
+    {"names": ["rmdir"], "action": "SCMP_ACT_ERRNO"},
+    {"names": [
+      "mkdir",
+      "mkdri"
+    ], "action": "SCMP_ACT_ERRNO"},
+    {"name": "chmdo", "action": "SCMP_ACT_ERRNO"}
+  ]}`), CurrentHost())
 	if !errors.Is(err, ErrUnknownSyscall) {
 		t.Fatalf("got %v, want ErrUnknownSyscall", err)
 	}
-	for _, s := range []string{"typo.json", "syscalls[0]", `"mkdri"`} {
+	for _, s := range []string{`typo.json:6:7: syscalls[1].names[1]: unknown syscall "mkdri"`, `typo.json:8:14: syscalls[2].name: unknown syscall "chmdo"`} {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("%q does not say %q", err, s)
 		}
+	}
+	_, err = Compile(Filter{Source: "hand-made", Default: Action{Kind: Allow}, Rules: []Rule{{Syscalls: []string{"mkdri"}, Action: eperm, Origin: "rule 1"}}})
+	if !errors.Is(err, ErrUnknownSyscall) || !strings.Contains(err.Error(), `hand-made: rule 1: unknown syscall "mkdri"`) {
+		t.Errorf("Compile: got %v, want ErrUnknownSyscall naming the rule", err)
+	}
+}
+
+// TestArchOnlySyscalls: a call of our per-architecture table is placed by
+// number where the architecture has it and skipped where it does not.
+func TestArchOnlySyscalls(t *testing.T) {
+	t.Parallel()
+	f, err := Import("arch.json", []byte(`{"defaultAction": "SCMP_ACT_ALLOW",
+		"syscalls": [{"names": ["uretprobe", "riscv_hwprobe"], "action": "SCMP_ACT_ERRNO"}]}`), CurrentHost())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := []program{load(t, f)}
+	for name, nums := range archSyscalls {
+		n, ok := nums[Native()]
+		if !ok {
+			continue
+		}
+		if got := verdict(t, p, sc{arch: nativeAudit(t), nr: int32(n)}); got != eperm_ {
+			t.Errorf("%s (%d): got %#x, want EPERM", name, n, got)
+		}
+	}
+	if got := verdict(t, p, sc{arch: nativeAudit(t), nr: 258}); Native() != "riscv64" && got != retAllow {
+		t.Errorf("nr 258 (riscv_hwprobe only on riscv64): got %#x, want allow", got)
 	}
 }
 

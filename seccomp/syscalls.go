@@ -33,3 +33,13 @@ var newSyscalls = map[string]int{
 	"file_setattr":      469,
 	"listns":            470,
 }
+
+// archSyscalls are calls only some architectures have, unknown to
+// libseccomp 2.5.4, by number on each architecture that has one. Docker's
+// default profile lists both, so it imports as is. A rule naming one
+// governs the architectures that have it and is skipped on the others, as
+// libseccomp skips its own names of other architectures.
+var archSyscalls = map[string]map[Arch]int{
+	"uretprobe":     {"amd64": 335},   // arch/x86/entry/syscalls/syscall_64.tbl
+	"riscv_hwprobe": {"riscv64": 258}, // arch/riscv/include/uapi/asm/unistd.h
+}

@@ -148,8 +148,8 @@ func TestSeccompBadInput(t *testing.T) {
 	dir := visibleDir(t)
 	files := map[string]string{
 		"malformed.json":  "{\"defaultAction\": \"SCMP_ACT_ALLOW\",\n \"syscalls\": [\n",
-		"badsyscall.json": `{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["mkdir", "mkdri"], "action": "SCMP_ACT_ERRNO"}]}`,
-		"badaction.json":  `{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["mkdir"], "action": "SCMP_ACT_DENY"}]}`,
+		"badsyscall.json": "{\"defaultAction\": \"SCMP_ACT_ALLOW\",\n \"syscalls\": [\n  {\"names\": [\"mkdir\",\n             \"mkdri\"], \"action\": \"SCMP_ACT_ERRNO\"}]}",
+		"badaction.json":  "{\"defaultAction\": \"SCMP_ACT_ALLOW\",\n \"syscalls\": [{\"names\": [\"mkdir\"],\n               \"action\": \"SCMP_ACT_DENY\"}]}",
 		"baddefault.json": `{"defaultAction": "SCMP_ACT_PERMIT"}`,
 		"badarch.json":    `{"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_Z80"]}`,
 		"unknownkey.json": `{"defaultAction": "SCMP_ACT_ALLOW", "sycalls": []}`,
@@ -157,8 +157,8 @@ func TestSeccompBadInput(t *testing.T) {
 	write(t, dir, files)
 	for file, says := range map[string]string{
 		"malformed.json":  "malformed.json:3:1",
-		"badsyscall.json": `"mkdri"`,
-		"badaction.json":  `"SCMP_ACT_DENY"`,
+		"badsyscall.json": `badsyscall.json:4:14: syscalls[0].names[1]: unknown syscall "mkdri"`,
+		"badaction.json":  `badaction.json:3:26: syscalls[0].action: unknown action "SCMP_ACT_DENY"`,
 		"baddefault.json": `"SCMP_ACT_PERMIT"`,
 		"badarch.json":    `"SCMP_ARCH_Z80"`,
 		"unknownkey.json": `"sycalls"`,
