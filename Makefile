@@ -1,5 +1,6 @@
 # agentjail — `make demo` and `make test` work on a fresh Debian 12 machine
-# as root with Go on the PATH: both install what is missing first.
+# as root with Go on the PATH (go.mod's version, or >= 1.21 with
+# GOTOOLCHAIN=auto; .ci/gocheck says which): both install what is missing first.
 
 GO        ?= go
 BIN       := bin/agentjail
@@ -25,8 +26,9 @@ export AGENTJAIL_TEST_CLAUDE_DIR ?= /var/cache/agentjail-test/claude
 all: build
 
 # deps installs only the missing packages (the package index is refreshed
-# only then) and checks for Go >= 1.21; .ci/provision is shared with the
-# Vagrant boxes (Debian, Ubuntu, Fedora).
+# only then) and checks that the go on the PATH builds go.mod's Go
+# (.ci/gocheck); .ci/provision is shared with the Vagrant boxes (Debian,
+# Ubuntu, Fedora).
 deps:
 	@./.ci/provision $(RUNTIME_PKGS) $(TEST_PKGS) $(RELEASE_PKGS)
 
@@ -38,7 +40,10 @@ deps-bench:
 claude:
 	-@./.ci/claude $(AGENTJAIL_TEST_CLAUDE_DIR) $(CLAUDE_VERSION)
 
+# build checks the go first: an old one with GOTOOLCHAIN=local would fail
+# with "go.mod requires go >= ..." and no way forward.
 build:
+	@GO=$(GO) ./.ci/gocheck
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/agentjail
 
 # release builds dist/agentjail-$(VERSION)-linux-{amd64,arm64} with cgo and
