@@ -527,6 +527,15 @@ func TestGoCheck(t *testing.T) {
 	if code, out := gocheck(sys); code != 1 || !strings.Contains(out, "go is not on the PATH and go.mod needs Go >= "+need) {
 		t.Errorf("no go: exit %d\n%s", code, out)
 	}
+	// make build checks before it builds: the old go is never asked to.
+	dir, log := fake("go1.24.4", "local"), filepath.Join(t.TempDir(), "log")
+	cmd := exec.Command("make", "-C", repo, "build", "BIN="+filepath.Join(dir, "agentjail"))
+	cmd.Env = []string{"PATH=" + dir + ":" + sys, "FAKE_DIR=" + dir, "FAKE_LOG=" + log, "HOME=" + dir}
+	out, err := cmd.CombinedOutput()
+	calls, _ := os.ReadFile(log)
+	if err == nil || !strings.Contains(string(out), "go.mod needs Go >= "+need) || strings.Contains(string(calls), "go build") {
+		t.Errorf("make build with go1.24.4 and GOTOOLCHAIN=local: %v, want a failure from the check before any go build\n%s\ngo calls:\n%s", err, out, calls)
+	}
 	// The go this test runs under builds the module: the check must agree.
 	real, err := exec.LookPath("go")
 	if err != nil {
