@@ -1,5 +1,6 @@
 # agentjail — `make demo` and `make test` work on a fresh Debian 12 machine
-# as root with Go on the PATH: both install what is missing first.
+# as root with Go on the PATH (go.mod's version, or >= 1.21 with
+# GOTOOLCHAIN=auto; .ci/gocheck says which): both install what is missing first.
 
 GO        ?= go
 BIN       := bin/agentjail
@@ -20,15 +21,19 @@ RELEASE_PKGS := gcc-aarch64-linux-gnu libc6-dev-arm64-cross libseccomp-dev:arm64
 CLAUDE_VERSION := 2.1.197
 export AGENTJAIL_TEST_CLAUDE_DIR ?= /var/cache/agentjail-test/claude
 
-.PHONY: all deps deps-bench claude build release image demo test test-short escapes bench fuzz profiles vagrant-test kubernetes-seccomp clean
+.PHONY: all deps deps-runtime deps-bench claude build release image demo test test-short escapes bench fuzz profiles vagrant-test kubernetes-seccomp clean
 
 all: build
 
 # deps installs only the missing packages (the package index is refreshed
-# only then) and checks for Go >= 1.21; .ci/provision is shared with the
-# Vagrant boxes (Debian, Ubuntu, Fedora).
+# only then) and checks that the go on the PATH builds go.mod's Go
+# (.ci/gocheck); .ci/provision is shared with the Vagrant boxes (Debian,
+# Ubuntu, Fedora). deps-runtime: what building and running agentjail needs.
 deps:
 	@./.ci/provision $(RUNTIME_PKGS) $(TEST_PKGS) $(RELEASE_PKGS)
+
+deps-runtime:
+	@./.ci/provision $(RUNTIME_PKGS)
 
 deps-bench:
 	@./.ci/provision $(RUNTIME_PKGS) $(TEST_PKGS) $(BENCH_PKGS)
@@ -38,7 +43,10 @@ deps-bench:
 claude:
 	-@./.ci/claude $(AGENTJAIL_TEST_CLAUDE_DIR) $(CLAUDE_VERSION)
 
+# build checks the go first: an old one with GOTOOLCHAIN=local would fail
+# with "go.mod requires go >= ..." and no way forward.
 build:
+	@GO=$(GO) ./.ci/gocheck
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/agentjail
 
 # release builds dist/agentjail-$(VERSION)-linux-{amd64,arm64} with cgo and
@@ -53,8 +61,9 @@ image:
 	docker build --build-arg VERSION=$(VERSION) -t agentjail:$(VERSION) .
 
 # demo jails a shell on the built-in tier1 profile: a write to a protected
-# .env is refused, a write to its writable root is allowed.
-demo: deps build
+# .env is refused, a write to its writable root is allowed. It installs only
+# what agentjail needs to build and run, none of the test tools.
+demo: deps-runtime build
 	@./examples/demo.sh $(BIN)
 
 # test runs every test; those needing root and bubblewrap run here (as root),

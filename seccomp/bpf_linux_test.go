@@ -328,4 +328,13 @@ func TestNewSyscallsAgreeWithLibseccomp(t *testing.T) {
 			t.Errorf("%s: libseccomp says %d, our table %d", name, got, n)
 		}
 	}
+	for name, nums := range archSyscalls {
+		got, byNumber, err := resolve(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, ok := nums[Native()]; !byNumber && (!ok || int(got) != n) {
+			t.Errorf("%s: libseccomp says %d, our table %v", name, got, nums)
+		}
+	}
 }

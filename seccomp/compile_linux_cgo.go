@@ -128,6 +128,9 @@ func compileArch(f Filter, arch Arch, native bool) (*libseccomp.ScmpFilter, erro
 					f.Source, r.Origin, ErrUnknownSyscall, name, libVersion()))
 				continue
 			}
+			if byNumber && nr < 0 {
+				continue // not a call of this architecture
+			}
 			if byNumber && !native {
 				if f.Default.stricter(r.Action) {
 					continue // the default already refuses it on this architecture
@@ -154,7 +157,9 @@ func compileArch(f Filter, arch Arch, native bool) (*libseccomp.ScmpFilter, erro
 }
 
 // resolve finds a syscall's native number: libseccomp's table first, then
-// ours. byNumber says only our table knew it.
+// ours. byNumber says only our table knew it; a negative number, that the
+// call exists only on other architectures (libseccomp's own such names
+// resolve to negative pseudo-numbers too, which it skips).
 func resolve(name string) (nr libseccomp.ScmpSyscall, byNumber bool, err error) {
 	nr, err = libseccomp.GetSyscallFromName(name)
 	if err == nil {
@@ -163,7 +168,22 @@ func resolve(name string) (nr libseccomp.ScmpSyscall, byNumber bool, err error) 
 	if n, ok := newSyscalls[name]; ok {
 		return libseccomp.ScmpSyscall(n), true, nil
 	}
+	if nums, ok := archSyscalls[name]; ok {
+		if n, ok := nums[Native()]; ok {
+			return libseccomp.ScmpSyscall(n), true, nil
+		}
+		return -1, true, nil
+	}
 	return 0, false, err
+}
+
+// checkName reports a syscall name that neither libseccomp nor our tables
+// know, for Import.
+func checkName(name string) error {
+	if _, _, err := resolve(name); err != nil || name == "" {
+		return fmt.Errorf("neither libseccomp %s nor agentjail's table of newer calls knows it", libVersion())
+	}
+	return nil
 }
 
 // exportBPF reads the program back through a memfd: libseccomp 2.5.4 has
@@ -202,6 +222,11 @@ func KnownSyscalls(arches ...Arch) ([]string, error) {
 	}
 	for name := range newSyscalls {
 		names = append(names, name)
+	}
+	for name, nums := range archSyscalls {
+		if slices.ContainsFunc(arches, func(a Arch) bool { _, ok := nums[a]; return ok }) {
+			names = append(names, name)
+		}
 	}
 	slices.Sort(names)
 	return slices.Compact(names), nil

@@ -1,70 +1,88 @@
 package seccomp
 
 import (
+	"encoding/json"
+	"fmt"
 	"slices"
 
-	"golang.org/x/sys/unix"
+	docker "github.com/moby/profiles/seccomp"
 )
 
-// dockerDenied are, beyond the built-in denials, the calls Docker's default
-// profile refuses to a container holding Docker's default capabilities
-// (its CAP_SYS_ADMIN, CAP_SYS_TIME, CAP_SYS_NICE, CAP_SYSLOG, ... entries),
-// and the obsolete or unimplemented ones it never lists.
-var dockerDenied = []string{
-	// CAP_SYS_ADMIN: the new mount API, fanotify, names, syslog, joining
-	// namespaces. (mount, umount2, pivot_root, unshare and clone are added
-	// back below: agentjail needs them.)
-	"fanotify_init", "fsconfig", "fsmount", "fsopen", "fspick", "mount_setattr", "move_mount",
-	"open_tree", "open_tree_attr", "setdomainname", "sethostname", "setns", "syslog", "umount",
-	// CAP_SYS_PTRACE, CAP_SYS_TIME, CAP_SYS_TTY_CONFIG, CAP_SYS_NICE.
-	"kcmp", "pidfd_getfd", "process_madvise",
-	"settimeofday", "stime", "clock_settime", "clock_settime64",
-	"vhangup",
-	"get_mempolicy", "mbind", "set_mempolicy", "set_mempolicy_home_node", "migrate_pages", "move_pages",
-	// Obsolete, unimplemented or never needed in a container.
-	"uselib", "ustat", "sysfs", "_sysctl", "nfsservctl", "create_module", "get_kernel_syms",
-	"query_module", "afs_syscall", "putpmsg", "getpmsg", "security", "tuxcall", "vserver",
-	"vm86", "vm86old",
+// DockerCaps are the capabilities Docker gives a container by default
+// (moby's oci/caps.DefaultCapabilities): no CAP_SYS_ADMIN, so Docker's
+// default profile refuses namespaces and mounts.
+var DockerCaps = []string{
+	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD", "CAP_NET_RAW",
+	"CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE",
+	"CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
 }
 
+// containerArches are the architectures one exported profile serves. Each
+// resolves Docker's arch-conditional entries (arch_prctl and modify_ldt on
+// amd64; arm's cache and TLS calls on arm64); a runtime skips the names its
+// architecture lacks.
+var containerArches = []Arch{"amd64", "arm64"}
+
 // containerNeeds is exactly what agentjail's bubblewrap, and the agent's
-// own bubblewrap inside it, need to build a jail without CAP_SYS_ADMIN:
-// user and other namespaces (clone with namespace flags, unshare), and the
-// mounts of the new root (mount, umount2, pivot_root). Docker's default
-// profile refuses all five to a container without CAP_SYS_ADMIN.
+// own sandbox inside it, need beyond Docker's default profile to build a
+// jail without CAP_SYS_ADMIN. Docker's profile allows each only with
+// CAP_SYS_ADMIN. What bwrap 0.8 calls (strace -f of `bwrap --unshare-all
+// --ro-bind / / --proc /proc --dev /dev true`, and bubblewrap.c's
+// setup_newroot):
+//   - clone: one clone(2) with CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID|
+//     CLONE_NEWNET|CLONE_NEWIPC|CLONE_NEWUTS|CLONE_NEWCGROUP creates the
+//     sandbox; Docker's masked clone rule refuses every namespace flag.
+//     clone3 keeps Docker's ENOSYS, so libc and Go fall back to clone(2),
+//     whose flags a filter can see.
+//   - unshare: bwrap --disable-userns calls unshare(CLONE_NEWUSER), and so
+//     does the agent's `unshare -Ur` (inner_sandbox: free promises both).
+//   - mount: every bind, tmpfs, proc and remount of the new root (42 calls
+//     for the line above).
+//   - pivot_root: into the new root, then "." onto "." to drop the old one.
+//   - umount2: detaching the old root after each pivot_root (MNT_DETACH).
+//
+// Not needed, so left refused: setns (bwrap --userns joins an existing
+// namespace; agentjail does not pass it), sethostname (agentjail passes
+// no --hostname), the new mount API (bwrap 0.8 uses mount(2) only), umount
+// (the single-argument call; bwrap uses umount2).
 var containerNeeds = []string{"clone", "unshare", "mount", "umount2", "pivot_root"}
 
-// ForContainer is a profile for the container that runs agentjail: an
-// allowlist in the shape of Docker's default profile (unknown calls fail
-// with EPERM) holding every call of known, minus Docker's default denials
-// and the built-in ones, plus containerNeeds. known is KnownSyscalls of the
-// architectures the profile is for.
-func ForContainer(known []string) Filter {
-	special := []string{"personality", "socket", "clone3"}
-	var allow []string
-	for _, name := range known {
-		if !slices.Contains(denied, name) && !slices.Contains(dockerDenied, name) &&
-			!slices.Contains(containerNeeds, name) && !slices.Contains(special, name) {
-			allow = append(allow, name)
+// ForContainer is a profile for the container that runs agentjail: Docker's
+// default profile (github.com/moby/profiles/seccomp, the module Docker's
+// engine takes its default from) resolved for Docker's default
+// capabilities on amd64 and arm64, minus agentjail's built-in denials
+// (what every jail refuses anyway), plus containerNeeds. Like Docker's, it refuses unknown calls with EPERM.
+// Where Docker's answer changed between releases, the module's is taken:
+// name_to_handle_at, for one, which Docker 20.10 (Debian 12's) allowed only
+// with CAP_SYS_ADMIN, is allowed to every container since (its dangerous
+// twin, open_by_handle_at, is a built-in denial).
+//
+// Docker's minKernel entries are left out (resolved for kernel 0.0): the
+// only one, ptrace and process_vm_* on kernels ≥ 4.8, is in the built-in
+// denials. Only the native architecture is governed: Docker's profile also
+// allows the i386 and x32 ABIs on amd64 (and arm on arm64), which an agent
+// never needs; without them in the profile the runtime kills their calls.
+func ForContainer() (Filter, error) {
+	data, err := json.Marshal(docker.DefaultProfile())
+	if err != nil {
+		return Filter{}, fmt.Errorf("docker's default seccomp profile: %w", err)
+	}
+	out := Filter{Source: "container profile"}
+	drop := slices.Concat(denied, containerNeeds)
+	for _, arch := range containerArches {
+		f, err := Import("Docker's default seccomp profile", data, Host{Arch: arch, Caps: DockerCaps})
+		if err != nil {
+			return Filter{}, err
+		}
+		out.Default = f.Default
+		for _, r := range f.Rules {
+			r.Syscalls = slices.DeleteFunc(r.Syscalls, func(n string) bool { return slices.Contains(drop, n) })
+			r.Origin = "docker"
+			if len(r.Syscalls) > 0 && !slices.ContainsFunc(out.Rules, func(o Rule) bool { return sameRule(o, r) }) {
+				out.Rules = append(out.Rules, r)
+			}
 		}
 	}
-	f := Filter{
-		Source:  "container profile",
-		Default: eperm,
-		Rules:   []Rule{{Syscalls: allow, Action: Action{Kind: Allow}, Origin: "allowed"}},
-	}
-	for _, p := range personalities {
-		f.Rules = append(f.Rules, Rule{Syscalls: []string{"personality"}, Action: Action{Kind: Allow}, Origin: "personality",
-			Conds: []Cond{{Arg: 0, Op: Equal, Value: p}}})
-	}
-	f.Rules = append(f.Rules,
-		// AF_VSOCK reaches the hypervisor's host side.
-		Rule{Syscalls: []string{"socket"}, Action: Action{Kind: Allow}, Origin: "socket",
-			Conds: []Cond{{Arg: 0, Op: NotEqual, Value: unix.AF_VSOCK}}},
-		// clone3's flags are out of seccomp's sight; ENOSYS makes callers
-		// fall back to clone(2), as Docker's profile does.
-		Rule{Syscalls: []string{"clone3"}, Action: Action{Kind: Errno, Errno: uint16(unix.ENOSYS)}, Origin: "clone3"},
-		Rule{Syscalls: containerNeeds, Action: Action{Kind: Allow}, Origin: "agentjail"},
-	)
-	return f
+	out.Rules = append(out.Rules, Rule{Syscalls: containerNeeds, Action: Action{Kind: Allow}, Origin: "agentjail"})
+	return out, nil
 }

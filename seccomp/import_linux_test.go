@@ -106,11 +106,11 @@ func TestFiltersCompose(t *testing.T) {
 // same BPF, for every built-in filter and the container profile.
 func TestExportCompilesToTheSameProgram(t *testing.T) {
 	t.Parallel()
-	known, err := KnownSyscalls("amd64", "arm64")
+	container, err := ForContainer()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []Filter{Builtin(false), Builtin(true), ForContainer(known)} {
+	for _, f := range []Filter{Builtin(false), Builtin(true), container} {
 		data, err := Export(f)
 		if err != nil {
 			t.Fatal(err)
@@ -134,50 +134,55 @@ func TestExportCompilesToTheSameProgram(t *testing.T) {
 	}
 }
 
-// TestContainerProfile: Docker's default denials stay; namespaces and the
-// mounts of a new root are allowed, without CAP_SYS_ADMIN.
-func TestContainerProfile(t *testing.T) {
+// TestUnknownSyscallIsLocated: Import names the file, the line and column
+// of the misspelt name, its JSON path and the name; Compile, given a
+// filter built elsewhere, still refuses it.
+func TestUnknownSyscallIsLocated(t *testing.T) {
 	t.Parallel()
-	known, err := KnownSyscalls("amd64", "arm64")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := []program{load(t, ForContainer(known))}
-	check(t, p, rows(retAllow, "read", "execve", "mkdir", "chroot", "prctl", "seccomp", "capset", "setresuid",
-		"clone", "unshare", "mount", "umount2", "pivot_root", "statmount"))
-	check(t, p, rows(eperm_, everyProfileDenies...))
-	check(t, p, rows(eperm_, "setns", "fsopen", "open_tree", "move_mount", "sethostname", "syslog",
-		"settimeofday", "kcmp", "mbind", "vhangup", "open_tree_attr"))
-	check(t, p, []want{
-		{"clone", [6]uint64{unix.CLONE_NEWUSER | unix.CLONE_NEWNS | sigchld}, retAllow},
-		{"clone3", [6]uint64{}, enosys_},
-		{"socket", [6]uint64{unix.AF_INET}, retAllow},
-		{"socket", [6]uint64{unix.AF_VSOCK}, eperm_},
-		{"personality", [6]uint64{0}, retAllow},
-		{"personality", [6]uint64{0x40000}, eperm_},
-	})
-	// A call no table knows yet gets the default, EPERM.
-	if got := verdict(t, p, sc{arch: nativeAudit(t), nr: 1000}); got != eperm_ {
-		t.Errorf("unknown syscall 1000: got %#x, want EPERM", got)
-	}
-}
-
-// TestCompileRefusesUnknownSyscall names the file, the rule and the name.
-func TestCompileRefusesUnknownSyscall(t *testing.T) {
-	t.Parallel()
-	f, err := Import("typo.json", []byte(`{"defaultAction": "SCMP_ACT_ALLOW",
-		"syscalls": [{"names": ["mkdir", "mkdri"], "action": "SCMP_ACT_ERRNO"}]}`), CurrentHost())
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = Compile(f)
+	_, err := Import("typo.json", []byte(`{"defaultAction": "SCMP_ACT_ALLOW",
+  "syscalls": [
+    {"names": ["rmdir"], "action": "SCMP_ACT_ERRNO"},
+    {"names": [
+      "mkdir",
+      "mkdri"
+    ], "action": "SCMP_ACT_ERRNO"},
+    {"name": "chmdo", "action": "SCMP_ACT_ERRNO"}
+  ]}`), CurrentHost())
 	if !errors.Is(err, ErrUnknownSyscall) {
 		t.Fatalf("got %v, want ErrUnknownSyscall", err)
 	}
-	for _, s := range []string{"typo.json", "syscalls[0]", `"mkdri"`} {
+	for _, s := range []string{`typo.json:6:7: syscalls[1].names[1]: unknown syscall "mkdri"`, `typo.json:8:14: syscalls[2].name: unknown syscall "chmdo"`} {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("%q does not say %q", err, s)
 		}
+	}
+	_, err = Compile(Filter{Source: "hand-made", Default: Action{Kind: Allow}, Rules: []Rule{{Syscalls: []string{"mkdri"}, Action: eperm, Origin: "rule 1"}}})
+	if !errors.Is(err, ErrUnknownSyscall) || !strings.Contains(err.Error(), `hand-made: rule 1: unknown syscall "mkdri"`) {
+		t.Errorf("Compile: got %v, want ErrUnknownSyscall naming the rule", err)
+	}
+}
+
+// TestArchOnlySyscalls: a call of our per-architecture table is placed by
+// number where the architecture has it and skipped where it does not.
+func TestArchOnlySyscalls(t *testing.T) {
+	t.Parallel()
+	f, err := Import("arch.json", []byte(`{"defaultAction": "SCMP_ACT_ALLOW",
+		"syscalls": [{"names": ["uretprobe", "riscv_hwprobe"], "action": "SCMP_ACT_ERRNO"}]}`), CurrentHost())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := []program{load(t, f)}
+	for name, nums := range archSyscalls {
+		n, ok := nums[Native()]
+		if !ok {
+			continue
+		}
+		if got := verdict(t, p, sc{arch: nativeAudit(t), nr: int32(n)}); got != eperm_ {
+			t.Errorf("%s (%d): got %#x, want EPERM", name, n, got)
+		}
+	}
+	if got := verdict(t, p, sc{arch: nativeAudit(t), nr: 258}); Native() != "riscv64" && got != retAllow {
+		t.Errorf("nr 258 (riscv_hwprobe only on riscv64): got %#x, want allow", got)
 	}
 }
 

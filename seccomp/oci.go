@@ -53,6 +53,10 @@ var ociArches = map[specs.Arch]Arch{
 	specs.ArchPPC: "ppc", specs.ArchPPC64: "ppc64", specs.ArchPPC64LE: "ppc64le",
 	specs.ArchS390: "s390", specs.ArchS390X: "s390x",
 	specs.ArchPARISC: "parisc", specs.ArchPARISC64: "parisc64", specs.ArchRISCV64: "riscv64",
+	// Docker's current default profile maps loongarch64 in its archMap;
+	// libseccomp 2.5.4 knows none of these four, so Compile refuses them
+	// where a rule must cover them.
+	specs.ArchLOONGARCH64: "loongarch64", specs.ArchM68K: "m68k", specs.ArchSH: "sh", specs.ArchSHEB: "sheb",
 }
 
 // maxErrno is the largest errno a filter may return (MAX_ERRNO).
@@ -100,9 +104,10 @@ type dockerFilter struct {
 
 // Import converts a Docker or OCI seccomp profile into a Filter. Decoding is
 // strict (an unknown field is an error, so a misspelt key is not silently
-// ignored); every unknown action, operator or architecture is an error
-// naming it and where it is. Syscall names are checked by Compile, which
-// knows libseccomp's table.
+// ignored); every unknown syscall name, action, operator or architecture is
+// an error naming it and where it is (file:line:col and its JSON path).
+// Syscall names are checked against libseccomp's table and ours where
+// libseccomp is built in (checkName); Compile checks them again.
 func Import(source string, data []byte, h Host) (Filter, error) {
 	var p dockerProfile
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -114,9 +119,10 @@ func Import(source string, data []byte, h Host) (Filter, error) {
 		return Filter{}, fmt.Errorf("%s: %w: more than one JSON value; a profile is one object", source, ErrSyntax)
 	}
 	f := Filter{Source: source}
+	pos := positions(data)
 	var errs []error
 	fail := func(field string, err error, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s: %w %s", source, field, err, fmt.Sprintf(format, args...)))
+		errs = append(errs, fmt.Errorf("%s: %s: %w %s", pos.at(source, data, field), field, err, fmt.Sprintf(format, args...)))
 	}
 	var ok bool
 	var err error
@@ -186,8 +192,12 @@ func Import(source string, data []byte, h Host) (Filter, error) {
 			continue
 		}
 		for j, n := range names {
-			if n == "" {
-				fail(fmt.Sprintf("%s.names[%d]", field, j), ErrUnknownSyscall, `""`)
+			nf := fmt.Sprintf("%s.names[%d]", field, j)
+			if s.Name != "" {
+				nf = field + ".name"
+			}
+			if err := checkName(n); err != nil {
+				fail(nf, ErrUnknownSyscall, "%q: %v; check the spelling", n, err)
 			}
 		}
 		r := Rule{Syscalls: slices.Clone(names), Origin: field}
@@ -329,8 +339,9 @@ func jsonError(source string, data []byte, err error) error {
 		line, col := position(data, te.Offset-1)
 		return fmt.Errorf("%s:%d:%d: %w: %s must be %s, not %s", source, line, col, ErrSyntax, te.Field, te.Type, te.Value)
 	case strings.HasPrefix(err.Error(), "json: unknown field"):
+		key, _ := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
 		return fmt.Errorf("%s: %w: %s (a Docker/OCI profile has defaultAction, defaultErrnoRet, architectures or archMap, syscalls)",
-			source, ErrSyntax, strings.TrimPrefix(err.Error(), "json: "))
+			positions(data).key(source, data, key), ErrSyntax, strings.TrimPrefix(err.Error(), "json: "))
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		line, col := position(data, int64(len(data)))
 		return fmt.Errorf("%s:%d:%d: %w: the JSON ends early; close every [ and {", source, line, col, ErrSyntax)
@@ -338,6 +349,98 @@ func jsonError(source string, data []byte, err error) error {
 		return fmt.Errorf("%s: %w: empty file; a profile is a JSON object with defaultAction", source, ErrSyntax)
 	}
 	return fmt.Errorf("%s: %w: %v", source, ErrSyntax, err)
+}
+
+// offsets maps the JSON path of every value in a document
+// ("syscalls[1].names[0]", "defaultAction") to the offset where the value
+// starts, so that errors found after decoding can say file:line:col.
+type offsets map[string]int64
+
+// positions walks data's tokens. It stops at the first syntax error, which
+// the decoder reports on its own.
+func positions(data []byte) offsets {
+	type frame struct {
+		path    string
+		array   bool
+		n       int  // the next element's index
+		wantKey bool // an object awaits its next key
+		key     string
+	}
+	out := offsets{}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var stack []*frame
+	for {
+		// InputOffset is just past the previous token; the next one starts
+		// after blanks and a separator.
+		start := dec.InputOffset()
+		for start < int64(len(data)) && strings.IndexByte(" \t\r\n,:", data[start]) >= 0 {
+			start++
+		}
+		tok, err := dec.Token()
+		if err != nil {
+			return out
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		if top != nil && top.wantKey {
+			top.key, top.wantKey = tok.(string), false
+			continue
+		}
+		path := ""
+		switch {
+		case top == nil:
+		case top.array:
+			path = fmt.Sprintf("%s[%d]", top.path, top.n)
+			top.n++
+		case top.path == "":
+			path, top.wantKey = top.key, true
+		default:
+			path, top.wantKey = top.path+"."+top.key, true
+		}
+		out[path] = start
+		if d, ok := tok.(json.Delim); ok {
+			stack = append(stack, &frame{path: path, array: d == '[', wantKey: d == '{'})
+		}
+	}
+}
+
+// at is "source:line:col" of field, or of the nearest enclosing value that
+// is in the document (a missing field is located at its object); source
+// alone when none is.
+func (o offsets) at(source string, data []byte, field string) string {
+	for p := field; p != ""; {
+		if off, ok := o[p]; ok {
+			line, col := position(data, off)
+			return fmt.Sprintf("%s:%d:%d", source, line, col)
+		}
+		if i := strings.LastIndexAny(p, ".["); i >= 0 {
+			p = p[:i]
+		} else {
+			p = ""
+		}
+	}
+	return source
+}
+
+// key locates the first value stored under key anywhere in the document,
+// for the decoder's "unknown field" error, which names only the key.
+func (o offsets) key(source string, data []byte, key string) string {
+	best := ""
+	for p, off := range o {
+		if (p == key || strings.HasSuffix(p, "."+key)) && (best == "" || off < o[best]) {
+			best = p
+		}
+	}
+	if best == "" {
+		return source
+	}
+	return o.at(source, data, best)
 }
 
 func position(data []byte, offset int64) (line, col int) {

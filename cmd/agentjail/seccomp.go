@@ -50,11 +50,10 @@ func (e appEnv) seccompExportAction(ctx context.Context, cmd *cli.Command) error
 	}
 	var f seccomp.Filter
 	if forContainer {
-		known, err := seccomp.KnownSyscalls("amd64", "arm64")
-		if err != nil {
+		var err error
+		if f, err = seccomp.ForContainer(); err != nil {
 			return err
 		}
-		f = seccomp.ForContainer(known)
 	} else {
 		p, err := loader().Load(ref)
 		if err != nil {

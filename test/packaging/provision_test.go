@@ -28,24 +28,37 @@ var fakes = map[string]string{
 	"apt-cache":  `echo "golang-go:"; echo "  Installed: (none)"; echo "  Candidate: $FAKE_DISTRO_GO"`,
 	"dpkg":       `[ "$1" = --print-foreign-architectures ] && echo "$FAKE_FOREIGN"; exit 0`,
 	// Installing the distribution's Go puts a go of that version on the PATH.
-	"apt-get":         `case " $* " in *" golang-go "*) printf '#!/bin/sh\necho "$0 $*" >>"$FAKE_LOG"\n[ "$1 $2" = "env GOVERSION" ] && echo go%s\nexit 0\n' "$(echo "$FAKE_DISTRO_GO" | sed 's/^[0-9]*://; s/~.*//')" >"$FAKE_BIN/go"; chmod +x "$FAKE_BIN/go";; esac`,
+	"apt-get":         `case " $* " in *" -y "*" golang-go "*) echo "go$(echo "$FAKE_DISTRO_GO" | sed 's/^[0-9]*://; s/~.*//')" >"$FAKE_DIR/goversion"; cp "$FAKE_DIR/go" "$FAKE_BIN/go";; esac`,
 	"dnf":             `[ "$2" = repoquery ] && { echo "$FAKE_DISTRO_GO"; echo; }; exit 0`,
 	"curl":            `while [ $# -gt 1 ]; do [ "$1" = -o ] && echo "not a go archive" >"$2"; shift; done`,
 	"apparmor_parser": `exit 0`,
 }
 
+// fakeGo answers as a go of the version in $FAKE_DIR/goversion, with
+// GOTOOLCHAIN from $FAKE_DIR/gotoolchain, which `go env -w` sets.
+const fakeGo = `#!/bin/sh
+echo "go $*" >>"$FAKE_LOG"
+case "$*" in
+version) echo "go version $(cat "$FAKE_DIR/goversion") linux/amd64" ;;
+"env GOVERSION") cat "$FAKE_DIR/goversion" ;;
+"env GOTOOLCHAIN") cat "$FAKE_DIR/gotoolchain" ;;
+"env GOPROXY") echo https://proxy.golang.org,direct ;;
+"env -w GOTOOLCHAIN="*) echo "${3#GOTOOLCHAIN=}" >"$FAKE_DIR/gotoolchain" ;;
+esac
+`
+
 // tools are the real programs the script may use besides the fakes.
-var tools = []string{"sh", "sed", "grep", "cat", "mkdir", "rm", "ln", "dirname", "mktemp", "tar", "sha256sum", "uname", "tr", "basename", "chmod", "cut"}
+var tools = []string{"sh", "sed", "grep", "cat", "mkdir", "rm", "ln", "dirname", "mktemp", "tar", "sha256sum", "uname", "tr", "basename", "chmod", "cut", "cp"}
 
 type provision struct {
 	osRelease   string // /etc/os-release
 	goVersion   string // "" means no go on the PATH
+	goToolchain string // go env GOTOOLCHAIN; "" means local, as distributions ship it
 	installed   []string
 	distroGo    string // the distribution's Go package version
 	uid         string
 	foreign     string // dpkg --print-foreign-architectures
 	restricted  bool   // kernel.apparmor_restrict_unprivileged_userns=1
-	goToolchain string
 }
 
 type provisionResult struct {
@@ -83,12 +96,15 @@ func (p provision) run(t *testing.T, args ...string) provisionResult {
 			t.Fatal(err)
 		}
 	}
+	tc := p.goToolchain
+	if tc == "" {
+		tc = "local"
+	}
+	write(filepath.Join(dir, "gotoolchain"), tc+"\n", 0o644)
+	write(filepath.Join(dir, "go"), fakeGo, 0o755)
 	if p.goVersion != "" {
-		tc := p.goToolchain
-		if tc == "" {
-			tc = "local"
-		}
-		write(filepath.Join(bin, "go"), "#!/bin/sh\necho \"go $*\" >>\"$FAKE_LOG\"\ncase \"$1 $2\" in\n\"env GOVERSION\") echo "+p.goVersion+";;\n\"env GOTOOLCHAIN\") echo "+tc+";;\nesac\n", 0o755)
+		write(filepath.Join(dir, "goversion"), p.goVersion+"\n", 0o644)
+		write(filepath.Join(bin, "go"), fakeGo, 0o755)
 	}
 	write(filepath.Join(root, "etc/os-release"), p.osRelease, 0o644)
 	if p.restricted {
@@ -101,7 +117,7 @@ func (p provision) run(t *testing.T, args ...string) provisionResult {
 	}
 	cmd := exec.Command(filepath.Join(repo, ".ci/provision"), args...)
 	cmd.Env = []string{
-		"PATH=" + bin, "PROVISION_ROOT=" + root, "FAKE_LOG=" + logFile, "FAKE_BIN=" + bin,
+		"PATH=" + bin, "PROVISION_ROOT=" + root, "FAKE_LOG=" + logFile, "FAKE_BIN=" + bin, "FAKE_DIR=" + dir,
 		"FAKE_INSTALLED=" + strings.Join(p.installed, " "), "FAKE_DISTRO_GO=" + p.distroGo,
 		"FAKE_UID=" + uid, "FAKE_FOREIGN=" + p.foreign, "TMPDIR=" + dir,
 	}
@@ -160,7 +176,7 @@ func TestProvisionInstallsOnlyWhatIsMissing(t *testing.T) {
 
 func TestProvisionFedoraNames(t *testing.T) {
 	t.Parallel()
-	r := provision{osRelease: fedora, goVersion: "go1.24.4", installed: []string{"bubblewrap"}}.run(t, "bubblewrap", "libseccomp-dev", "pkg-config", "iproute2", "procps", "runc")
+	r := provision{osRelease: fedora, goVersion: "go1.26.8", installed: []string{"bubblewrap"}}.run(t, "bubblewrap", "libseccomp-dev", "pkg-config", "iproute2", "procps", "runc")
 	if r.code != 0 {
 		t.Fatalf("%v", r)
 	}
@@ -176,7 +192,7 @@ func TestProvisionFedoraNames(t *testing.T) {
 	}
 
 	for _, osr := range []string{fedora, ubuntu24} {
-		r = provision{osRelease: osr, goVersion: "go1.24.4", installed: []string{"bubblewrap"}}.run(t, "libseccomp-dev:arm64", "gcc-aarch64-linux-gnu", "bubblewrap")
+		r = provision{osRelease: osr, goVersion: "go1.26.8", installed: []string{"bubblewrap"}}.run(t, "libseccomp-dev:arm64", "gcc-aarch64-linux-gnu", "bubblewrap")
 		if r.code != 0 || !strings.Contains(r.stderr, "need Debian's multiarch archive") || len(r.calls("dnf install")) != 0 || len(r.calls("apt-get")) != 0 || len(r.calls("dpkg --add")) != 0 {
 			t.Errorf("Debian's cross-build packages were not left out with a note on %q:\n%v", osr, r)
 		}
@@ -200,7 +216,7 @@ func TestProvisionGo(t *testing.T) {
 	})
 	t.Run("missing, distribution new enough", func(t *testing.T) {
 		t.Parallel()
-		r := provision{osRelease: ubuntu24, distroGo: "2:1.22~2build1", installed: []string{"bubblewrap"}}.run(t, "bubblewrap")
+		r := provision{osRelease: ubuntu24, distroGo: "2:1.22~2build1", goToolchain: "auto", installed: []string{"bubblewrap"}}.run(t, "bubblewrap")
 		if r.code != 0 {
 			t.Fatalf("%v", r)
 		}
@@ -209,6 +225,15 @@ func TestProvisionGo(t *testing.T) {
 		}
 		if len(r.calls("curl")) != 0 {
 			t.Errorf("downloaded although the distribution's Go is new enough:\n%v", r)
+		}
+		if !strings.Contains(r.stderr, "fetches go"+goModGo(t)+" from the module proxy") {
+			t.Errorf("no note that go.mod's toolchain will be fetched:\n%v", r)
+		}
+		// As Ubuntu ships it (GOTOOLCHAIN=local), its Go 1.22 cannot build
+		// go.mod's Go: installed, then the fix is named.
+		r = provision{osRelease: ubuntu24, distroGo: "2:1.22~2build1", installed: []string{"bubblewrap"}}.run(t, "bubblewrap")
+		if r.code == 0 || !strings.Contains(r.stderr, "go env -w GOTOOLCHAIN=auto") || len(r.calls("apt-get install")) != 1 {
+			t.Errorf("want golang-go installed, then a failure naming GOTOOLCHAIN=auto:\n%v", r)
 		}
 	})
 	t.Run("missing, as a user", func(t *testing.T) {
@@ -251,6 +276,9 @@ func TestProvisionVM(t *testing.T) {
 	if got := r.calls("go env -w"); len(got) != 1 || got[0] != "go env -w GOTOOLCHAIN=auto" {
 		t.Errorf("go env -w calls = %q, want GOTOOLCHAIN=auto", got)
 	}
+	if !strings.Contains(r.stderr, "from the module proxy (GOTOOLCHAIN=auto") {
+		t.Errorf("no note that go.mod's toolchain will be fetched once GOTOOLCHAIN=auto:\n%v", r)
+	}
 	profile := filepath.Join(r.root, "etc/apparmor.d/agentjail-bwrap")
 	data, err := os.ReadFile(profile)
 	if err != nil {
@@ -270,7 +298,7 @@ func TestProvisionVM(t *testing.T) {
 		t.Errorf("GOTOOLCHAIN already auto and no AppArmor restriction, yet:\n%v", r)
 	}
 
-	r = provision{osRelease: ubuntu24, goVersion: "go1.22.2", restricted: true}.run(t)
+	r = provision{osRelease: ubuntu24, goVersion: "go1.26.8", restricted: true}.run(t)
 	if r.code != 0 || !strings.Contains(r.stderr, "docs/apparmor.md") {
 		t.Errorf("want a note naming the fix:\n%v", r)
 	}
@@ -317,20 +345,203 @@ func makeVar(t *testing.T, name string) []string {
 }
 
 // TestProvisionHere runs the real script on this machine, as `make deps`
-// does: it must succeed and leave every package of the Makefile's lists
-// installed.
+// does, with the real package manager: every package of the Makefile's
+// lists is installed here, so it must succeed, say so and install nothing;
+// then --dry-run with one package that is not installed must name exactly
+// that one (apt-get's simulation resolving it) and leave it uninstalled, and
+// a name apt does not know must fail naming it.
 func TestProvisionHere(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
 	pkgs := append(makeVar(t, "RUNTIME_PKGS"), makeVar(t, "TEST_PKGS")...)
-	out, err := exec.Command(filepath.Join(repo, ".ci/provision"), pkgs...).CombinedOutput()
-	if err != nil {
-		t.Fatalf(".ci/provision %s: %v\n%s", pkgs, err, out)
-	}
 	for _, p := range pkgs {
-		status, err := exec.Command("dpkg-query", "-W", "-f=${Status}", p).Output()
-		if err != nil || !strings.Contains(string(status), "ok installed") {
-			t.Errorf("%s is not installed after provisioning: %s", p, status)
+		if !dpkgInstalled(t, p) {
+			t.Fatalf("%s is not installed: run make deps first", p)
 		}
+	}
+	provision := func(args ...string) (string, string, error) {
+		var stdout, stderr bytes.Buffer
+		cmd := exec.Command(filepath.Join(repo, ".ci/provision"), args...)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		return stdout.String(), stderr.String(), err
+	}
+	stdout, stderr, err := provision(pkgs...)
+	if want := fmt.Sprintf("packages: all %d installed, nothing to install\n", len(pkgs)); err != nil || stdout != want {
+		t.Errorf(".ci/provision %s: %v\nstdout: %q, want %q\nstderr: %s", pkgs, err, stdout, want, stderr)
+	}
+
+	absent := notInstalled(t)
+	stdout, stderr, err = provision(append([]string{"--dry-run", absent}, pkgs...)...)
+	if want := "would install: " + absent + "\n"; err != nil || stdout != want {
+		t.Errorf(".ci/provision --dry-run %s ...: %v\nstdout: %q, want %q\nstderr: %s", absent, err, stdout, want, stderr)
+	}
+	if dpkgInstalled(t, absent) {
+		t.Errorf("--dry-run installed %s", absent)
+	}
+
+	const bogus = "agentjail-no-such-package"
+	_, stderr, err = provision("--dry-run", bogus)
+	if err == nil || !strings.Contains(stderr, "apt-get cannot install: "+bogus) {
+		t.Errorf(".ci/provision --dry-run %s: %v, want a failure naming it; stderr:\n%s", bogus, err, stderr)
+	}
+}
+
+func dpkgInstalled(t *testing.T, pkg string) bool {
+	t.Helper()
+	status, _ := exec.Command("dpkg-query", "-W", "-f=${Status}", pkg).Output()
+	return strings.Contains(string(status), "ok installed")
+}
+
+// notInstalled names a small package apt could install here but that is not
+// installed (none of agentjail's lists names these).
+func notInstalled(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{"sl", "cowsay", "figlet", "fortune-mod", "bsdgames"} {
+		out, err := exec.Command("apt-cache", "policy", p).Output()
+		if err == nil && regexp.MustCompile(`(?m)^\s*Candidate: [^(]`).Match(out) && !dpkgInstalled(t, p) {
+			return p
+		}
+	}
+	t.Fatal("no uninstalled package with an install candidate among sl, cowsay, figlet, fortune-mod, bsdgames: is the apt index there (apt-get update)?")
+	return ""
+}
+
+// TestProvisionDryRun: --dry-run names what is missing and changes nothing,
+// without root.
+func TestProvisionDryRun(t *testing.T) {
+	t.Parallel()
+	r := provision{osRelease: debian12, goVersion: "go1.26.8", installed: []string{"bubblewrap"}, uid: "1000"}.run(t, "--dry-run", "bubblewrap", "runc", "libseccomp-dev")
+	if r.code != 0 || r.stdout != "would install: runc libseccomp-dev\n" {
+		t.Errorf("want exit 0 and exactly \"would install: runc libseccomp-dev\":\n%v", r)
+	}
+	if got := r.calls("apt-get"); len(got) != 1 || got[0] != "apt-get install -s -qq --no-install-recommends runc libseccomp-dev" {
+		t.Errorf("apt-get calls = %q, want only the simulation", got)
+	}
+
+	r = provision{osRelease: debian12, goVersion: "go1.26.8"}.run(t, "--dry-run", "libseccomp-dev:arm64")
+	if r.code != 0 || !strings.Contains(r.stdout, "would add dpkg's arm64 architecture") || len(r.calls("dpkg --add")) != 0 || len(r.calls("apt-get")) != 0 {
+		t.Errorf("--dry-run with a foreign architecture changed something or did not say so:\n%v", r)
+	}
+
+	r = provision{osRelease: debian12, distroGo: "2:1.19~1", installed: []string{"make", "git", "curl", "ca-certificates"}, uid: "1000"}.run(t, "--vm", "--dry-run")
+	if r.code != 0 || !strings.Contains(r.stdout, "would download Go 1.26.1") || len(r.calls("curl")) != 0 || len(r.calls("apt-get")) != 0 {
+		t.Errorf("--vm --dry-run without Go: want the download named, nothing done:\n%v", r)
+	}
+}
+
+// goModGo is go.mod's go line: the Go that builds agentjail.
+func goModGo(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repo, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(data)
+	if m == nil {
+		t.Fatal("go.mod has no go line")
+	}
+	return string(m[1])
+}
+
+// TestProvisionGoMod: a go on the PATH that cannot build go.mod's Go is
+// refused before anything is installed, with what is needed and both fixes;
+// with GOTOOLCHAIN=auto it passes with a note that the toolchain is fetched.
+func TestProvisionGoMod(t *testing.T) {
+	t.Parallel()
+	need := goModGo(t)
+	r := provision{osRelease: debian12, goVersion: "go1.24.4"}.run(t, "bubblewrap")
+	for _, want := range []string{"go.mod needs Go >= " + need, "is go1.24.4", "GOTOOLCHAIN=local", "https://go.dev/dl", "go env -w GOTOOLCHAIN=auto"} {
+		if r.code == 0 || !strings.Contains(r.stderr, want) {
+			t.Errorf("want a failure saying %q:\n%v", want, r)
+		}
+	}
+	if len(r.calls("apt-get")) != 0 || len(r.calls("dpkg-query")) != 0 {
+		t.Errorf("went on to the packages before refusing the go:\n%v", r)
+	}
+
+	r = provision{osRelease: debian12, goVersion: "go1.24.4", goToolchain: "auto"}.run(t, "bubblewrap")
+	if r.code != 0 || !strings.Contains(r.stderr, "fetches go"+need+" from the module proxy") || len(r.calls("apt-get install")) != 1 {
+		t.Errorf("GOTOOLCHAIN=auto: want the packages installed and a note that go%s is fetched:\n%v", need, r)
+	}
+}
+
+// TestGoCheck runs .ci/gocheck (what `make build` runs first) against a
+// fake go of each version, and against the real one.
+func TestGoCheck(t *testing.T) {
+	t.Parallel()
+	need := goModGo(t)
+	gocheck := func(path string, env ...string) (int, string) {
+		cmd := exec.Command(filepath.Join(repo, ".ci/gocheck"))
+		cmd.Env = append([]string{"PATH=" + path, "HOME=" + t.TempDir()}, env...)
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode(), string(out)
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return 0, string(out)
+	}
+	fake := func(version, toolchain string) string {
+		dir := t.TempDir()
+		for name, body := range map[string]string{
+			"go":          fakeGo,
+			"goversion":   version + "\n",
+			"gotoolchain": toolchain + "\n",
+		} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	sys := "/usr/bin:/bin"
+	for _, c := range []struct {
+		version, toolchain string
+		code               int
+		want               []string
+	}{
+		{"go1.24.4", "local", 1, []string{"go.mod needs Go >= " + need + ", but ", "/go is go1.24.4 and GOTOOLCHAIN=local", "install Go >= " + need + " from https://go.dev/dl", "go env -w GOTOOLCHAIN=auto"}},
+		{"go1.24.4", "auto", 0, []string{"note: ", "fetches go" + need + " from the module proxy (GOTOOLCHAIN=auto"}},
+		{"go1.24.4", "go1.24.4+auto", 0, []string{"from the module proxy"}},
+		{"go1.20.14", "auto", 1, []string{"is go1.20.14, too old to fetch a newer toolchain itself", "https://go.dev/dl"}},
+		{"go" + need, "local", 0, nil},
+		{"go1.99.0 X:nocoverageredesign", "local", 0, nil},
+		{"devel go1.27-abcdef", "local", 0, nil},
+		{"garbage", "local", 1, []string{"cannot tell the version of", "'garbage'"}},
+	} {
+		dir := fake(c.version, c.toolchain)
+		code, out := gocheck(dir+":"+sys, "FAKE_DIR="+dir, "FAKE_LOG=/dev/null")
+		if code != c.code {
+			t.Errorf("go %q, GOTOOLCHAIN=%s: exit %d, want %d\n%s", c.version, c.toolchain, code, c.code, out)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("go %q, GOTOOLCHAIN=%s: output lacks %q:\n%s", c.version, c.toolchain, w, out)
+			}
+		}
+		if c.want == nil && out != "" {
+			t.Errorf("go %q: want silence, got:\n%s", c.version, out)
+		}
+	}
+	if code, out := gocheck(sys); code != 1 || !strings.Contains(out, "go is not on the PATH and go.mod needs Go >= "+need) {
+		t.Errorf("no go: exit %d\n%s", code, out)
+	}
+	// make build checks before it builds: the old go is never asked to.
+	dir, log := fake("go1.24.4", "local"), filepath.Join(t.TempDir(), "log")
+	cmd := exec.Command("make", "-C", repo, "build", "BIN="+filepath.Join(dir, "agentjail"))
+	cmd.Env = []string{"PATH=" + dir + ":" + sys, "FAKE_DIR=" + dir, "FAKE_LOG=" + log, "HOME=" + dir}
+	out, err := cmd.CombinedOutput()
+	calls, _ := os.ReadFile(log)
+	if err == nil || !strings.Contains(string(out), "go.mod needs Go >= "+need) || strings.Contains(string(calls), "go build") {
+		t.Errorf("make build with go1.24.4 and GOTOOLCHAIN=local: %v, want a failure from the check before any go build\n%s\ngo calls:\n%s", err, out, calls)
+	}
+	// The go this test runs under builds the module: the check must agree.
+	real, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, out := gocheck(filepath.Dir(real) + ":" + sys); code != 0 || out != "" {
+		t.Errorf("the real go (%s): exit %d, want 0 and silence:\n%s", real, code, out)
 	}
 }
