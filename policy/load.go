@@ -184,6 +184,9 @@ func decode(name string, data []byte) (Policy, error) {
 		return Policy{}, fmt.Errorf("%s:%d:%d: %w: a profile is a mapping of keys (extends:, filesystem:, ...), not %s", name, pos.Line, pos.Column, ErrSyntax, docs[0].Body.Type())
 	}
 	if err := yaml.NodeToValue(docs[0].Body, &p, yaml.Strict()); err != nil {
+		if fe := fieldError(name, docs[0].Body, err); fe != nil {
+			return Policy{}, fe
+		}
 		return Policy{}, decodeError(name, err)
 	}
 	p.Origins = originsOf(name, docs[0].Body)
