@@ -1,8 +1,10 @@
 package bwrap
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -61,5 +63,26 @@ func TestDetectCaches(t *testing.T) {
 	}
 	if data, _ := os.ReadFile(count); string(data) != "x\nx\n" {
 		t.Errorf("a changed binary was not probed again")
+	}
+}
+
+func TestOptionsAndCheck(t *testing.T) {
+	t.Parallel()
+	args := []string{"--unshare-pid", "--perms", "0755", "--size", "1024", "--tmpfs", "/tmp", "--bind", "/a", "/a", "--", "--size", "x"}
+	opts, err := Options(args)
+	if err != nil || strings.Join(opts, " ") != "--unshare-pid --perms --size --tmpfs --bind" {
+		t.Errorf("Options = %q, %v", opts, err)
+	}
+	if err := Minimum.Check(args); err != nil {
+		t.Errorf("Minimum.Check = %v", err)
+	}
+	if err := (Version{0, 6, 2}).Check(args); !errors.Is(err, ErrTooOld) || !strings.Contains(err.Error(), "bubblewrap 0.6.2 lacks --size (since 0.7.0)") {
+		t.Errorf("0.6.2 Check = %v", err)
+	}
+	if _, err := Options([]string{"--bind", "/a", "/a", "--frobnicate"}); !errors.Is(err, ErrUnknownOption) || !strings.Contains(err.Error(), `"--frobnicate"`) {
+		t.Errorf("unknown option: %v", err)
+	}
+	if (Version{0, 11, 0}).Supports("--frobnicate") {
+		t.Error("an unlisted option is supported")
 	}
 }

@@ -161,6 +161,12 @@ func Render(in Input) (Plan, error) {
 	r.credentials()
 	r.claude()
 	r.tail()
+	// Emit only what the detected bwrap understands: an option it lacks
+	// would fail the launch with bwrap's "Unknown option", or worse, be
+	// taken for the command.
+	if err := in.Bwrap.Check(r.plan.Args); err != nil {
+		r.errs = append(r.errs, err)
+	}
 	if len(r.errs) > 0 {
 		return Plan{}, errors.Join(r.errs...)
 	}

@@ -2,11 +2,14 @@ package mounts
 
 import (
 	"errors"
+	"io/fs"
+	"os"
 	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
 
+	"github.com/agentjail/agentjail/bwrap"
 	"github.com/agentjail/agentjail/policy"
 )
 
@@ -361,5 +364,68 @@ func TestRenderClaudeHome(t *testing.T) {
 	}
 	if plan.Claude != nil || slices.Contains(plan.Args, "/run/agentjail/RUN/claude") {
 		t.Errorf("claude.home false still binds a claude directory: %+v", plan.Claude)
+	}
+}
+
+// TestRenderEmitsOnlySupportedOptions renders every built-in profile, and
+// the variants that add options (a sealed profile run as uid 0, a minimal
+// base, a bound /proc, no network), and requires each option of the plan
+// to be in bwrap's table and supported by bwrap.Minimum, the oldest
+// release agentjail accepts; a plan for an older bwrap is refused.
+func TestRenderEmitsOnlySupportedOptions(t *testing.T) {
+	t.Parallel()
+	names, err := fs.Glob(os.DirFS("../profiles"), "[a-z]*.yaml")
+	if err != nil || len(names) < 4 {
+		t.Fatalf("built-in profiles: %v %v", names, err)
+	}
+	type variant struct {
+		name string
+		in   Input
+	}
+	var variants []variant
+	for _, n := range names {
+		in := input(t, strings.TrimSuffix(n, ".yaml"), "/srv/proj")
+		in.Seccomp = 2
+		variants = append(variants, variant{n, in})
+	}
+	root := input(t, "sealed", "/srv/rootonly")
+	root.User, root.Chdir = User{UID: 0, GID: 0, Name: "root", Home: "/root"}, "/srv/rootonly"
+	minimal := input(t, "tier3", "/srv/proj")
+	minimal.Policy.Filesystem.Base = policy.BaseMinimal
+	bound := input(t, "tier1", "/srv/proj")
+	bound.ProcCovers, bound.Policy.Filesystem.Proc = []string{"/proc/kcore"}, policy.ProcFreshOrBind
+	offline := input(t, "tier2", "/srv/proj")
+	offline.Policy.Namespaces.Net = new(true)
+	variants = append(variants, variant{"sealed as root", root}, variant{"minimal base", minimal}, variant{"bound /proc", bound}, variant{"no network", offline})
+
+	seen := map[string]bool{}
+	for _, v := range variants {
+		v.in.Bwrap = bwrap.Minimum
+		plan, err := Render(v.in)
+		if err != nil {
+			t.Fatalf("%s: %v", v.name, err)
+		}
+		opts, err := bwrap.Options(plan.Args)
+		if err != nil {
+			t.Fatalf("%s: %v", v.name, err)
+		}
+		for _, o := range opts {
+			seen[o] = true
+			if !bwrap.Minimum.Supports(o) {
+				t.Errorf("%s emits %s, which bwrap %s lacks", v.name, o, bwrap.Minimum)
+			}
+		}
+	}
+	// The variants reach the options each adds.
+	for _, o := range []string{"--uid", "--cap-drop", "--symlink", "--unshare-net", "--unshare-user", "--disable-userns", "--add-seccomp-fd", "--size", "--perms", "--ro-bind-try", "--remount-ro", "--block-fd", "--json-status-fd"} {
+		if !seen[o] {
+			t.Errorf("no variant emits %s", o)
+		}
+	}
+
+	old := input(t, "tier1", "/srv/proj")
+	old.Bwrap = bwrap.Version{Major: 0, Minor: 6, Patch: 1}
+	if _, err := Render(old); !errors.Is(err, bwrap.ErrTooOld) || !strings.Contains(err.Error(), "bubblewrap 0.6.1 lacks --size (since 0.7.0)") {
+		t.Errorf("Render for bwrap 0.6.1 = %v, want a refusal naming --size", err)
 	}
 }
