@@ -241,6 +241,9 @@ func checkNoLoosening(parent, child Policy) error {
 	if isFalse(child.Namespaces.Net) && isTrue(parent.Namespaces.Net) {
 		refuse("namespaces.net", "false, but the profile it extends has no network")
 	}
+	if isTrue(child.Filesystem.AcceptProtectedSymlinks) && isFalse(parent.Filesystem.AcceptProtectedSymlinks) {
+		refuse("filesystem.accept_protected_symlinks", "true, but the profile it extends refuses symlinked protected paths")
+	}
 	if isFalse(child.Filesystem.Home.Private) && isTrue(parent.Filesystem.Home.Private) {
 		refuse("filesystem.home.private", "false, but the profile it extends hides the host home")
 	}

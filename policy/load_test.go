@@ -147,12 +147,15 @@ func TestExtendsRefusals(t *testing.T) {
 		"laxproc.yaml":    "extends: strictproc\nfilesystem:\n  proc: fresh-or-bind\n",
 		"badparent.yaml":  "extends: nosuch\n",
 		"disk:/x/f.yaml":  "extends: missing.yaml\n",
+		"nolinks.yaml":    "filesystem:\n  accept_protected_symlinks: false\n",
+		"links.yaml":      "extends: nolinks\nfilesystem:\n  accept_protected_symlinks: true\n",
 	})
 	for ref, want := range map[string]string{
 		"a":              "cycle: profiles/a.yaml -> profiles/b.yaml -> profiles/a.yaml",
 		"shallow":        "profiles/shallow.yaml:3:3: filesystem.protect_depth: 1 is lower than the 3",
 		"laxproc":        "profiles/laxproc.yaml:3:3: filesystem.proc: fresh-or-bind, but the profile it extends insists on a fresh /proc; a child profile cannot loosen",
-		"nosuch":         `unknown profile "nosuch": built-in profiles are a, b, badparent, deep, laxproc, shallow, strictproc`,
+		"links":          "profiles/links.yaml:3:3: filesystem.accept_protected_symlinks: true, but the profile it extends refuses symlinked protected paths",
+		"nosuch":         `unknown profile "nosuch": built-in profiles are a, b, badparent, deep, laxproc, links, nolinks, shallow, strictproc`,
 		"_hidden":        `unknown profile "_hidden"`,
 		"badparent":      `profiles/badparent.yaml:1:1: extends: unknown profile "nosuch"`,
 		"/x/f.yaml":      "unknown profile: /x/missing.yaml: no such file",
