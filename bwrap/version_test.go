@@ -64,6 +64,17 @@ func TestDetectCaches(t *testing.T) {
 	if data, _ := os.ReadFile(count); string(data) != "x\nx\n" {
 		t.Errorf("a changed binary was not probed again")
 	}
+	// A cache others can write is not trusted (another user could pass an
+	// old bwrap off as a new one): bwrap is probed again.
+	if err := os.Chmod(filepath.Join(cache, "bwrap.json"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Detect(cache); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(count); string(data) != "x\nx\nx\n" {
+		t.Errorf("a cache file others can write was trusted")
+	}
 }
 
 func TestOptionsAndCheck(t *testing.T) {
