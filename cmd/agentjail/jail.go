@@ -306,8 +306,8 @@ func runDirFix(dir string) string {
 
 // userName is "uid N (name)", or "uid N" without a user database entry.
 func userName(uid int) string {
-	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
-		return fmt.Sprintf("uid %d (%s)", uid, u.Username)
+	if a, err := users.lookup(strconv.Itoa(uid)); err == nil {
+		return fmt.Sprintf("uid %d (%s)", uid, a.Name)
 	}
 	return fmt.Sprintf("uid %d", uid)
 }

@@ -32,7 +32,9 @@ package integration
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -612,6 +614,61 @@ func TestEscapeFailClosed(t *testing.T) {
 			}
 			if fileExists(marker) {
 				t.Error("the command ran")
+			}
+		})
+	}
+
+	// The real bwrap fails while it sets up the jail, after agentjail
+	// staged the run's files (as root for run user 1000: the run's Claude
+	// directory in /run/agentjail/RUN-ID): between two mounts (a tmpfs
+	// whose mount point it must create under the read-only /, EROFS), and
+	// after every mount, the workspace's mask placeholders made on the
+	// host, when it enters a start directory the run user may not (EACCES).
+	write(t, dir, map[string]string{
+		"mid-setup.yaml": "extends: tier1\nfilesystem:\n  tmpfs:\n    /nonexistent-agentjail-test/cache: {size: 1M}\n",
+		"private/":       "",
+	})
+	os.Chmod(filepath.Join(dir, "private"), 0o700)
+	os.Chown(filepath.Join(dir, "private"), 0, 0)
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"bwrap fails between mounts", []string{"--profile", filepath.Join(dir, "mid-setup.yaml")},
+			"bwrap: Can't mkdir parents for /nonexistent-agentjail-test/cache: Read-only file system"},
+		{"bwrap fails after the mounts", []string{"--chdir", filepath.Join(dir, "private")},
+			"bwrap: Can't chdir to " + filepath.Join(dir, "private") + ": Permission denied"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ws := workspace(t) // no .env, .git, ...: their masks are made on the host
+			before := treeHash(t, ws)
+			marker := filepath.Join(ws, "ran")
+			rec := recordPath(t)
+			r := aj(t, append(append([]string{"run", "--user", strconv.Itoa(runUID), "--record", rec, "--write", ws}, c.args...), "--", "touch", marker)...)
+			wantCode(t, r, 125)
+			for _, want := range []string{c.want, "agentjail: bubblewrap could not set up the jail (exit 1); its message is above"} {
+				if !strings.Contains(r.stderr, want) {
+					t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+				}
+			}
+			if fileExists(marker) {
+				t.Error("the command ran")
+			}
+			got := readRecord(t, rec, 125)
+			if got.Reason != "setup_failed" || !strings.Contains(got.Error, "bubblewrap could not set up the jail") {
+				t.Errorf("record: reason %q, error %q", got.Reason, got.Error)
+			}
+			if left := procsWithEnv("AGENTJAIL_RUN=" + got.RunID); len(left) > 0 {
+				t.Errorf("processes of the failed run are left: %s", left)
+			}
+			stage := filepath.Join("/run/agentjail", got.RunID)
+			if _, err := os.Lstat(stage); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("the run's staging directory %s is left (%v)", stage, err)
+			}
+			if treeHash(t, ws) != before {
+				t.Errorf("mask placeholders are left in the workspace: %s", entries(t, ws))
 			}
 		})
 	}
