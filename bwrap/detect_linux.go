@@ -2,23 +2,13 @@ package bwrap
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
 )
-
-// Sentinels; compare with errors.Is.
-var (
-	ErrNotFound = errors.New("bubblewrap (bwrap) not found")
-	ErrTooOld   = errors.New("bubblewrap is too old")
-	ErrUnusable = errors.New("bubblewrap does not run")
-)
-
-// Install says how to get a usable bubblewrap; every error here ends with it.
-const Install = "install bubblewrap >= 0.8.0: `apt-get install bubblewrap` (Debian 12, Ubuntu 24.04), `dnf install bubblewrap` (Fedora); or point AGENTJAIL_BWRAP at a bwrap binary"
 
 // Info describes the bwrap binary in use.
 type Info struct {
@@ -73,7 +63,7 @@ func Detect(cacheDir string) (Info, error) {
 
 	cacheFile := filepath.Join(cacheDir, "bwrap.json")
 	var cached cacheEntry
-	if data, err := os.ReadFile(cacheFile); err == nil && json.Unmarshal(data, &cached) == nil {
+	if data, err := readTrusted(cacheDir, cacheFile); err == nil && json.Unmarshal(data, &cached) == nil {
 		v := cached.Version
 		cached.Version = Version{}
 		if cached == key {
@@ -115,4 +105,26 @@ func writeCache(dir, file string, e cacheEntry) {
 	if cerr := tmp.Close(); werr != nil || cerr != nil || os.Rename(tmp.Name(), file) != nil {
 		os.Remove(tmp.Name())
 	}
+}
+
+// readTrusted reads file only when it and dir are the caller's and
+// writable by no one else: without $HOME a non-root cache lives in /tmp,
+// where another user could plant an entry that passes an old bwrap off as
+// a new one. An untrusted cache only costs the probe.
+func readTrusted(dir, file string) ([]byte, error) {
+	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	for _, fi := range []func() (os.FileInfo, error){f.Stat, func() (os.FileInfo, error) { return os.Lstat(dir) }} {
+		st, err := fi()
+		if err != nil {
+			return nil, err
+		}
+		if int(st.Sys().(*syscall.Stat_t).Uid) != os.Geteuid() || st.Mode().Perm()&0o022 != 0 || st.Mode()&os.ModeSymlink != 0 {
+			return nil, fmt.Errorf("%s is not the caller's alone", st.Name())
+		}
+	}
+	return io.ReadAll(f)
 }

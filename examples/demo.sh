@@ -16,7 +16,7 @@ chown -R nobody:nogroup "$D"
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 say "the jail agentjail builds for this run (agentjail render)"
-"$A" render --profile tier1 --write "$D/project" --chdir "$D/project" -- sh -c 'true' | fold -w 160 | head -6
+"$A" render --profile tier1 --write "$D/project" --chdir "$D/project" -- sh -c 'true' | grep -v '^#' | fold -w 160 | head -6
 echo "   ..."
 
 say "a jailed shell writes to its project and tries to change .env"

@@ -18,7 +18,10 @@ var skipDirs = []string{".git", "node_modules"}
 type protection struct {
 	existing []string // paths to bind read-only over themselves
 	masks    []string // first missing components to cover with an empty file
-	links    []string // protected paths that are symlinks (warned about)
+	// links are symlinks that protected paths are, or lie beyond, below
+	// their writable root: a mount cannot cover them (Render refuses them
+	// unless the policy accepts them).
+	links []string
 	// pins are directories inside a protected name (the .git of
 	// .git/hooks) bound over themselves, writable: a mount point cannot be
 	// renamed or removed (rename(2), rmdir(2): EBUSY), so the agent cannot
@@ -54,12 +57,15 @@ func findProtected(d Disk, roots, patterns []string, depth int) protection {
 		walkDirs(d, root, depth, func(dir string, names []string) {
 			for _, pat := range relative {
 				found := present(d, dir, names, pat)
-				if len(found) == 0 && dir == root && !hasMeta(pat) {
-					// A literal is protected where it exists; where it does
-					// not, only at the root, its first missing component is
-					// covered so that it cannot be created. Deeper, what
-					// appears during the run is found by comparing
-					// snapshots (TakeSnapshot) and reported as a violation.
+				if len(found) == 0 && !hasMeta(pat) && (dir == root || insideExisting(d, dir, names, pat)) {
+					// A literal is protected where it exists. Where it does
+					// not, its first missing component is covered so that it
+					// cannot be created: at the root for every name, and
+					// deeper inside a protected directory that exists (the
+					// hooks of a nested repository's .git). Any other
+					// protected name that appears deeper during the run is
+					// found by comparing snapshots (TakeSnapshot) and
+					// reported as a violation.
 					found = []string{path.Join(dir, pat)}
 				}
 				for _, p := range found {
@@ -86,24 +92,65 @@ func findProtected(d Disk, roots, patterns []string, depth int) protection {
 	return pr
 }
 
-// protectOne records p. A symlink cannot be covered (a mount over it lands
-// on its target), so for a link the target is protected when it lies under a
-// writable root, and the link is reported: the agent could still replace it.
+// protectOne records p: read-only where it exists, masked where it does
+// not. A mount cannot cover a symlink (it lands on the target, and the link
+// stays replaceable), so when p is a link or lies beyond one below its
+// writable root, the link is recorded instead, and the target is protected
+// when it lies under a writable root.
 func protectOne(d Disk, roots []string, p string, pr *protection, add func(*[]string, string)) {
-	if !exists(d, p) {
-		if m := firstMissing(d, p); m != "" && underAny(m, roots) {
-			add(&pr.masks, m)
+	if l := linkOnPath(d, deepestRoot(p, roots), p); l != "" {
+		add(&pr.links, l)
+		if t, err := resolve(d, p); err == nil && t != p && underAny(t, roots) && exists(d, t) {
+			add(&pr.existing, t)
 		}
 		return
 	}
-	if !isLink(d, p) {
+	if exists(d, p) {
 		add(&pr.existing, p)
 		return
 	}
-	add(&pr.links, p)
-	if t, err := resolve(d, p); err == nil && t != p && underAny(t, roots) && exists(d, t) {
-		add(&pr.existing, t)
+	// bwrap makes the mask's mount point, and cannot below a file (the
+	// .git file of a worktree or submodule: "Can't mkdir parents").
+	if m := firstMissing(d, p); m != "" && underAny(m, roots) && isDir(d, path.Dir(m)) {
+		add(&pr.masks, m)
 	}
+}
+
+// linkOnPath returns the first symlink on p's path below root (p itself
+// included), or "".
+func linkOnPath(d Disk, root, p string) string {
+	if !under(p, root) || p == root {
+		return ""
+	}
+	cur := root
+	for _, name := range strings.Split(strings.TrimPrefix(strings.TrimPrefix(p, root), "/"), "/") {
+		cur = path.Join(cur, name)
+		fi, err := lstat(d, cur)
+		if err != nil {
+			return ""
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return cur
+		}
+	}
+	return ""
+}
+
+// insideExisting reports whether the relative pattern pat names something
+// inside a directory dir holds (".git/hooks" where dir/.git is a real
+// directory).
+func insideExisting(d Disk, dir string, names []string, pat string) bool {
+	first, _, nested := strings.Cut(pat, "/")
+	if _, ok := slices.BinarySearch(names, first); !ok || !nested {
+		return false
+	}
+	return isDir(d, path.Join(dir, first))
+}
+
+// isDir reports whether p is a directory, not a link to one.
+func isDir(d Disk, p string) bool {
+	fi, err := lstat(d, p)
+	return err == nil && fi.IsDir()
 }
 
 // pinBetween pins every real directory strictly between from and p (not
@@ -264,11 +311,6 @@ func firstMissing(d Disk, p string) string {
 		}
 	}
 	return ""
-}
-
-func isLink(d Disk, p string) bool {
-	fi, err := lstat(d, p)
-	return err == nil && fi.Mode()&fs.ModeSymlink != 0
 }
 
 func hasMeta(p string) bool { return strings.ContainsAny(p, `*?[\`) }

@@ -161,6 +161,12 @@ func Render(in Input) (Plan, error) {
 	r.credentials()
 	r.claude()
 	r.tail()
+	// Emit only what the detected bwrap understands: an option it lacks
+	// would fail the launch with bwrap's "Unknown option", or worse, be
+	// taken for the command.
+	if err := in.Bwrap.Check(r.plan.Args); err != nil {
+		r.errs = append(r.errs, err)
+	}
 	if len(r.errs) > 0 {
 		return Plan{}, errors.Join(r.errs...)
 	}
@@ -404,7 +410,20 @@ func (r *renderer) protect(roots []string) {
 		r.mount("--ro-bind", empty, m)
 	}
 	for _, l := range pr.links {
-		r.plan.Warnings = append(r.plan.Warnings, fmt.Sprintf("protected path %s is a symlink: its target is read-only, but the link itself can be replaced; make it a regular file to protect it fully", l))
+		target, err := resolve(r.in.Disk, l)
+		if err != nil {
+			target, _ = r.in.Disk.ReadLink(rel(l))
+		}
+		if policy.On(r.p.Filesystem.AcceptProtectedSymlinks) {
+			r.plan.Warnings = append(r.plan.Warnings, fmt.Sprintf("protected path %s is a symlink to %s: its target is read-only, but the link itself can be replaced, which the check after the run reports as a violation (filesystem.accept_protected_symlinks)", l, target))
+			continue
+		}
+		fix := fmt.Sprintf("replace the link by what it points to (rm %s && cp -a %s %s)", l, target, l)
+		if path.Base(l) == "hooks" {
+			fix = fmt.Sprintf("remove the link and point git at the directory instead (rm %s && git config core.hooksPath %s), or replace the link by what it points to", l, target)
+		}
+		r.errs = append(r.errs, fmt.Errorf("%w: %s -> %s: a mount cannot cover a link, so the agent could replace it with a file or directory of its own (a planted hook, a rewritten .env); %s, or accept it with `filesystem: {accept_protected_symlinks: true}` in a profile, which keeps the target read-only and ends a run that replaces the link with reason violation (exit 125)",
+			ErrProtectedLink, l, target, fix))
 	}
 	r.plan.Protected = append(pr.existing, pr.masks...)
 	r.plan.Masks = pr.masks

@@ -2,11 +2,14 @@ package mounts
 
 import (
 	"errors"
+	"io/fs"
+	"os"
 	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
 
+	"github.com/agentjail/agentjail/bwrap"
 	"github.com/agentjail/agentjail/policy"
 )
 
@@ -138,6 +141,7 @@ func TestRenderPrivateHomeWithoutHostHome(t *testing.T) {
 func TestResolve(t *testing.T) {
 	t.Parallel()
 	d := host()
+	d["srv/proj/.bashrc"] = link("../dotfiles/bashrc")
 	d["loop/a"] = link("b")
 	d["loop/b"] = link("a")
 	for in, want := range map[string]string{
@@ -212,6 +216,7 @@ func TestRenderPinsDirectoriesInsideProtectedNames(t *testing.T) {
 	d["srv/proj/.claude/settings.json"] = node(0o644, 1000, 1000, "{}")
 	d["srv/proj/.claude/other"] = node(0o644, 1000, 1000, "")
 	d["srv/proj/.idea"] = link("/srv/dotfiles")
+	in.Policy.Filesystem.AcceptProtectedSymlinks = new(true)
 	d["srv/proj/.git/modules/lib/hooks"] = dir(0o755, 1000) // a submodule's git directory
 	d["srv/proj/.git/modules/lib/config"] = node(0o644, 1000, 1000, "")
 	plan, err := Render(in)
@@ -361,5 +366,160 @@ func TestRenderClaudeHome(t *testing.T) {
 	}
 	if plan.Claude != nil || slices.Contains(plan.Args, "/run/agentjail/RUN/claude") {
 		t.Errorf("claude.home false still binds a claude directory: %+v", plan.Claude)
+	}
+}
+
+// TestRenderEmitsOnlySupportedOptions renders every built-in profile, and
+// the variants that add options (a sealed profile run as uid 0, a minimal
+// base, a bound /proc, no network), and requires each option of the plan
+// to be in bwrap's table and supported by bwrap.Minimum, the oldest
+// release agentjail accepts; a plan for an older bwrap is refused.
+func TestRenderEmitsOnlySupportedOptions(t *testing.T) {
+	t.Parallel()
+	names, err := fs.Glob(os.DirFS("../profiles"), "[a-z]*.yaml")
+	if err != nil || len(names) < 4 {
+		t.Fatalf("built-in profiles: %v %v", names, err)
+	}
+	type variant struct {
+		name string
+		in   Input
+	}
+	var variants []variant
+	for _, n := range names {
+		in := input(t, strings.TrimSuffix(n, ".yaml"), "/srv/proj")
+		in.Seccomp = 2
+		variants = append(variants, variant{n, in})
+	}
+	root := input(t, "sealed", "/srv/rootonly")
+	root.User, root.Chdir = User{UID: 0, GID: 0, Name: "root", Home: "/root"}, "/srv/rootonly"
+	minimal := input(t, "tier3", "/srv/proj")
+	minimal.Policy.Filesystem.Base = policy.BaseMinimal
+	bound := input(t, "tier1", "/srv/proj")
+	bound.ProcCovers, bound.Policy.Filesystem.Proc = []string{"/proc/kcore"}, policy.ProcFreshOrBind
+	offline := input(t, "tier2", "/srv/proj")
+	offline.Policy.Namespaces.Net = new(true)
+	variants = append(variants, variant{"sealed as root", root}, variant{"minimal base", minimal}, variant{"bound /proc", bound}, variant{"no network", offline})
+
+	seen := map[string]bool{}
+	for _, v := range variants {
+		v.in.Bwrap = bwrap.Minimum
+		plan, err := Render(v.in)
+		if err != nil {
+			t.Fatalf("%s: %v", v.name, err)
+		}
+		opts, err := bwrap.Options(plan.Args)
+		if err != nil {
+			t.Fatalf("%s: %v", v.name, err)
+		}
+		for _, o := range opts {
+			seen[o] = true
+			if !bwrap.Minimum.Supports(o) {
+				t.Errorf("%s emits %s, which bwrap %s lacks", v.name, o, bwrap.Minimum)
+			}
+		}
+	}
+	// The variants reach the options each adds.
+	for _, o := range []string{"--uid", "--cap-drop", "--symlink", "--unshare-net", "--unshare-user", "--disable-userns", "--add-seccomp-fd", "--size", "--perms", "--ro-bind-try", "--remount-ro", "--block-fd", "--json-status-fd"} {
+		if !seen[o] {
+			t.Errorf("no variant emits %s", o)
+		}
+	}
+
+	old := input(t, "tier1", "/srv/proj")
+	old.Bwrap = bwrap.Version{Major: 0, Minor: 6, Patch: 1}
+	if _, err := Render(old); !errors.Is(err, bwrap.ErrTooOld) || !strings.Contains(err.Error(), "bubblewrap 0.6.1 lacks --size (since 0.7.0)") {
+		t.Errorf("Render for bwrap 0.6.1 = %v, want a refusal naming --size", err)
+	}
+}
+
+// TestRenderRefusesSymlinkedProtectedPaths: a protected path that is a
+// symlink, or lies beyond one, cannot be covered by a mount (the agent
+// could replace the link), so the run is refused, naming the link, its
+// target and the fixes; accept_protected_symlinks accepts it with a
+// warning, protecting the target and leaving the link to the post-run
+// check.
+func TestRenderRefusesSymlinkedProtectedPaths(t *testing.T) {
+	t.Parallel()
+	in := input(t, "tier1", "/srv/proj")
+	d := in.Disk.(fstest.MapFS)
+	delete(d, "srv/proj/.git/hooks")
+	d["srv/proj/.githooks/pre-commit"] = node(0o755, 1000, 1000, "#!/bin/sh\n")
+	d["srv/proj/.git/hooks"] = link("../.githooks")
+	d["srv/proj/.env"] = link(".env.real")
+	d["srv/proj/.env.real"] = node(0o644, 1000, 1000, "SECRET=1")
+	d["srv/proj/sub/.claude"] = link("../../shared-claude") // beyond: .claude/settings.json
+	d["srv/shared-claude/settings.json"] = node(0o644, 1000, 1000, "{}")
+	_, err := Render(in)
+	if !errors.Is(err, ErrProtectedLink) {
+		t.Fatalf("Render = %v, want ErrProtectedLink", err)
+	}
+	for _, want := range []string{
+		"symlinked protected path: /srv/proj/.git/hooks -> /srv/proj/.githooks: a mount cannot cover a link",
+		"rm /srv/proj/.git/hooks && git config core.hooksPath /srv/proj/.githooks",
+		"symlinked protected path: /srv/proj/.env -> /srv/proj/.env.real",
+		"rm /srv/proj/.env && cp -a /srv/proj/.env.real /srv/proj/.env",
+		"symlinked protected path: /srv/proj/sub/.claude -> /srv/shared-claude",
+		"filesystem: {accept_protected_symlinks: true}",
+		"reason violation (exit 125)",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal lacks %q:\n%v", want, err)
+		}
+	}
+
+	in.Policy.Filesystem.AcceptProtectedSymlinks = new(true)
+	plan, err := Render(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Join(plan.Args, " ")
+	for _, want := range []string{"--ro-bind /srv/proj/.githooks /srv/proj/.githooks", "--ro-bind /srv/proj/.env.real /srv/proj/.env.real"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("accepted links: the plan lacks %q:\n%s", want, args)
+		}
+	}
+	for _, bad := range []string{"/srv/proj/.git/hooks ", "/srv/proj/.env ", "/srv/proj/sub/.claude"} {
+		if strings.Contains(args+" ", bad) {
+			t.Errorf("accepted links: the plan mounts over a link (%s):\n%s", bad, args)
+		}
+	}
+	if len(plan.Warnings) != 3 || !strings.Contains(strings.Join(plan.Warnings, "\n"), "/srv/proj/.git/hooks is a symlink to /srv/proj/.githooks") {
+		t.Errorf("warnings = %q", plan.Warnings)
+	}
+}
+
+// TestRenderMasksInsideExistingProtectedDirectories: at the top of a
+// writable root every missing protected name is masked; below it, only
+// what is missing inside a protected directory that exists (a nested
+// repository's .git/hooks and .git/config, a .claude's settings), down to
+// protect_depth. Other names missing at depth are left to the post-run
+// check, and nothing is masked below a file (a worktree's .git) or a link.
+func TestRenderMasksInsideExistingProtectedDirectories(t *testing.T) {
+	t.Parallel()
+	in := input(t, "tier1", "/srv/proj")
+	d := in.Disk.(fstest.MapFS)
+	d["srv/proj/sub/.git/HEAD"] = node(0o644, 1000, 1000, "")     // a nested repository without hooks or config
+	d["srv/proj/a/b/.claude/x"] = node(0o644, 1000, 1000, "")     // depth 2
+	d["srv/proj/a/b/c/d/.git/HEAD"] = node(0o644, 1000, 1000, "") // depth 4 > protect_depth
+	d["srv/cache/.git"] = node(0o644, 1000, 1000, "gitdir: /srv/proj/.git/worktrees/c\n")
+	d["srv/proj/.git/worktrees/c/HEAD"] = node(0o644, 1000, 1000, "")
+	in.Policy.Filesystem.Write = append(in.Policy.Filesystem.Write, "/srv/cache")
+	plan, err := Render(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Join(plan.Args, " ")
+	for _, m := range []string{"/srv/proj/sub/.git/hooks", "/srv/proj/sub/.git/config", "/srv/proj/a/b/.claude/settings.json", "/srv/proj/a/b/.claude/commands", "/srv/proj/a/b/.claude/agents", "/srv/proj/.mcp.json", "/srv/cache/.env"} {
+		if !slices.Contains(plan.Masks, m) {
+			t.Errorf("%s is not masked; masks:\n%s", m, strings.Join(plan.Masks, "\n"))
+		}
+	}
+	if !strings.Contains(args, "--bind /srv/proj/sub/.git /srv/proj/sub/.git") {
+		t.Errorf("the nested .git is not pinned:\n%s", args)
+	}
+	for _, m := range plan.Masks {
+		if strings.HasPrefix(m, "/srv/proj/sub/.env") || strings.HasPrefix(m, "/srv/proj/a/b/.env") || strings.HasPrefix(m, "/srv/proj/a/b/c/d/") || strings.HasPrefix(m, "/srv/cache/.git/") {
+			t.Errorf("%s is masked: only protected directories that exist are masked into below the top", m)
+		}
 	}
 }

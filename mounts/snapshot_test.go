@@ -10,6 +10,7 @@ func TestTakeSnapshotCoversWhatRenderProtects(t *testing.T) {
 	t.Parallel()
 	in := input(t, "tier1", "/srv/proj")
 	d := in.Disk.(fstest.MapFS)
+	d["srv/proj/.bashrc"] = link("../dotfiles/bashrc")
 	d["srv/proj/.git/hooks/pre-commit"] = node(0o755, 1000, 1000, "#!/bin/sh")
 	d["srv/proj/.mcp.json"] = node(0o444, 1000, 1000, "") // another run's placeholder
 	isMask := func(p string) bool { return p == "/srv/proj/.mcp.json" }

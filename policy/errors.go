@@ -21,6 +21,9 @@ type FieldError struct {
 	Origin string
 	Field  string
 	Msg    string
+	// Kind is the sentinel the error matches: ErrInvalid when nil (a
+	// rule broken), ErrSyntax for a value the decoder could not read.
+	Kind error
 }
 
 func (e *FieldError) Error() string {
@@ -30,5 +33,10 @@ func (e *FieldError) Error() string {
 	return fmt.Sprintf("%s: %s: %s", e.Origin, e.Field, e.Msg)
 }
 
-// Is makes every FieldError match ErrInvalid.
-func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
+// Is makes a FieldError match its Kind, ErrInvalid by default.
+func (e *FieldError) Is(target error) bool {
+	if e.Kind != nil {
+		return target == e.Kind
+	}
+	return target == ErrInvalid
+}

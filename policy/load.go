@@ -184,6 +184,9 @@ func decode(name string, data []byte) (Policy, error) {
 		return Policy{}, fmt.Errorf("%s:%d:%d: %w: a profile is a mapping of keys (extends:, filesystem:, ...), not %s", name, pos.Line, pos.Column, ErrSyntax, docs[0].Body.Type())
 	}
 	if err := yaml.NodeToValue(docs[0].Body, &p, yaml.Strict()); err != nil {
+		if fe := fieldError(name, docs[0].Body, err); fe != nil {
+			return Policy{}, fe
+		}
 		return Policy{}, decodeError(name, err)
 	}
 	p.Origins = originsOf(name, docs[0].Body)
@@ -237,6 +240,9 @@ func checkNoLoosening(parent, child Policy) error {
 	}
 	if isFalse(child.Namespaces.Net) && isTrue(parent.Namespaces.Net) {
 		refuse("namespaces.net", "false, but the profile it extends has no network")
+	}
+	if isTrue(child.Filesystem.AcceptProtectedSymlinks) && isFalse(parent.Filesystem.AcceptProtectedSymlinks) {
+		refuse("filesystem.accept_protected_symlinks", "true, but the profile it extends refuses symlinked protected paths")
 	}
 	if isFalse(child.Filesystem.Home.Private) && isTrue(parent.Filesystem.Home.Private) {
 		refuse("filesystem.home.private", "false, but the profile it extends hides the host home")

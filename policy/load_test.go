@@ -15,22 +15,36 @@ func TestDecodeErrorsNamePosition(t *testing.T) {
 	for _, c := range []struct {
 		name, src, want string
 	}{
-		{"unknown key", "filesystem:\n  writable: [/x]\n", `p.yaml:2:3: cannot decode policy: unknown field "writable"`},
-		{"unknown top key", "description: x\nbogus: 1\n", `p.yaml:2:1: cannot decode policy: unknown field "bogus"`},
-		{"wrong type", "filesystem:\n  write: /x\n", "p.yaml:2:10: cannot decode policy: "},
-		{"wrong type int", "filesystem:\n  protect_depth: deep\n", "p.yaml:2:18: cannot decode policy: "},
+		{"unknown key", "filesystem:\n  writable: [/x]\n", `p.yaml:2:3: filesystem.writable: unknown key; filesystem takes base, proc, read, write, protect,`},
+		{"unknown top key", "description: x\nbogus: 1\n", `p.yaml:2:1: bogus: unknown key; a profile takes extends, description, user,`},
+		{"string for a list", "filesystem:\n  write: /x\n", "p.yaml:2:10: filesystem.write: expected a list, got a string; e.g. `write: [${PWD}]`"},
+		{"string for an int", "filesystem:\n  protect_depth: deep\n", "p.yaml:2:18: filesystem.protect_depth: expected a whole number, got a string; e.g. `protect_depth: 3`"},
+		{"string for a bool", "namespaces:\n  net: \"yes\"\n", "p.yaml:2:8: namespaces.net: expected true or false, got a string; e.g. `net: true`"},
+		{"number for a bool", "filesystem:\n  home:\n    private: 1\n", "p.yaml:3:14: filesystem.home.private: expected true or false, got a number; e.g. `private: true`"},
+		{"list for a duration", "limits:\n  wall: [10m]\n", "p.yaml:2:9: limits.wall: expected a duration (90s, 10m or a number of seconds), got a list; e.g. `wall: 10m`"},
+		{"bool for a size", "limits:\n  output:\n    head: true\n", "p.yaml:3:11: limits.output.head: expected a size (64MiB, 1G or a number of bytes), got true or false; e.g. `head: 64MiB`"},
+		{"list for a limit", "limits:\n  rlimits:\n    nofile: [1]\n", "p.yaml:3:13: limits.rlimits[nofile]: expected a number, a size or unlimited, got a list; e.g. `nofile: 1024`"},
+		{"mapping for a list entry", "filesystem:\n  write:\n    - {a: b}\n", "p.yaml:3:7: filesystem.write[0]: expected a string, got a mapping; e.g. `- ${PWD}`"},
+		{"list for an enum", "inner_sandbox: [a]\n", "p.yaml:1:16: inner_sandbox: expected one of free, sealed, got a list; e.g. `inner_sandbox: free`"},
+		{"number for a struct", "limits:\n  output: 4\n", "p.yaml:2:11: limits.output: expected a mapping with the keys head, tail, got a number; e.g. `output: {head: 64MiB}`"},
+		{"number for a tmpfs", "filesystem:\n  tmpfs:\n    /tmp: 5\n", "p.yaml:3:11: filesystem.tmpfs[/tmp]: expected a mapping with the keys size, mode, got a number; e.g. `/tmp: {size: 64MiB}`"},
+		{"list for a map", "environment:\n  set: [1]\n", "p.yaml:2:8: environment.set: expected a mapping, got a list; e.g. `set: {NAME: value}`"},
+		{"list for a map value", "environment:\n  set:\n    A: [1]\n", "p.yaml:3:8: environment.set[A]: expected a string, got a list; e.g. `A: value`"},
+		{"block mapping for a string", "user:\n  a: b\n", "user: expected a string, got a mapping; e.g. `user: builder`"},
+		{"overflow", "filesystem:\n  protect_depth: 99999999999999999999999\n", "p.yaml:2:18: filesystem.protect_depth: 99999999999999999999999 is out of range"},
 		{"duplicate key", "user: a\nuser: b\n", `p.yaml:2:1: cannot decode policy: mapping key "user" already defined`},
 		{"second document", "user: a\n---\nuser: b\n", "p.yaml:2:1: cannot decode policy: a profile is one YAML document"},
 		{"not a mapping", "- a\n- b\n", "p.yaml:1:1: cannot decode policy: a profile is a mapping"},
-		{"bad duration", "limits:\n  wall: 10 minutes\n", `p.yaml:2:9: cannot decode policy: invalid duration "10 minutes"`},
-		{"negative duration", "limits:\n  idle: -5\n", `p.yaml:2:9: cannot decode policy: duration "-5" is negative`},
-		{"bad size", "filesystem:\n  tmpfs:\n    /tmp: {size: lots}\n", `p.yaml:3:18: cannot decode policy: invalid size "lots"`},
+		{"bad duration", "limits:\n  wall: 10 minutes\n", `p.yaml:2:9: limits.wall: invalid duration "10 minutes"`},
+		{"negative duration", "limits:\n  idle: -5\n", `p.yaml:2:9: limits.idle: duration "-5" is negative`},
+		{"bad size", "filesystem:\n  tmpfs:\n    /tmp: {size: lots}\n", `p.yaml:3:18: filesystem.tmpfs[/tmp].size: invalid size "lots"`},
+		{"bad mode", "filesystem:\n  tmpfs:\n    /tmp:\n      mode: abc\n", `p.yaml:4:13: filesystem.tmpfs[/tmp].mode: invalid mode "abc"`},
 		{"syntax", "filesystem: [\n", "p.yaml:1:13: cannot decode policy: "},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			_, err := Decode("p.yaml", []byte(c.src))
-			if err == nil || !strings.HasPrefix(err.Error(), c.want) || !errors.Is(err, ErrSyntax) {
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "p.yaml:") || !errors.Is(err, ErrSyntax) {
 				t.Fatalf("Decode error = %v; want prefix %q", err, c.want)
 			}
 			if strings.Contains(err.Error(), "\n") {
@@ -133,12 +147,15 @@ func TestExtendsRefusals(t *testing.T) {
 		"laxproc.yaml":    "extends: strictproc\nfilesystem:\n  proc: fresh-or-bind\n",
 		"badparent.yaml":  "extends: nosuch\n",
 		"disk:/x/f.yaml":  "extends: missing.yaml\n",
+		"nolinks.yaml":    "filesystem:\n  accept_protected_symlinks: false\n",
+		"links.yaml":      "extends: nolinks\nfilesystem:\n  accept_protected_symlinks: true\n",
 	})
 	for ref, want := range map[string]string{
 		"a":              "cycle: profiles/a.yaml -> profiles/b.yaml -> profiles/a.yaml",
 		"shallow":        "profiles/shallow.yaml:3:3: filesystem.protect_depth: 1 is lower than the 3",
 		"laxproc":        "profiles/laxproc.yaml:3:3: filesystem.proc: fresh-or-bind, but the profile it extends insists on a fresh /proc; a child profile cannot loosen",
-		"nosuch":         `unknown profile "nosuch": built-in profiles are a, b, badparent, deep, laxproc, shallow, strictproc`,
+		"links":          "profiles/links.yaml:3:3: filesystem.accept_protected_symlinks: true, but the profile it extends refuses symlinked protected paths",
+		"nosuch":         `unknown profile "nosuch": built-in profiles are a, b, badparent, deep, laxproc, links, nolinks, shallow, strictproc`,
 		"_hidden":        `unknown profile "_hidden"`,
 		"badparent":      `profiles/badparent.yaml:1:1: extends: unknown profile "nosuch"`,
 		"/x/f.yaml":      "unknown profile: /x/missing.yaml: no such file",

@@ -38,41 +38,79 @@ func parentPath(p string) string {
 }
 
 // originsOf records the position of every mapping value and sequence entry
-// of a document, keyed by field path.
+// of a document, keyed by field path. A mapping value is pointed at by its
+// key, the better pointer for a value that spans lines.
 func originsOf(name string, node ast.Node) Origins {
 	o := Origins{}
+	walkFields(node, func(path string, key, value ast.Node) {
+		at := value
+		if key != nil {
+			at = key
+		}
+		pos := at.GetToken().Position
+		o[path] = fmt.Sprintf("%s:%d:%d", name, pos.Line, pos.Column)
+	})
+	return o
+}
+
+// position is a line and column of a YAML document.
+type position struct{ line, col int }
+
+// fieldsAt inverts originsOf: it maps the position of each value, and of
+// each key, to its field path, so that a decoding error the YAML library
+// reports at a position can name the field. The outermost field wins a
+// shared position.
+func fieldsAt(node ast.Node) (values, keys map[position]string) {
+	values, keys = map[position]string{}, map[position]string{}
+	record := func(m map[position]string, n ast.Node, path string) {
+		pos := n.GetToken().Position
+		if _, ok := m[position{pos.Line, pos.Column}]; !ok {
+			m[position{pos.Line, pos.Column}] = path
+		}
+	}
+	walkFields(node, func(path string, key, value ast.Node) {
+		if value != nil {
+			record(values, value, path)
+		}
+		if key != nil {
+			record(keys, key, path)
+		}
+	})
+	return values, keys
+}
+
+// walkFields calls fn for every mapping value (with its key) and sequence
+// entry (key nil) of a document, parents before children, with its field
+// path.
+func walkFields(node ast.Node, fn func(path string, key, value ast.Node)) {
 	var walk func(path string, n ast.Node)
 	walk = func(path string, n ast.Node) {
-		if n == nil {
-			return
-		}
-		if path != "" {
-			pos := n.GetToken().Position
-			o[path] = fmt.Sprintf("%s:%d:%d", name, pos.Line, pos.Column)
-		}
 		switch n := n.(type) {
+		case nil:
 		case *ast.DocumentNode:
 			walk(path, n.Body)
 		case *ast.MappingNode:
 			for _, v := range n.Values {
-				walk(joinKey(path, v.Key.String()), v.Value)
-				// The key's own position is the better pointer for a value
-				// that spans lines (a mapping or a sequence).
-				pos := v.Key.GetToken().Position
-				o[joinKey(path, v.Key.String())] = fmt.Sprintf("%s:%d:%d", name, pos.Line, pos.Column)
+				walk(path, v)
 			}
 		case *ast.MappingValueNode:
-			walk(joinKey(path, n.Key.String()), n.Value)
-			pos := n.Key.GetToken().Position
-			o[joinKey(path, n.Key.String())] = fmt.Sprintf("%s:%d:%d", name, pos.Line, pos.Column)
+			p := joinKey(path, n.Key.String())
+			fn(p, n.Key, n.Value)
+			walk(p, n.Value)
 		case *ast.SequenceNode:
 			for i, v := range n.Values {
-				walk(path+"["+strconv.Itoa(i)+"]", v)
+				if v == nil {
+					continue
+				}
+				p := path + "[" + strconv.Itoa(i) + "]"
+				fn(p, nil, v)
+				walk(p, v)
 			}
 		}
 	}
-	walk("", node)
-	return o
+	if node != nil {
+		walk("", node)
+	}
 }
 
 // joinKey extends a path by a mapping key. Keys of user maps (tmpfs mount

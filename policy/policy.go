@@ -77,6 +77,15 @@ type Filesystem struct {
 	// protect entries are searched for (default 3). A child profile cannot
 	// lower its parent's depth.
 	ProtectDepth *int `yaml:"protect_depth,omitempty" json:"protect_depth,omitempty"`
+	// AcceptProtectedSymlinks accepts protected paths under a writable root
+	// that are symbolic links or lie beyond one (.git/hooks -> ../.githooks,
+	// .env -> .env.real). A mount cannot cover a link: the link's target is
+	// made read-only, but the agent can remove the link and put a real file
+	// or directory in its place, which only the post-run check reports
+	// (reason violation, exit 125), leaving it there. Default false: such a
+	// run is refused, naming the link. A child cannot set it when its parent
+	// sets false.
+	AcceptProtectedSymlinks *bool `yaml:"accept_protected_symlinks,omitempty" json:"accept_protected_symlinks,omitempty"`
 	// Deny lists paths hidden from the agent: an empty read-only directory
 	// over a directory, /dev/null over a file.
 	Deny []string `yaml:"deny,omitempty" json:"deny,omitempty"`

@@ -107,6 +107,9 @@ func FormatSize(n int64) string {
 type PosError struct {
 	Line, Column int
 	Msg          string
+	// Mismatch marks a value of the wrong kind (a list for a duration),
+	// which the decoder rewrites as what the field expects.
+	Mismatch bool
 }
 
 func (e *PosError) Error() string { return fmt.Sprintf("%d:%d: %s", e.Line, e.Column, e.Msg) }
@@ -118,12 +121,12 @@ func scalar(node ast.Node, what string) (string, error) {
 	case ast.StringType, ast.IntegerType, ast.FloatType:
 		return tok.Value, nil
 	}
-	return "", &PosError{tok.Position.Line, tok.Position.Column, fmt.Sprintf("%s must be a scalar, not %s", what, node.Type())}
+	return "", &PosError{Line: tok.Position.Line, Column: tok.Position.Column, Msg: fmt.Sprintf("%s must be a scalar, not %s", what, node.Type()), Mismatch: true}
 }
 
 func posErr(node ast.Node, err error) error {
 	p := node.GetToken().Position
-	return &PosError{p.Line, p.Column, err.Error()}
+	return &PosError{Line: p.Line, Column: p.Column, Msg: err.Error()}
 }
 
 // UnmarshalYAML implements yaml.NodeUnmarshaler.

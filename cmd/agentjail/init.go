@@ -68,6 +68,10 @@ func (e appEnv) initAction(ctx context.Context, cmd *cli.Command) error {
 // placeholders of killed runs, and logs each process it had to kill. Runs
 // of other pid namespaces are left alone (supervise.SweepDead).
 func sweepDeadRuns(logf func(string, ...any)) {
+	if err := checkRunDir(false); err != nil {
+		logf("sweep: %v", err)
+		return
+	}
 	killed, err := supervise.SweepDead(liveDir(), "/proc")
 	for id, procs := range killed {
 		for _, p := range procs {

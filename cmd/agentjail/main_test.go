@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/agentjail/agentjail/internal/testutil"
+	"github.com/agentjail/agentjail/mounts"
 )
 
 // agentjailRun calls run in-process and returns stdout, stderr, exit code.
@@ -26,8 +28,11 @@ func TestRenderLine(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	for len(lines) > 0 && strings.HasPrefix(lines[0], "#") {
+		lines = lines[1:] // the header: TestRenderedLineRuns follows it
+	}
 	if len(lines) != 3 {
-		t.Fatalf("want the command line, the fd comment and the env comment:\n%s", out)
+		t.Fatalf("want the header, the command line, the fd comment and the env comment:\n%s", out)
 	}
 	for _, want := range []string{"--json-status-fd '<fd:status>'", "--report-fd '<fd:exec-report>'", "-- sh -c 'echo '\\''quoted arg'\\'''"} {
 		if !strings.Contains(lines[0], want) {
@@ -46,6 +51,17 @@ func TestRenderLine(t *testing.T) {
 	}
 }
 
+// renderedLine is the command line in render's output: the first line
+// that is not a comment.
+func renderedLine(out string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(l, "#") {
+			return l
+		}
+	}
+	return ""
+}
+
 // TestDoubleDashIsKept: urfave/cli v3 drops a "--" that follows the
 // command name; agentjail puts it back.
 func TestDoubleDashIsKept(t *testing.T) {
@@ -55,8 +71,8 @@ func TestDoubleDashIsKept(t *testing.T) {
 		{"render", "--chdir", "/", "--", "sh", "--", "x"},
 	} {
 		out, errOut, code := agentjailRun(t, args...)
-		if code != 0 || !strings.HasSuffix(strings.SplitN(out, "\n", 2)[0], " -- sh -- x") {
-			t.Errorf("%q: exit %d, line %s %s", args, code, strings.SplitN(out, "\n", 2)[0], errOut)
+		if line := renderedLine(out); code != 0 || !strings.HasSuffix(line, " -- sh -- x") {
+			t.Errorf("%q: exit %d, line %s %s", args, code, line, errOut)
 		}
 	}
 	// A comma in a path must not split it.
@@ -98,5 +114,45 @@ func TestHelpGoesToStdoutAndUsageErrorsToStderr(t *testing.T) {
 	out, errOut, code = agentjailRun(t, "render", "--user")
 	if code != 125 || out != "" || !strings.Contains(errOut, "flag needs an argument") {
 		t.Errorf("render --user: %d stdout %q stderr %q", code, out, errOut)
+	}
+}
+
+// TestRenderHeader: the header names as whom to run the line and every
+// path the line needs that only a run makes: the empty file, the staging
+// directory, its directories and credential copies, and the placeholders
+// bwrap leaves on the host. TestRenderedLineRuns runs a line by it.
+func TestRenderHeader(t *testing.T) {
+	t.Parallel()
+	j := &jail{
+		runID: "<run-id>", userWhy: "--user",
+		user: mounts.User{UID: 1000, GID: 1001, Name: "agent", Groups: []int{4, 27}},
+		plan: mounts.Plan{
+			Masks:  []string{"/w/.env", "/w/a b"},
+			Dirs:   []mounts.Dir{{Path: stageDir("<run-id>") + "/claude", Size: 512}},
+			Copies: []mounts.Copy{{Src: "/root/.ssh", Dst: stageDir("<run-id>") + "/credentials/.ssh"}},
+		},
+	}
+	got := j.renderHeader()
+	want := []string{
+		"#   " + emptyFile() + ": an empty file every user can read (mode 0444), the source of every mask\n",
+		"#   '" + stageDir("<run-id>") + "': a directory the run user can traverse (mode 0711)\n",
+		"#   '" + stageDir("<run-id>") + "/claude': a directory owned by uid 1000 gid 1001, mode 0700 (run as root mounts a tmpfs of 512 bytes there)\n",
+		"#   '" + stageDir("<run-id>") + "/credentials/.ssh': a copy of /root/.ssh owned by uid 1000 gid 1001 (files 0600, directories 0700)\n",
+		"remove them after running this line:\n#   /w/.env '/w/a b'\n",
+	}
+	if os.Getuid() == 0 {
+		want = append(want, "# Run this line as the run user, uid 1000 gid 1001 (agent; --user), never as root: prefix it with\n#   setpriv --reuid=1000 --regid=1001 --groups=4,27 --\n")
+	} else {
+		want = append(want, "# Run this line as yourself (uid 1000 gid 1001)")
+	}
+	for _, w := range want {
+		if !strings.Contains(got, w) {
+			t.Errorf("the header lacks %q:\n%s", w, got)
+		}
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(got, "\n"), "\n") {
+		if !strings.HasPrefix(l, "# ") {
+			t.Errorf("a header line is not a comment: %q", l)
+		}
 	}
 }

@@ -19,6 +19,9 @@ func (e appEnv) psAction(ctx context.Context, cmd *cli.Command) error {
 	if cmd.Args().Len() > 0 {
 		return usageError{fmt.Sprintf("unknown argument %q: write `agentjail ps [--json]`", cmd.Args().First())}
 	}
+	if err := checkRunDir(false); err != nil {
+		return err
+	}
 	runs, err := supervise.Runs(liveDir(), "/proc")
 	if err != nil {
 		return err

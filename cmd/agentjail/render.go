@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,10 +58,74 @@ func (e appEnv) renderAction(ctx context.Context, cmd *cli.Command) error {
 		}
 		words = append(words, shellQuote(a))
 	}
+	fmt.Fprint(e.stdout, j.renderHeader())
 	fmt.Fprintln(e.stdout, strings.Join(words, " "))
-	fmt.Fprintf(e.stdout, "# fds: %s: pipes agentjail run passes; remove each flag with its value to run this line by hand\n", strings.Join(fds, ", "))
+	without := "agentjail's supervision: limits, cgroup, post-run checks"
+	if len(j.seccomp) > 0 {
+		without = "the seccomp filter and " + without
+	}
+	fmt.Fprintf(e.stdout, "# fds: %s: pipes agentjail run passes; remove each flag with its value to run this line by hand; it then runs without %s\n",
+		strings.Join(fds, ", "), without)
 	fmt.Fprintf(e.stdout, "# env: %s\n", strings.Join(names, " "))
 	return nil
+}
+
+// renderHeader is the comment that precedes the rendered line: as whom to
+// run it, what `agentjail run` makes before it starts bwrap (the line
+// names those paths, and bwrap fails without them), and the mask
+// placeholders bwrap leaves on the host, which run removes afterwards.
+func (j *jail) renderHeader() string {
+	var b strings.Builder
+	who := fmt.Sprintf("uid %d gid %d", j.user.UID, j.user.GID)
+	switch {
+	case os.Getuid() != 0:
+		fmt.Fprintf(&b, "# Run this line as yourself (%s), with the environment named in `# env:` below.\n", who)
+	case j.user.UID == 0:
+		fmt.Fprintf(&b, "# Run this line as root, with the environment named in `# env:` below.\n")
+	default:
+		groups := "--clear-groups"
+		if len(j.user.Groups) > 0 {
+			ids := make([]string, len(j.user.Groups))
+			for i, g := range j.user.Groups {
+				ids[i] = strconv.Itoa(g)
+			}
+			groups = "--groups=" + strings.Join(ids, ",")
+		}
+		fmt.Fprintf(&b, "# Run this line as the run user, %s (%s; %s), never as root: prefix it with\n#   setpriv --reuid=%d --regid=%d %s --\n# and give it the environment named in `# env:` below.\n",
+			who, j.user.Name, j.userWhy, j.user.UID, j.user.GID, groups)
+	}
+	var made []string
+	if len(j.plan.Masks) > 0 {
+		made = append(made, shellQuote(emptyFile())+": an empty file every user can read (mode 0444), the source of every mask")
+	}
+	if len(j.plan.Dirs) > 0 || len(j.plan.Copies) > 0 {
+		made = append(made, shellQuote(stageDir(j.runID))+": a directory the run user can traverse (mode 0711)")
+	}
+	for _, d := range j.plan.Dirs {
+		line := fmt.Sprintf("%s: a directory owned by %s, mode 0700", shellQuote(d.Path), who)
+		if d.Size > 0 {
+			line += fmt.Sprintf(" (run as root mounts a tmpfs of %d bytes there)", d.Size)
+		}
+		made = append(made, line)
+	}
+	for _, c := range j.plan.Copies {
+		made = append(made, fmt.Sprintf("%s: a copy of %s owned by %s (files 0600, directories 0700)", shellQuote(c.Dst), shellQuote(c.Src), who))
+	}
+	if len(made) > 0 {
+		b.WriteString("# agentjail run makes these before it starts bwrap (and removes the run's own directory after it); make them first (<run-id> stands for the run's fresh id: any unused name does):\n")
+		for _, m := range made {
+			b.WriteString("#   " + m + "\n")
+		}
+	}
+	if len(j.plan.Masks) > 0 {
+		quoted := make([]string, len(j.plan.Masks))
+		for i, m := range j.plan.Masks {
+			quoted[i] = shellQuote(m)
+		}
+		b.WriteString("# bwrap makes each missing protected path it masks on the host (an empty file, its mount point); agentjail run removes them after the run, so remove them after running this line:\n")
+		b.WriteString("#   " + strings.Join(quoted, " ") + "\n")
+	}
+	return b.String()
 }
 
 // renderJSON is `render --json`, a stable contract: fields are added,

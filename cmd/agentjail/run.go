@@ -54,6 +54,9 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 		}
 		return err
 	}
+	if err := checkRunDir(true); err != nil {
+		return failed(err)
+	}
 	// Placeholders that runs killed with SIGKILL could not remove.
 	if err := supervise.SweepMasks(maskDir()); err != nil {
 		fmt.Fprintf(e.stderr, "agentjail: warning: %v\n", err)

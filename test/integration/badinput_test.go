@@ -19,6 +19,7 @@ func TestBadInput(t *testing.T) {
 	files := map[string]string{
 		"unknown-key.yaml":  "extends: tier1\nfilesystem:\n  writable: [/srv]\n",
 		"wrong-type.yaml":   "extends: tier1\nlimits:\n  wall: [10m]\n",
+		"wrong-bool.yaml":   "extends: tier1\nnamespaces:\n  net: \"yes\"\n",
 		"relative.yaml":     "extends: tier1\nfilesystem:\n  write:\n    - /ok\n    - relative/dir\n",
 		"missing-root.yaml": "extends: tier1\nfilesystem:\n  write:\n    - /nonexistent/agentjail/root\n",
 		"two-docs.yaml":     "extends: tier1\n---\nextends: tier2\n",
@@ -36,8 +37,9 @@ func TestBadInput(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"unknown key", nil, []string{"--profile", f("unknown-key.yaml")}, []string{f("unknown-key.yaml") + `:3:3: cannot decode policy: unknown field "writable"`, "agentjail schema"}},
-		{"wrong type", nil, []string{"--profile", f("wrong-type.yaml")}, []string{f("wrong-type.yaml") + ":3:9: cannot decode policy: a duration must be a scalar"}},
+		{"unknown key", nil, []string{"--profile", f("unknown-key.yaml")}, []string{f("unknown-key.yaml") + `:3:3: filesystem.writable: unknown key; filesystem takes base, proc, read, write,`, "agentjail schema"}},
+		{"wrong type", nil, []string{"--profile", f("wrong-type.yaml")}, []string{f("wrong-type.yaml") + ":3:9: limits.wall: expected a duration (90s, 10m or a number of seconds), got a list; e.g. `wall: 10m`"}},
+		{"wrong type bool", nil, []string{"--profile", f("wrong-bool.yaml")}, []string{f("wrong-bool.yaml") + ":3:8: namespaces.net: expected true or false, got a string; e.g. `net: true`"}},
 		{"relative path", nil, []string{"--profile", f("relative.yaml")}, []string{f("relative.yaml") + `:5:7: filesystem.write[1]: "relative/dir" must be absolute (start with /, ~/ or ${PWD}/)`}},
 		{"nonexistent root in a profile", nil, []string{"--profile", f("missing-root.yaml")}, []string{f("missing-root.yaml") + ":4:7: filesystem.write[0]: writable root /nonexistent/agentjail/root does not exist; create it first"}},
 		{"nonexistent root flag", nil, []string{"--write", "/nonexistent/agentjail/flag"}, []string{"--write: filesystem.write[0]: writable root /nonexistent/agentjail/flag does not exist"}},
@@ -51,8 +53,8 @@ func TestBadInput(t *testing.T) {
 		{"negative duration", nil, []string{"--idle-timeout", "-5"}, []string{`invalid value "-5" for flag -idle-timeout: duration "-5" is negative`}},
 		{"negative grace", nil, []string{"--grace", "-1s"}, []string{`invalid value "-1s" for flag -grace: duration "-1s" is negative (use 0 for none)`}},
 		{"empty timeout", nil, []string{"--timeout="}, []string{`invalid value "" for flag -timeout: empty duration`}},
-		{"negative duration in a profile", nil, []string{"--profile", f("neg-idle.yaml")}, []string{f("neg-idle.yaml") + `:3:9: cannot decode policy: duration "-5" is negative`}},
-		{"bad duration in a profile", nil, []string{"--profile", f("bad-grace.yaml")}, []string{f("bad-grace.yaml") + `:3:10: cannot decode policy: invalid duration "10 minutes"`}},
+		{"negative duration in a profile", nil, []string{"--profile", f("neg-idle.yaml")}, []string{f("neg-idle.yaml") + `:3:9: limits.idle: duration "-5" is negative`}},
+		{"bad duration in a profile", nil, []string{"--profile", f("bad-grace.yaml")}, []string{f("bad-grace.yaml") + `:3:10: limits.grace: invalid duration "10 minutes"`}},
 		{"record in a missing directory", nil, []string{"--record", "/nonexistent/aj-dir/r.json"}, []string{"--record /nonexistent/aj-dir/r.json: cannot create a file in /nonexistent/aj-dir: no such file or directory"}},
 		{"log in a missing directory", nil, []string{"--log", "/nonexistent/agentjail/log"}, []string{"--log: open /nonexistent/agentjail/log: no such file or directory"}},
 		{"bad --env", nil, []string{"--env", "NOEQUALS"}, []string{`--env "NOEQUALS": write K=V`}},

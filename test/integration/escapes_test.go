@@ -26,11 +26,15 @@ package integration
 //	exit-code ambiguity               TestEscapeExitCodeAmbiguity
 //	inner user namespace              TestEscapeInnerUserNamespace
 //	fail closed                       TestEscapeFailClosed
+//	another user's run directory      TestEscapeRunDirectory
+//	symlinked protected paths         TestSymlinkedProtectedPaths (jail_test.go)
 
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -593,10 +597,11 @@ func TestEscapeFailClosed(t *testing.T) {
 		{"bwrap --version fails", invocation{env: []string{"AGENTJAIL_BWRAP=" + filepath.Join(dir, "fails")}}, nil, "bubblewrap does not run"},
 		{"bogus version", invocation{env: []string{"AGENTJAIL_BWRAP=" + filepath.Join(dir, "bogus")}}, nil, "bubblewrap does not run"},
 		{"bwrap cannot set up the jail", invocation{env: []string{"AGENTJAIL_BWRAP=" + filepath.Join(dir, "no-setup")}}, nil, "bubblewrap could not set up the jail"},
-		// The mask registry lives under $XDG_RUNTIME_DIR for a non-root
-		// caller; a file there makes it unusable.
-		{"mask registry unusable", invocation{dir: ws, cred: uid1000, env: []string{"HOME=/", "XDG_RUNTIME_DIR=" + filepath.Join(dir, "runtime")}},
-			[]string{"--write", ws}, "mask registry"},
+		// The run directory (mask registry, control sockets, staged
+		// files) lives under $XDG_RUNTIME_DIR for a non-root caller; a
+		// file there makes it unusable.
+		{"run directory unusable", invocation{dir: ws, cred: uid1000, env: []string{"HOME=/", "XDG_RUNTIME_DIR=" + filepath.Join(dir, "runtime")}},
+			[]string{"--write", ws}, "agentjail's run directory " + filepath.Join(dir, "runtime/agentjail") + ": "},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -612,4 +617,156 @@ func TestEscapeFailClosed(t *testing.T) {
 			}
 		})
 	}
+
+	// The real bwrap fails while it sets up the jail, after agentjail
+	// staged the run's files (as root for run user 1000: the run's Claude
+	// directory in /run/agentjail/RUN-ID): between two mounts (a tmpfs
+	// whose mount point it must create under the read-only /, EROFS), and
+	// after every mount, the workspace's mask placeholders made on the
+	// host, when it enters a start directory the run user may not (EACCES).
+	write(t, dir, map[string]string{
+		"mid-setup.yaml": "extends: tier1\nfilesystem:\n  tmpfs:\n    /nonexistent-agentjail-test/cache: {size: 1M}\n",
+		"private/":       "",
+	})
+	os.Chmod(filepath.Join(dir, "private"), 0o700)
+	os.Chown(filepath.Join(dir, "private"), 0, 0)
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"bwrap fails between mounts", []string{"--profile", filepath.Join(dir, "mid-setup.yaml")},
+			"bwrap: Can't mkdir parents for /nonexistent-agentjail-test/cache: Read-only file system"},
+		{"bwrap fails after the mounts", []string{"--chdir", filepath.Join(dir, "private")},
+			"bwrap: Can't chdir to " + filepath.Join(dir, "private") + ": Permission denied"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ws := workspace(t) // no .env, .git, ...: their masks are made on the host
+			before := treeHash(t, ws)
+			marker := filepath.Join(ws, "ran")
+			rec := recordPath(t)
+			r := aj(t, append(append([]string{"run", "--user", strconv.Itoa(runUID), "--record", rec, "--write", ws}, c.args...), "--", "touch", marker)...)
+			wantCode(t, r, 125)
+			for _, want := range []string{c.want, "agentjail: bubblewrap could not set up the jail (exit 1); its message is above"} {
+				if !strings.Contains(r.stderr, want) {
+					t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+				}
+			}
+			if fileExists(marker) {
+				t.Error("the command ran")
+			}
+			got := readRecord(t, rec, 125)
+			if got.Reason != "setup_failed" || !strings.Contains(got.Error, "bubblewrap could not set up the jail") {
+				t.Errorf("record: reason %q, error %q", got.Reason, got.Error)
+			}
+			if left := procsWithEnv("AGENTJAIL_RUN=" + got.RunID); len(left) > 0 {
+				t.Errorf("processes of the failed run are left: %s", left)
+			}
+			stage := filepath.Join("/run/agentjail", got.RunID)
+			if _, err := os.Lstat(stage); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("the run's staging directory %s is left (%v)", stage, err)
+			}
+			if treeHash(t, ws) != before {
+				t.Errorf("mask placeholders are left in the workspace: %s", entries(t, ws))
+			}
+		})
+	}
+}
+
+// TestEscapeRunDirectory: without $XDG_RUNTIME_DIR a non-root run keeps its
+// state in $TMPDIR/agentjail-UID, which any local user can make first
+// (mode 0777, or a symlink) to swap the masks' empty file, plant mask
+// registry entries and control sockets, or read staged credentials. This
+// hole is agentjail's own, not plain bubblewrap's: the test first shows the
+// precondition (the run user can use the planted directory), then that
+// agentjail refuses it — exit 125 naming the path, its owner and the fix —
+// before the command runs and without touching it; and that a fresh one is
+// made 0700.
+func TestEscapeRunDirectory(t *testing.T) {
+	jailed(t)
+	const other = 1001 // the attacker
+	ws := workspace(t)
+	tmp := func(t *testing.T) string {
+		d := workspace(t)
+		os.Chmod(d, 0o1777)
+		return d
+	}
+	plant := func(t *testing.T, dir string) {
+		// An empty file that passes for the masks' one, which its owner
+		// can fill while a run binds it over protected paths.
+		write(t, dir, map[string]string{"empty": "", "masks/x": "/etc/passwd", "runs/": ""})
+		chownR(t, dir, other)
+		for _, sub := range []string{"masks", "runs"} {
+			os.Chmod(filepath.Join(dir, sub), 0o777) // so runs can use them
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		setup func(t *testing.T, tmp string) string // the planted directory
+		want  string
+	}{
+		{"another user's, mode 0777", func(t *testing.T, tmp string) string {
+			d := filepath.Join(tmp, "agentjail-"+strconv.Itoa(runUID))
+			plant(t, d)
+			os.Chmod(d, 0o777)
+			return d
+		}, "is owned by uid 1001"},
+		{"the run user's, writable by others", func(t *testing.T, tmp string) string {
+			d := filepath.Join(tmp, "agentjail-"+strconv.Itoa(runUID))
+			plant(t, d)
+			os.Chown(d, runUID, runUID)
+			os.Chmod(d, 0o777)
+			return d
+		}, "is writable by others (mode 0777)"},
+		{"a symlink to another user's directory", func(t *testing.T, tmp string) string {
+			d := filepath.Join(tmp, "elsewhere")
+			plant(t, d)
+			os.Chmod(d, 0o777)
+			os.Symlink(d, filepath.Join(tmp, "agentjail-"+strconv.Itoa(runUID)))
+			os.Lchown(filepath.Join(tmp, "agentjail-"+strconv.Itoa(runUID)), other, other)
+			return d
+		}, "is a symlink"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			tmp := tmp(t)
+			planted := c.setup(t, tmp)
+			probe := filepath.Join(planted, "probe")
+			touch := exec.Command("touch", probe)
+			touch.SysProcAttr = &syscall.SysProcAttr{Credential: uid1000}
+			if out, err := touch.CombinedOutput(); err != nil || !fileExists(probe) {
+				t.Fatalf("the run user cannot use the planted directory, so the test proves nothing: %v %s", err, out)
+			}
+			os.Remove(probe)
+			before := treeHash(t, planted)
+			marker := filepath.Join(ws, "ran-"+strings.ReplaceAll(c.name, " ", "-"))
+			inv := invocation{dir: ws, cred: uid1000, env: []string{"HOME=/", "TMPDIR=" + tmp}}
+			r := inv.run(t, "run", "--write", ws, "--", "touch", marker)
+			wantCode(t, r, 125)
+			path := filepath.Join(tmp, "agentjail-"+strconv.Itoa(runUID))
+			for _, want := range []string{"agentjail: agentjail's run directory is not yours alone: " + path, c.want, "XDG_RUNTIME_DIR"} {
+				if !strings.Contains(r.stderr, want) {
+					t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+				}
+			}
+			if fileExists(marker) {
+				t.Error("the command ran")
+			}
+			if treeHash(t, planted) != before {
+				t.Errorf("agentjail used the planted directory: it holds %s", entries(t, planted))
+			}
+		})
+	}
+
+	t.Run("a fresh one is made 0700", func(t *testing.T) {
+		t.Parallel()
+		tmp := tmp(t)
+		inv := invocation{dir: ws, cred: uid1000, env: []string{"HOME=/", "TMPDIR=" + tmp}}
+		wantCode(t, inv.run(t, "run", "--write", ws, "--", "true"), 0)
+		fi, err := os.Lstat(filepath.Join(tmp, "agentjail-"+strconv.Itoa(runUID)))
+		if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 || ownerOf(fi) != runUID {
+			t.Errorf("run directory: %v, %v", fi.Mode(), err)
+		}
+	})
 }

@@ -175,3 +175,127 @@ func TestHomeSecretsAreHidden(t *testing.T) {
 		t.Errorf("the private home is not writable by the agent:\n%s%s", r.stdout, r.stderr)
 	}
 }
+
+// TestSymlinkedProtectedPaths: a mount cannot cover a symlink, so with
+// .git/hooks -> ../.githooks or .env -> .env.real the agent could remove
+// the link and plant a real hooks directory or .env. Such a run is refused
+// before anything runs, naming the link, its target and the fixes; with
+// accept_protected_symlinks it runs, the target stays read-only, and
+// replacing the link ends the run with reason violation (exit 125), the
+// planted hook listed and left in place.
+func TestSymlinkedProtectedPaths(t *testing.T) {
+	jailed(t)
+	repo := func(t *testing.T) string {
+		p := workspace(t)
+		write(t, p, map[string]string{
+			".githooks/pre-commit": "#!/bin/sh\nexit 0\n",
+			".git/config":          "[core]\n",
+			".env.real":            "API_KEY=secret\n",
+		})
+		for link, target := range map[string]string{".git/hooks": "../.githooks", ".env": ".env.real"} {
+			if err := os.Symlink(target, filepath.Join(p, link)); err != nil {
+				t.Fatal(err)
+			}
+			os.Lchown(filepath.Join(p, link), runUID, runUID)
+		}
+		return p
+	}
+
+	t.Run("refused by default", func(t *testing.T) {
+		t.Parallel()
+		p := repo(t)
+		before := treeHash(t, p)
+		r := aj(t, "run", "--write", p, "--chdir", p, "--", "touch", "ran")
+		wantCode(t, r, 125)
+		for _, want := range []string{
+			"symlinked protected path: " + filepath.Join(p, ".git/hooks") + " -> " + filepath.Join(p, ".githooks"),
+			"git config core.hooksPath " + filepath.Join(p, ".githooks"),
+			"symlinked protected path: " + filepath.Join(p, ".env") + " -> " + filepath.Join(p, ".env.real"),
+			"accept_protected_symlinks: true",
+		} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+			}
+		}
+		if fileExists(filepath.Join(p, "ran")) || treeHash(t, p) != before {
+			t.Error("the command ran, or the workspace changed")
+		}
+	})
+
+	t.Run("accepted, replacing the link is a violation", func(t *testing.T) {
+		t.Parallel()
+		p := repo(t)
+		dir := visibleDir(t)
+		profile := filepath.Join(dir, "links.yaml")
+		write(t, dir, map[string]string{"links.yaml": "extends: tier1\nfilesystem:\n  accept_protected_symlinks: true\n"})
+		rec := filepath.Join(t.TempDir(), "record.json")
+		r := aj(t, "run", "--profile", profile, "--record", rec, "--write", p, "--chdir", p, "--", "sh", "-c", `
+			echo evil >> .githooks/pre-commit && echo WROTE-TARGET
+			echo API_KEY=stolen >> .env.real && echo WROTE-ENV
+			rm .git/hooks && mkdir .git/hooks && echo evil > .git/hooks/pre-commit && echo PLANTED
+			true`)
+		wantCode(t, r, 125)
+		if strings.Contains(r.stdout, "WROTE") || !strings.Contains(r.stdout, "PLANTED") {
+			t.Errorf("the targets were writable, or the link could not be replaced (the test proves nothing):\n%s%s", r.stdout, r.stderr)
+		}
+		if !strings.Contains(r.stderr, "agentjail: warning: protected path "+filepath.Join(p, ".git/hooks")+" is a symlink") {
+			t.Errorf("no warning for the accepted link:\n%s", r.stderr)
+		}
+		got := readRecord(t, rec, 125)
+		var all []string
+		for _, v := range got.Violations {
+			all = append(all, v.What+": "+v.Detail)
+		}
+		if got.Reason != "violation" || !strings.Contains(strings.Join(all, "\n"), "protected: "+filepath.Join(p, ".git/hooks")+" was replaced") {
+			t.Errorf("reason %s, violations:\n%s", got.Reason, strings.Join(all, "\n"))
+		}
+		if data, _ := os.ReadFile(filepath.Join(p, ".git/hooks/pre-commit")); string(data) != "evil\n" {
+			t.Errorf("the planted hook was restored silently: %q", data)
+		}
+		if data, _ := os.ReadFile(filepath.Join(p, ".githooks/pre-commit")); string(data) != "#!/bin/sh\nexit 0\n" {
+			t.Errorf("the link's target changed: %q", data)
+		}
+	})
+}
+
+// TestMissingProtectedPathsAtDepth: below the top of a writable root,
+// what is missing inside a protected directory that exists cannot be
+// created (a nested repository's hooks and config, a .claude's settings);
+// another protected name that appears at depth is a violation (exit 125).
+// No placeholder is left on the host either way.
+func TestMissingProtectedPathsAtDepth(t *testing.T) {
+	jailed(t)
+	p := workspace(t)
+	write(t, p, map[string]string{"sub/.git/HEAD": "ref: refs/heads/main\n", "sub/.claude/": "", "other/": ""})
+	before := treeHash(t, p)
+	r := aj(t, "run", "--write", p, "--chdir", p, "--", "sh", "-c", `
+		mkdir -p sub/.git/hooks && echo evil > sub/.git/hooks/pre-commit && echo CREATED hooks
+		echo '[core]' > sub/.git/config && echo CREATED config
+		echo '{}' > sub/.claude/settings.json && echo CREATED settings
+		mkdir sub/.claude/commands && echo CREATED commands
+		true`)
+	wantCode(t, r, 0)
+	if strings.Contains(r.stdout, "CREATED") {
+		t.Errorf("a missing protected path inside an existing protected directory was created:\n%s", r.stdout)
+	}
+	if after := treeHash(t, p); after != before {
+		t.Errorf("the workspace changed on the host (placeholders left?): sub/.git holds %s", entries(t, filepath.Join(p, "sub/.git")))
+	}
+
+	rec := filepath.Join(t.TempDir(), "record.json")
+	r = aj(t, "run", "--write", p, "--chdir", p, "--record", rec, "--", "sh", "-c", "echo KEY=x > other/.env")
+	wantCode(t, r, 125)
+	if got := readRecord(t, rec, 125); got.Reason != "violation" || len(got.Violations) != 1 || !strings.Contains(got.Violations[0].Detail, filepath.Join(p, "other/.env")+" appeared") {
+		t.Errorf("a protected name made at depth: reason %s, violations %+v", got.Reason, got.Violations)
+	}
+
+	// A git worktree's .git is a file: nothing can be masked below it
+	// (bwrap cannot make a mount point there), and the run works.
+	wt := workspace(t)
+	write(t, wt, map[string]string{".git": "gitdir: " + filepath.Join(p, "sub/.git") + "\n"})
+	r = aj(t, "run", "--write", wt, "--chdir", wt, "--", "true")
+	wantCode(t, r, 0)
+	if got := entries(t, wt); got != ".git" {
+		t.Errorf("the worktree holds %q after the run", got)
+	}
+}

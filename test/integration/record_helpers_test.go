@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -282,6 +283,27 @@ func procsWith(s string, except ...int) []string {
 			continue
 		}
 		out = append(out, fmt.Sprintf("%d %s", pid, bytes.ReplaceAll(cmd, []byte{0}, []byte{' '})))
+	}
+	return out
+}
+
+// procsWithEnv lists the live (not zombie) processes whose environment
+// holds the variable kv ("NAME=value", exactly): a run's processes carry
+// AGENTJAIL_RUN=<run id>.
+func procsWithEnv(kv string) []string {
+	var out []string
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		env, err := os.ReadFile(d + "/environ")
+		stat, _ := os.ReadFile(d + "/stat")
+		if err != nil || !slices.ContainsFunc(bytes.Split(env, []byte{0}), func(v []byte) bool { return string(v) == kv }) {
+			continue
+		}
+		if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+			continue
+		}
+		cmd, _ := os.ReadFile(d + "/cmdline")
+		out = append(out, fmt.Sprintf("%s %s", filepath.Base(d), bytes.ReplaceAll(cmd, []byte{0}, []byte{' '})))
 	}
 	return out
 }

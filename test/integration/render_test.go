@@ -1,0 +1,109 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRenderedLineRuns: the line `agentjail render` prints runs with sh
+// when its comments are followed, and nothing more is done: as the run
+// user (the setpriv prefix the header gives root), after making the paths
+// the header lists (<run-id> replaced by a fresh name), without the flags
+// `# fds:` names. The command then runs in the jail (pid 1 is bwrap, it
+// is the run user, the protected .env is read-only, its writable root is
+// writable), and removing the placeholders the header lists restores the
+// workspace.
+func TestRenderedLineRuns(t *testing.T) {
+	jailed(t)
+	ws := workspace(t)
+	write(t, ws, map[string]string{".env": "SECRET=1\n"})
+	before := treeHash(t, ws)
+	r := aj(t, "render", "--user", strconv.Itoa(runUID), "--write", ws, "--chdir", ws, "--",
+		"sh", "-c", "id -u; cat /proc/1/comm; (echo x >> .env) 2>/dev/null || echo protected; echo inside > ran")
+	wantCode(t, r, 0)
+
+	runID := "render-test-" + token()
+	unquote := func(s string) string {
+		return strings.ReplaceAll(strings.Trim(s, "'"), "<run-id>", runID)
+	}
+	var prefix, line string
+	var placeholders []string
+	section := ""
+	for _, l := range strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n") {
+		item, isItem := strings.CutPrefix(l, "#   ")
+		switch {
+		case !strings.HasPrefix(l, "#"):
+			line = strings.ReplaceAll(l, "<run-id>", runID)
+		case strings.HasPrefix(l, "# fds: "):
+			flags, _, _ := strings.Cut(strings.TrimPrefix(l, "# fds: "), ": ")
+			for _, f := range strings.Split(flags, ", ") {
+				if !strings.Contains(line, " "+f) {
+					t.Fatalf("# fds: names %q, which the line lacks:\n%s", f, r.stdout)
+				}
+				line = strings.Replace(line, " "+f, "", 1)
+			}
+		case !isItem:
+			section = l
+		case strings.HasPrefix(item, "setpriv "):
+			prefix = item
+		case strings.Contains(section, "make them first"):
+			p, what, _ := strings.Cut(item, ": ")
+			p = unquote(p)
+			switch {
+			case strings.HasPrefix(what, "an empty file every user can read (mode 0444)"):
+				if f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o444); err == nil {
+					f.Close()
+				}
+			case strings.HasPrefix(what, "a directory the run user can traverse (mode 0711)"):
+				if err := os.Mkdir(p, 0o711); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { os.RemoveAll(p) })
+			case strings.HasPrefix(what, "a directory owned by uid 1000 gid 1000, mode 0700"):
+				if err := os.Mkdir(p, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				os.Chown(p, runUID, runUID)
+			default:
+				t.Fatalf("the header asks for something this test cannot make: %q", l)
+			}
+		case strings.Contains(section, "remove them after running this line"):
+			for _, p := range strings.Fields(item) {
+				placeholders = append(placeholders, unquote(p))
+			}
+		}
+	}
+	if prefix != "setpriv --reuid=1000 --regid=1000 --clear-groups --" || len(placeholders) == 0 {
+		t.Fatalf("the header lacks the setpriv prefix or the placeholders:\n%s", r.stdout)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sh := exec.CommandContext(ctx, "sh", "-c", prefix+" "+line)
+	sh.Env = []string{"PATH=/usr/bin:/bin"}
+	sh.Dir = "/"
+	out, err := sh.CombinedOutput()
+	if err != nil || string(out) != "1000\nbwrap\nprotected\n" {
+		t.Fatalf("the rendered line: %v\n%s\nline: %s", err, out, line)
+	}
+	if data, _ := os.ReadFile(filepath.Join(ws, "ran")); string(data) != "inside\n" {
+		t.Errorf("the command did not write its writable root: %q", data)
+	}
+
+	os.Remove(filepath.Join(ws, "ran"))
+	for _, p := range placeholders {
+		if fi, err := os.Lstat(p); err == nil && (!fi.Mode().IsRegular() || fi.Size() != 0) {
+			t.Errorf("the header lists %s as a placeholder, and it is not an empty file", p)
+		}
+		os.Remove(p)
+	}
+	if treeHash(t, ws) != before {
+		t.Errorf("the line left what the header does not list: the workspace holds %s", entries(t, ws))
+	}
+}
