@@ -43,5 +43,9 @@ func PickRunUser(p Policy, in Invocation) UserChoice {
 	case in.DirOwner > 0:
 		return UserChoice{Spec: strconv.Itoa(in.DirOwner), Why: "the owner of " + in.Dir}
 	}
-	return UserChoice{Spec: "nobody", Why: "no other rule applied (nobody)"}
+	why := "the fallback: no --user, user: or $SUDO_UID, and the start directory's owner is unknown"
+	if in.DirOwner == 0 {
+		why = "the fallback: no --user, user: or $SUDO_UID, and the start directory " + in.Dir + " is root's"
+	}
+	return UserChoice{Spec: "nobody", Why: why}
 }

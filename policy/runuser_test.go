@@ -17,8 +17,8 @@ func TestPickRunUser(t *testing.T) {
 		{"sudo", Policy{}, Invocation{SudoUID: "1000", SudoGID: "1005", DirOwner: 1001}, UserChoice{Spec: "1000", GID: "1005", Why: "$SUDO_UID"}},
 		{"sudo as root is ignored", Policy{}, Invocation{SudoUID: "0", DirOwner: 1001, Dir: "/w"}, UserChoice{Spec: "1001", Why: "the owner of /w"}},
 		{"directory owner", Policy{}, Invocation{DirOwner: 1001, Dir: "/w"}, UserChoice{Spec: "1001", Why: "the owner of /w"}},
-		{"root-owned directory", Policy{}, Invocation{DirOwner: 0, Dir: "/"}, UserChoice{Spec: "nobody", Why: "no other rule applied (nobody)"}},
-		{"unknown owner", Policy{}, Invocation{DirOwner: -1}, UserChoice{Spec: "nobody", Why: "no other rule applied (nobody)"}},
+		{"root-owned directory", Policy{}, Invocation{DirOwner: 0, Dir: "/"}, UserChoice{Spec: "nobody", Why: "the fallback: no --user, user: or $SUDO_UID, and the start directory / is root's"}},
+		{"unknown owner", Policy{}, Invocation{DirOwner: -1}, UserChoice{Spec: "nobody", Why: "the fallback: no --user, user: or $SUDO_UID, and the start directory's owner is unknown"}},
 	} {
 		if got := PickRunUser(c.p, c.in); got != c.want {
 			t.Errorf("%s: got %+v, want %+v", c.name, got, c.want)
