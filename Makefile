@@ -72,6 +72,8 @@ demo: deps-runtime build
 # (arm64 with cgo), which on 2 cores would starve the timing-sensitive jail
 # tests (idle timeouts) running beside it.
 test: deps profiles claude
+	$(GO) mod tidy -diff
+	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo 'gofmt: the files above are not formatted; run gofmt -w on them'; exit 1; }
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m $$($(GO) list ./... | grep -v /test/packaging)
 	$(GO) test -count=1 -timeout 10m ./test/packaging/
