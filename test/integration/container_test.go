@@ -19,6 +19,28 @@ import (
 	"github.com/agentjail/agentjail/seccomp"
 )
 
+// dockerDefaultResolved is Docker's default seccomp profile (as Debian's
+// docker.io ships it, fetched by `make test`) resolved for Docker's default
+// capabilities on this host: what a container gets with no --cap-add.
+func dockerDefaultResolved(t *testing.T) []byte {
+	t.Helper()
+	docker, err := os.ReadFile("../../seccomp/testdata/external/docker-default.json")
+	if err != nil {
+		t.Skipf("%v: run `make test` to fetch Docker's default profile", err)
+	}
+	h := seccomp.CurrentHost()
+	h.Caps = dockerDefaultCaps
+	f, err := seccomp.Import("docker-default.json", docker, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolved, err := seccomp.Export(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resolved
+}
+
 // dockerDefaultCaps is the capability set Docker gives a container.
 var dockerDefaultCaps = []string{"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD", "CAP_NET_RAW",
 	"CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE"}
@@ -190,20 +212,7 @@ func TestForContainerProfile(t *testing.T) {
 		t.Fatalf("agentjail with an inner bwrap failed under the --for-container profile: %v\n%s", err, out)
 	}
 
-	docker, err := os.ReadFile("../../seccomp/testdata/external/docker-default.json")
-	if err != nil {
-		t.Skipf("%v: run `make test` to fetch Docker's default profile", err)
-	}
-	h := seccomp.CurrentHost()
-	h.Caps = dockerDefaultCaps
-	f, err := seccomp.Import("docker-default.json", docker, h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resolved, err := seccomp.Export(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resolved := dockerDefaultResolved(t)
 	out, err := runcWithSeccomp(t, "docker-default", resolved)
 	if err == nil {
 		t.Fatal("agentjail built its jail under Docker's default profile; the control shows nothing")
@@ -361,20 +370,7 @@ func TestContainerMaskedProc(t *testing.T) {
 // seccomp filter refuses the namespaces and names the exported profile.
 func TestContainerDockerSeccompDoctor(t *testing.T) {
 	jailed(t)
-	docker, err := os.ReadFile("../../seccomp/testdata/external/docker-default.json")
-	if err != nil {
-		t.Skipf("%v: run `make test` to fetch Docker's default profile", err)
-	}
-	h := seccomp.CurrentHost()
-	h.Caps = dockerDefaultCaps
-	f, err := seccomp.Import("docker-default.json", docker, h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resolved, err := seccomp.Export(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resolved := dockerDefaultResolved(t)
 	c := containerUsers[1].c
 	c.seccomp = resolved
 	c.args = []string{"/aj/agentjail", "doctor", "--json"}
