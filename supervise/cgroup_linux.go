@@ -45,16 +45,22 @@ func makeCgroup(procRoot, runID string, pidsMax, memoryMax int64) (*runCgroup, [
 	}
 	var notes []Note
 	available := strings.Fields(readString(filepath.Join(parent, "cgroup.controllers")))
-	for _, c := range []string{"pids", "memory"} {
-		if !slices.Contains(available, c) {
-			notes = append(notes, Note{"cgroup." + c, fmt.Sprintf("%s offers no %s controller: %s.max is not set", parent, c, c)})
+	for _, c := range []struct {
+		name  string
+		asked int64
+	}{{"pids", pidsMax}, {"memory", memoryMax}} {
+		if c.asked <= 0 {
+			continue // nothing to set: a missing controller degrades nothing
+		}
+		if !slices.Contains(available, c.name) {
+			notes = append(notes, Note{"cgroup." + c.name, fmt.Sprintf("%s offers no %s controller: %s.max is not set (the rlimit alone applies)", parent, c.name, c.name)})
 			continue
 		}
 		// Enabling a controller for the children of our own "agentjail"
 		// cgroup is allowed: it holds no processes (cgroups(7), "no
 		// internal processes" rule).
-		if err := os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+"+c), 0); err != nil {
-			notes = append(notes, Note{"cgroup." + c, fmt.Sprintf("cannot enable the %s controller in %s: %v", c, parent, err)})
+		if err := os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+"+c.name), 0); err != nil {
+			notes = append(notes, Note{"cgroup." + c.name, fmt.Sprintf("cannot enable the %s controller in %s: %v", c.name, parent, err)})
 		}
 	}
 	if err := os.Mkdir(dir, 0o755); err != nil {

@@ -63,11 +63,11 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	for _, w := range j.plan.Warnings {
 		fmt.Fprintf(e.stderr, "agentjail: warning: %s\n", w)
 	}
-	// The plan's degradations go into the record, with what the supervisor
-	// adds (cgroup, rlimits).
+	// Every degradation is printed once and recorded: the plan's now, the
+	// staging's when taken, the supervisor's (cgroup, rlimits, live) at
+	// the end.
 	for _, d := range j.plan.Degradations {
-		fmt.Fprintf(e.stderr, "agentjail: degraded: %s\n", d)
-		rec.Degradations = append(rec.Degradations, supervise.Note{What: "jail", Detail: d})
+		rec.Degradations = append(rec.Degradations, degraded(e.stderr, supervise.Note{What: "jail", Detail: d})...)
 	}
 	if recordPath != "" {
 		if err := supervise.CheckWritable(recordPath); err != nil {
@@ -98,7 +98,7 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	}
 	defer staged.Remove()
 	if staged != nil {
-		rec.Degradations = append(rec.Degradations, staged.Degradations...)
+		rec.Degradations = append(rec.Degradations, degraded(e.stderr, staged.Degradations...)...)
 	}
 
 	spec := j.baseSpec(e.stdin, e.stdout, e.stderr)
@@ -128,6 +128,7 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	since := supervise.RunClock()
 	before := j.protectedSnapshot()
 	rec, runErr := supervise.Run(spec)
+	degraded(e.stderr, rec.Degradations[len(spec.Record.Degradations):]...)
 	if merr := masks.Release(); merr != nil {
 		printError(e.stderr, merr)
 	}
@@ -160,6 +161,14 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	live.Close(&rec)
 	*e.code = rec.ExitCode
 	return nil
+}
+
+// degraded prints each degradation taken and returns them.
+func degraded(w io.Writer, notes ...supervise.Note) []supervise.Note {
+	for _, n := range notes {
+		fmt.Fprintf(w, "agentjail: degraded: %s: %s\n", n.What, n.Detail)
+	}
+	return notes
 }
 
 // writeSetupFailed completes rec as a run that never started, failed with

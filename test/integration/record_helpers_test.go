@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -320,4 +321,24 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// wantDegradationsPrinted checks that every degradation a record lists was
+// printed on stderr once, as `agentjail: degraded: WHAT: DETAIL`, and that
+// nothing else was printed as one.
+func wantDegradationsPrinted(t *testing.T, stderr string, rec runRecord) {
+	t.Helper()
+	var printed []string
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(l, "agentjail: degraded: ") {
+			printed = append(printed, l)
+		}
+	}
+	var want []string
+	for _, d := range rec.Degradations {
+		want = append(want, "agentjail: degraded: "+d.What+": "+d.Detail)
+	}
+	if !slices.Equal(printed, want) {
+		t.Errorf("degradations printed:\n%s\nrecorded:\n%s", strings.Join(printed, "\n"), strings.Join(want, "\n"))
+	}
 }
