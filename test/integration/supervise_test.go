@@ -481,6 +481,31 @@ func TestRecordInEveryOutcome(t *testing.T) {
 	}
 }
 
+// TestRecordRedactsSecretsCutByTheExcerpt: with a 20-byte head and tail, a
+// secret the omitted bytes cut shows only its start at the end of the head
+// and its end at the start of the tail; both parts are masked, while a
+// value shorter than 6 bytes is not treated as a secret.
+func TestRecordRedactsSecretsCutByTheExcerpt(t *testing.T) {
+	jailed(t)
+	const secret = "sk-ant-cut-0123456789abcdef"
+	dir := visibleDir(t)
+	write(t, dir, map[string]string{"small.yaml": "extends: tier1\nlimits:\n  output:\n    head: 20\n    tail: 20\n"})
+	rp := recordPath(t)
+	// Head: "abcde" + 9 x + the secret's first 6 bytes; tail: its last 14
+	// bytes + 6 z.
+	r := aj(t, "run", "--profile", filepath.Join(dir, "small.yaml"), "--record", rp,
+		"--env", "SECRETV="+secret, "--env", "SHORTV=abcde", "--",
+		"sh", "-c", `printf '%sxxxxxxxxx%s-the-middle-of-it-%szzzzzz' "$SHORTV" "$SECRETV" "$SECRETV"`)
+	wantCode(t, r, 0)
+	rec := readRecord(t, rp, 0)
+	if ex := rec.Excerpt.Stdout; ex.Head != "abcdexxxxxxxxx[redacted]" || ex.Tail != "[redacted]zzzzzz" || ex.OmittedBytes == 0 {
+		t.Errorf("excerpt %+v", ex)
+	}
+	if data, _ := os.ReadFile(rp); bytes.Contains(data, []byte(secret[:6])) || bytes.Contains(data, []byte(secret[13:])) {
+		t.Errorf("the record shows part of an environment value:\n%s", data)
+	}
+}
+
 // TestLimitsReachTheAgent: the profile's rlimits bind the agent (a write
 // past fsize is refused), and the agent runs inside the run's cgroup.
 func TestLimitsReachTheAgent(t *testing.T) {
