@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -195,54 +194,6 @@ func hostProcCovers(b bwrap.Info, p policy.Policy) []string {
 		return nil
 	}
 	return mounts.ProcCovers(table)
-}
-
-// lookupUser resolves the chosen run user in the user database. A numeric
-// uid without an entry is allowed (containers often have none).
-func lookupUser(c policy.UserChoice) (mounts.User, error) {
-	u, err := lookup(c.Spec)
-	if err != nil {
-		uid, nerr := strconv.Atoi(c.Spec)
-		if nerr != nil || uid < 0 {
-			return mounts.User{}, fmt.Errorf("run user %q (chosen by %s) does not exist: %w; pass --user with an existing user or uid", c.Spec, c.Why, err)
-		}
-		gid := uid
-		if g, err := strconv.Atoi(c.GID); err == nil {
-			gid = g
-		}
-		return mounts.User{UID: uid, GID: gid, Name: c.Spec, Home: "/nonexistent"}, nil
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	if g, err := strconv.Atoi(c.GID); err == nil {
-		gid = g
-	}
-	out := mounts.User{UID: uid, GID: gid, Name: u.Username, Home: u.HomeDir}
-	if ids, err := u.GroupIds(); err == nil {
-		for _, s := range ids {
-			if g, err := strconv.Atoi(s); err == nil && g != gid {
-				out.Groups = append(out.Groups, g)
-			}
-		}
-	}
-	return out, nil
-}
-
-// lookup finds a user by uid when spec is numeric, else by name: one query
-// of the user database either way.
-func lookup(spec string) (*user.User, error) {
-	if _, err := strconv.Atoi(spec); err == nil {
-		return user.LookupId(spec)
-	}
-	return user.Lookup(spec)
-}
-
-// homeOf is the home of a user name or uid, or "" when unknown.
-func homeOf(spec string) string {
-	if u, err := lookup(spec); err == nil {
-		return u.HomeDir
-	}
-	return ""
 }
 
 func compact(list []string) []string {

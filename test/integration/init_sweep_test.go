@@ -19,7 +19,7 @@ const liveRuns = "/run/agentjail/runs"
 // still carries its marker and a state file; `agentjail init` ends the
 // process and removes the state, and says so.
 func TestInitSweepsDeadRuns(t *testing.T) {
-	jailed(t)
+	jailedAlone(t)
 	id := "deadrun" + strings.ToLower(token())
 	// The dead supervisor: a process that has exited (its pid and start
 	// time no longer match anything).

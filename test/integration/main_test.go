@@ -116,6 +116,16 @@ func jailed(t *testing.T) {
 	t.Parallel()
 }
 
+// jailedAlone is jailed for a test that must not overlap the others: every
+// `agentjail init` sweeps /run/agentjail/runs, so a concurrent test's init
+// could take this test's dead run first. Go runs the non-parallel tests of
+// a package one at a time, before the parallel ones start.
+func jailedAlone(t *testing.T) {
+	t.Helper()
+	testutil.RequireRoot(t)
+	testutil.RequireBwrap(t)
+}
+
 // workspace returns an empty directory owned by the run user, whose parents
 // the run user can traverse.
 func workspace(t *testing.T) string {
