@@ -506,6 +506,41 @@ func TestRecordRedactsSecretsCutByTheExcerpt(t *testing.T) {
 	}
 }
 
+// TestRunIsASubreaper: `agentjail run` is a child subreaper, so an orphan
+// of the jailed command that escapes the jail's pid namespace (only a
+// degraded jail shares agentjail's) is re-parented to the supervisor and
+// reaped, not handed to PID 1 or left a zombie. The masked /proc here is
+// set up by a shell that stays PID 1, so an orphan handed past agentjail
+// would show PPid 1.
+func TestRunIsASubreaper(t *testing.T) {
+	jailed(t)
+	profiles := visibleDir(t)
+	write(t, profiles, map[string]string{"weak.yaml": "extends: tier1\nfilesystem:\n  proc: fresh-or-bind\n"})
+	wrap := []string{"unshare", "-mpf", "--mount-proc", "sh", "-c", `mount --bind /dev/null /proc/timer_list && "$@"`, "sh"}
+	ppid := `$(awk '/^PPid:/ {print $2}' /proc/$1/status)`
+	script := `ppid() { echo ` + ppid + `; }
+o=$(sh -c 'sleep 300 >/dev/null 2>&1 & echo $!')
+p=$$
+while [ "$p" -gt 1 ] && [ "$(cat /proc/$p/comm)" != agentjail ]; do p=$(ppid $p); done
+echo "supervisor=$p orphan-ppid=$(ppid $o)"
+kill $o
+i=0
+while [ -e /proc/$o ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
+if [ -e /proc/$o ]; then echo "left: $(cat /proc/$o/stat)"; else echo reaped; fi`
+	r := invocation{wrap: wrap}.run(t, "run", "--profile", filepath.Join(profiles, "weak.yaml"), "--", "sh", "-c", script)
+	wantCode(t, r, 0)
+	if !strings.Contains(r.stderr, "agentjail: degraded: jail: no fresh /proc and no pid namespace") {
+		t.Fatalf("the jail did not share agentjail's pid namespace:\n%s", r.stderr)
+	}
+	var sup, parent int
+	if _, err := fmt.Sscanf(r.stdout, "supervisor=%d orphan-ppid=%d\n", &sup, &parent); err != nil || sup <= 1 || parent != sup {
+		t.Errorf("the orphan's parent is not the supervisor (%v):\n%s", err, r.stdout)
+	}
+	if !strings.HasSuffix(r.stdout, "\nreaped\n") {
+		t.Errorf("the orphan was not reaped:\n%s", r.stdout)
+	}
+}
+
 // TestLimitsReachTheAgent: the profile's rlimits bind the agent (a write
 // past fsize is refused), and the agent runs inside the run's cgroup.
 func TestLimitsReachTheAgent(t *testing.T) {
