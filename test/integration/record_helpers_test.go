@@ -342,3 +342,14 @@ func wantDegradationsPrinted(t *testing.T, stderr string, rec runRecord) {
 		t.Errorf("degradations printed:\n%s\nrecorded:\n%s", strings.Join(printed, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// withoutDegradations removes from stderr the lines agentjail printed for
+// the degradations the record lists (a host without CAP_SYS_RESOURCE, for
+// one, degrades a profile's nofile), leaving what the jail wrote. A line
+// may follow the jail's last bytes when those lacked a newline.
+func withoutDegradations(stderr string, rec runRecord) string {
+	for _, d := range rec.Degradations {
+		stderr = strings.Replace(stderr, "agentjail: degraded: "+d.What+": "+d.Detail+"\n", "", 1)
+	}
+	return stderr
+}
