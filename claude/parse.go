@@ -142,6 +142,12 @@ var (
 
 func (p *Parser) add(b []byte) {
 	p.size += len(b)
+	if p.kind == kindUnknown && len(p.line) == 0 {
+		// Most lines are told apart from the bytes as they come, and a
+		// skipped one is never copied: the parser's cost stays a scan for
+		// newlines (BenchmarkParserStreamJSON).
+		p.kind = classify(bytes.TrimLeft(b, " \t\r"))
+	}
 	if p.kind == kindSkip {
 		return
 	}

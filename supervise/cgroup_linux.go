@@ -45,17 +45,26 @@ func makeCgroup(procRoot, runID string, pidsMax, memoryMax int64) (*runCgroup, [
 	}
 	var notes []Note
 	available := strings.Fields(readString(filepath.Join(parent, "cgroup.controllers")))
-	for _, c := range []string{"pids", "memory"} {
-		if !slices.Contains(available, c) {
-			notes = append(notes, Note{"cgroup." + c, fmt.Sprintf("%s offers no %s controller: %s.max is not set", parent, c, c)})
+	enabled := map[string]bool{}
+	for _, c := range []struct {
+		name  string
+		asked int64
+	}{{"pids", pidsMax}, {"memory", memoryMax}} {
+		if c.asked <= 0 {
+			continue // nothing to set: a missing controller degrades nothing
+		}
+		if !slices.Contains(available, c.name) {
+			notes = append(notes, Note{"cgroup." + c.name, fmt.Sprintf("%s offers no %s controller: %s.max is not set (the rlimit alone applies)", parent, c.name, c.name)})
 			continue
 		}
 		// Enabling a controller for the children of our own "agentjail"
 		// cgroup is allowed: it holds no processes (cgroups(7), "no
 		// internal processes" rule).
-		if err := os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+"+c), 0); err != nil {
-			notes = append(notes, Note{"cgroup." + c, fmt.Sprintf("cannot enable the %s controller in %s: %v", c, parent, err)})
+		if err := os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+"+c.name), 0); err != nil {
+			notes = append(notes, Note{"cgroup." + c.name, fmt.Sprintf("cannot enable the %s controller in %s: %v", c.name, parent, err)})
+			continue
 		}
+		enabled[c.name] = true
 	}
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, append(notes, Note{"cgroup", fmt.Sprintf("cannot create %s: %v; the run has no cgroup of its own: the pid namespace's teardown and the marker sweep end it", dir, err)})
@@ -67,19 +76,19 @@ func makeCgroup(procRoot, runID string, pidsMax, memoryMax int64) (*runCgroup, [
 	}
 	cg := &runCgroup{dir: dir, fd: fd}
 	for _, l := range []struct {
-		file string
-		v    int64
-		dst  **int64
-	}{{"pids.max", pidsMax, &cg.pidsMax}, {"memory.max", memoryMax, &cg.memoryMax}} {
-		if l.v <= 0 {
+		controller string
+		v          int64
+		dst        **int64
+	}{{"pids", pidsMax, &cg.pidsMax}, {"memory", memoryMax, &cg.memoryMax}} {
+		if !enabled[l.controller] {
+			continue // not asked, or noted above
+		}
+		if err := os.WriteFile(filepath.Join(dir, l.controller+".max"), []byte(strconv.FormatInt(l.v, 10)), 0); err != nil {
+			notes = append(notes, Note{"cgroup." + l.controller, fmt.Sprintf("cannot set %s.max: %v", l.controller, err)})
 			continue
 		}
-		if err := os.WriteFile(filepath.Join(dir, l.file), []byte(strconv.FormatInt(l.v, 10)), 0); err == nil {
-			v := l.v
-			*l.dst = &v
-		} else if !errors.Is(err, os.ErrNotExist) {
-			notes = append(notes, Note{"cgroup." + strings.TrimSuffix(l.file, ".max"), fmt.Sprintf("cannot set %s: %v", l.file, err)})
-		}
+		v := l.v
+		*l.dst = &v
 	}
 	return cg, notes
 }

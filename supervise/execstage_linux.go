@@ -7,9 +7,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -89,13 +92,14 @@ func ExecStage(args []string) int {
 	if len(args) < 2 {
 		return fail("exec stage: no command")
 	}
-	argv := args[1:]
+	var limits []rlimit
 	for _, kv := range rlimits {
-		r, err := setRlimit(kv)
+		l, r, err := prepareRlimit(kv)
 		if err != nil {
 			return fail("exec stage: %v", err)
 		}
 		send(r)
+		limits = append(limits, l)
 	}
 	// Everything above stderr closes at exec: inherited descriptors never
 	// reach the agent, and the report fd's closing tells the supervisor the
@@ -103,84 +107,185 @@ func ExecStage(args []string) int {
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return fail("exec stage: close_range: %v", err)
 	}
-	f := execvp(argv)
-	fmt.Fprintf(os.Stderr, "agentjail: %v\n", f)
-	send(stageReport{ExecFailure: f})
-	return f.ExitCode()
+	x, err := prepareExec(args[1:], os.Environ())
+	if err != nil {
+		return fail("exec stage: %v", err)
+	}
+	return (&ExecFailure{Errno: int(x.run(limits, report))}).ExitCode()
 }
 
-// setRlimit applies NAME=VALUE to this process. A value above the hard
-// limit it inherited cannot be had without CAP_SYS_RESOURCE, which the run
-// user lacks: the hard limit is applied instead, and the report says so.
-func setRlimit(kv string) (stageReport, error) {
+// rlimit is one limit, checked and ready to be set.
+type rlimit struct {
+	resource int
+	value    unix.Rlimit
+}
+
+// prepareRlimit parses NAME=VALUE and makes sure it can be set later
+// without fail: a value above the hard limit this process inherited needs
+// CAP_SYS_RESOURCE, which the run user lacks, so the hard limit is applied
+// instead, and the report says so. Nothing is lowered yet (see run).
+func prepareRlimit(kv string) (rlimit, stageReport, error) {
 	name, val, _ := strings.Cut(kv, "=")
 	res, ok := rlimitResources[name]
 	if !ok {
-		return stageReport{}, fmt.Errorf("unknown rlimit %q", name)
+		return rlimit{}, stageReport{}, fmt.Errorf("unknown rlimit %q", name)
 	}
 	want := uint64(math.MaxUint64)
 	if val != "unlimited" {
 		var err error
 		if want, err = strconv.ParseUint(val, 10, 64); err != nil {
-			return stageReport{}, fmt.Errorf("rlimit %s: bad value %q", name, val)
+			return rlimit{}, stageReport{}, fmt.Errorf("rlimit %s: bad value %q", name, val)
 		}
 	}
-	lim := unix.Rlimit{Cur: want, Max: want}
-	err := unix.Setrlimit(res, &lim)
-	if errors.Is(err, unix.EPERM) {
-		var old unix.Rlimit
-		if err = unix.Getrlimit(res, &old); err == nil {
-			lim = unix.Rlimit{Cur: min(want, old.Max), Max: min(want, old.Max)}
-			err = unix.Setrlimit(res, &lim)
+	var old unix.Rlimit
+	if err := unix.Getrlimit(res, &old); err != nil {
+		return rlimit{}, stageReport{}, fmt.Errorf("getrlimit %s: %w", name, err)
+	}
+	applied := want
+	if want > old.Max {
+		// Raising the hard limit alone leaves this process as it was.
+		err := unix.Setrlimit(res, &unix.Rlimit{Cur: old.Cur, Max: want})
+		switch {
+		case errors.Is(err, unix.EPERM):
+			applied = old.Max
+		case err != nil:
+			return rlimit{}, stageReport{}, fmt.Errorf("setrlimit %s=%s: %w", name, val, err)
 		}
 	}
-	if err != nil {
-		return stageReport{}, fmt.Errorf("setrlimit %s=%s: %w", name, val, err)
-	}
-	return stageReport{Rlimit: name, Asked: val, Applied: rlimitString(lim.Max)}, nil
+	return rlimit{res, unix.Rlimit{Cur: applied, Max: applied}},
+		stageReport{Rlimit: name, Asked: val, Applied: rlimitString(applied)}, nil
 }
 
-// execvp runs argv like execvp(3): a name with a slash is executed as is,
-// otherwise each $PATH directory is tried; EACCES from any of them wins over
-// ENOENT. It returns only on failure.
-func execvp(argv []string) *ExecFailure {
-	env := os.Environ()
-	if strings.Contains(argv[0], "/") {
-		err := syscall.Exec(argv[0], argv, env)
-		return &ExecFailure{Path: argv[0], Errno: int(errnoOf(err))}
+// execAttempt is one path execve is tried with, and what the exec stage
+// reports if it is the one that failed.
+type execAttempt struct {
+	path  *byte
+	json  []byte // {"path":P,"errno":
+	human []byte // agentjail: cannot execute P inside the jail:
+}
+
+// preparedExec is an exec made ready before the rlimits are lowered: every
+// C string built, every message but the errno written, a buffer for the
+// report. The Go runtime maps memory as it allocates, and an address-space
+// or data limit below what it has mapped already (any `as` worth setting,
+// since it reserves its heap arenas up front) would make the next mapping
+// fail and the runtime abort: between the limits and execve nothing
+// allocates.
+type preparedExec struct {
+	argv, envv []*byte
+	slash      bool // argv[0] holds a slash: executed as is, no $PATH search
+	attempts   []execAttempt
+	notFound   execAttempt // argv[0] when no attempt found anything
+	buf        []byte
+	st         unix.Stat_t
+	cwd        int // AT_FDCWD, as a variable: a negative constant is no uintptr
+}
+
+// prepareExec is execvp(3)'s preparation: a name with a slash is executed
+// as is, otherwise each $PATH directory is tried.
+func prepareExec(argv, env []string) (*preparedExec, error) {
+	x := &preparedExec{slash: strings.Contains(argv[0], "/"), cwd: unix.AT_FDCWD}
+	var err error
+	if x.argv, err = syscall.SlicePtrFromStrings(argv); err != nil {
+		return nil, err
 	}
-	fail := &ExecFailure{Path: argv[0], Errno: int(syscall.ENOENT)}
-	pathEnv, ok := os.LookupEnv("PATH")
-	if !ok {
-		pathEnv = "/usr/local/bin:/usr/bin:/bin"
+	if x.envv, err = syscall.SlicePtrFromStrings(env); err != nil {
+		return nil, err
 	}
-	for _, dir := range filepath.SplitList(pathEnv) {
-		if dir == "" {
-			dir = "."
+	paths := []string{argv[0]}
+	if !x.slash {
+		paths = nil
+		pathEnv, ok := os.LookupEnv("PATH")
+		if !ok {
+			pathEnv = "/usr/local/bin:/usr/bin:/bin"
 		}
-		p := filepath.Join(dir, argv[0])
-		errno := errnoOf(syscall.Exec(p, argv, env))
-		if errno == syscall.EACCES {
+		for _, dir := range filepath.SplitList(pathEnv) {
+			if dir == "" {
+				dir = "."
+			}
+			paths = append(paths, filepath.Join(dir, argv[0]))
+		}
+	}
+	attempt := func(p string) (execAttempt, error) {
+		quoted, _ := json.Marshal(p)
+		a := execAttempt{
+			json:  fmt.Appendf(nil, `{"path":%s,"errno":`, quoted),
+			human: fmt.Appendf(nil, "agentjail: cannot execute %s inside the jail: ", p),
+		}
+		var err error
+		a.path, err = syscall.BytePtrFromString(p)
+		x.buf = make([]byte, 0, max(cap(x.buf), len(a.json)+len(a.human)+128))
+		return a, err
+	}
+	for _, p := range paths {
+		a, err := attempt(p)
+		if err != nil {
+			return nil, err
+		}
+		x.attempts = append(x.attempts, a)
+	}
+	if x.notFound, err = attempt(argv[0]); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// run sets the limits and execs, with raw system calls only; it returns
+// only on failure, reported on the report fd (-1: none) and stderr. EACCES
+// from any attempt wins over ENOENT, as in execvp(3).
+//
+// Nor may the goroutine's stack grow (a new stack is a new mapping, as
+// measured: the runtime aborted in morestack), so it is grown first; with
+// the garbage collector off it is never shrunk. One P and nothing that
+// blocks in the scheduler: the runtime starts no thread while execve runs
+// (what syscall.Exec's runtime_BeforeExec lock is for, go.dev/issue/19546).
+// The original soft RLIMIT_NOFILE, which the Go runtime raised at start and
+// syscall.Exec would restore, is not restored: every profile sets nofile
+// (profiles/_base.yaml).
+func (x *preparedExec) run(limits []rlimit, report int) syscall.Errno {
+	debug.SetGCPercent(-1)
+	runtime.GOMAXPROCS(1)
+	growStack()
+	for i := range limits {
+		unix.RawSyscall6(unix.SYS_PRLIMIT64, 0, uintptr(limits[i].resource), uintptr(unsafe.Pointer(&limits[i].value)), 0, 0, 0)
+	}
+	failed, errno := &x.notFound, syscall.ENOENT
+	for i := range x.attempts {
+		a := &x.attempts[i]
+		_, _, e := unix.RawSyscall(unix.SYS_EXECVE, uintptr(unsafe.Pointer(a.path)),
+			uintptr(unsafe.Pointer(&x.argv[0])), uintptr(unsafe.Pointer(&x.envv[0])))
+		if x.slash {
+			failed, errno = a, e
+			break
+		}
+		if e == syscall.EACCES {
 			// An unsearchable $PATH directory also answers EACCES; only a
 			// file that is there but cannot be executed makes a 126.
-			if _, err := os.Stat(p); err != nil {
+			if _, _, serr := unix.RawSyscall6(unix.SYS_NEWFSTATAT, uintptr(x.cwd), uintptr(unsafe.Pointer(a.path)),
+				uintptr(unsafe.Pointer(&x.st)), 0, 0, 0); serr != 0 {
 				continue
 			}
 		}
-		if errno != syscall.ENOENT && errno != syscall.ENOTDIR {
-			fail = &ExecFailure{Path: p, Errno: int(errno)}
+		if e != syscall.ENOENT && e != syscall.ENOTDIR {
+			failed, errno = a, e
 		}
 	}
-	return fail
+	// Within the buffer's capacity: no allocation.
+	b := strconv.AppendInt(append(x.buf[:0], failed.json...), int64(errno), 10)
+	b = append(b, "}\n"...)
+	if report >= 0 {
+		unix.RawSyscall(unix.SYS_WRITE, uintptr(report), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	}
+	b = append(append(append(x.buf[:0], failed.human...), errno.Error()...), '\n')
+	unix.RawSyscall(unix.SYS_WRITE, 2, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	return errno
 }
 
-func errnoOf(err error) syscall.Errno {
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		return errno
-	}
-	if errors.Is(err, os.ErrPermission) {
-		return syscall.EACCES
-	}
-	return syscall.ENOENT
+// growStack makes the goroutine's stack at least 64 KiB deep.
+//
+//go:noinline
+func growStack() byte {
+	var pad [64 << 10]byte
+	pad[len(pad)-1] = 1
+	return pad[len(pad)-1]
 }

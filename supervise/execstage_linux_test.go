@@ -79,3 +79,27 @@ func TestExecStageReportsExecFailures(t *testing.T) {
 		t.Errorf("bad rlimit: exit %d %+v", code, reps)
 	}
 }
+
+// TestExecStageAppliesMemoryLimitsItCouldNotLiveUnder: address-space and
+// data limits far below what the Go runtime has mapped reach the agent (a
+// 128 MiB buffer cannot be had under 64 MiB), and an exec failure under
+// them is still reported exactly. Whether an allocation after the limits
+// would abort the runtime depends on its heap's state, which in this test
+// binary spares it: the real binary did abort
+// (TestProcessAndMemoryLimitsReachTheAgent in test/integration).
+func TestExecStageAppliesMemoryLimitsItCouldNotLiveUnder(t *testing.T) {
+	t.Parallel()
+	out, code, reps := execStage(t, "--rlimit", "as=67108864", "--rlimit", "data=67108864",
+		"--", "sh", "-c", `ulimit -v; ulimit -Hv; ulimit -d; dd if=/dev/zero of=/dev/null bs=128M count=1 2>/dev/null; echo "dd $?"`)
+	if code != 0 || len(reps) != 2 || reps[0].Applied != "67108864" || reps[1].Applied != "67108864" {
+		t.Fatalf("exit %d, reports %+v, output %q", code, reps, out)
+	}
+	if out != "65536\n65536\n65536\ndd 1\n" {
+		t.Errorf("inside: %q", out)
+	}
+	// And an exec failure is still reported exactly under such a limit.
+	_, code, reps = execStage(t, "--rlimit", "as=67108864", "--", "no-such-command-anywhere")
+	if code != 127 || len(reps) != 2 || reps[1].ExecFailure == nil || reps[1].ExecFailure.Path != "no-such-command-anywhere" || reps[1].ExecFailure.Errno != 2 {
+		t.Errorf("not found under as: exit %d %+v", code, reps)
+	}
+}

@@ -58,3 +58,40 @@ func TestRedactHidesSecretsButNotShortValues(t *testing.T) {
 		t.Errorf("redact: %q", got)
 	}
 }
+
+// TestRedactExcerptMasksSecretsCutAtItsEdges: a secret the omitted bytes
+// cut leaves neither its start at the end of the head nor its end at the
+// start of the tail; one that straddles contiguous pieces is masked on
+// both sides; a stretch that merely resembles a secret's first bytes or
+// too little of one stays.
+func TestRedactExcerptMasksSecretsCutAtItsEdges(t *testing.T) {
+	t.Parallel()
+	const secret = "sk-ant-0123456789"
+	secrets := []string{secret, "short", ""}
+	for _, c := range []struct {
+		name, head, tail string
+		omitted          int64
+		wantHead         string
+		wantTail         string
+	}{
+		{"cut by the omitted bytes", "output: sk-ant-01", "6789 done", 5, "output: [redacted]", "[redacted] done"},
+		{"straddling contiguous pieces", "key=sk-ant-01234", "56789;", 0, "key=[redacted]", "[redacted];"},
+		{"whole in each piece", "a " + secret + " b", "c " + secret, 100, "a [redacted] b", "c [redacted]"},
+		{"two bytes show", "ends with sk", "89 starts", 10, "ends with sk", "89 starts"},
+		{"three bytes show", "ends with sk-", "789 starts", 10, "ends with [redacted]", "[redacted] starts"},
+		{"contiguous: a prefix alone is text", "ends with sk-ant", " and more", 0, "ends with sk-ant", " and more"},
+		{"short values are not secrets", "a short text", "", 0, "a short text", ""},
+		{"masked runs merge", secret + secret, "", 0, "[redacted]", ""},
+	} {
+		h, tl := RedactExcerpt(c.head, c.tail, c.omitted, secrets)
+		if h != c.wantHead || tl != c.wantTail {
+			t.Errorf("%s: got %q, %q; want %q, %q", c.name, h, tl, c.wantHead, c.wantTail)
+		}
+	}
+	// The record's excerpt: redacted on the bytes as written, then valid
+	// UTF-8 (a secret with a multi-byte character cut inside it).
+	ex := excerptOf([]byte("x=pässwörd-ä"[:9]), []byte("pässwörd-ä"[9:]+"\xff"), 3, []string{"pässwörd-ä"})
+	if ex.Head != "x=[redacted]" || ex.Tail != "[redacted]\uFFFD" {
+		t.Errorf("excerpt %+v", ex)
+	}
+}

@@ -67,7 +67,8 @@ func claudeAfter(j *jail, st *supervise.Staged, parser *claude.Parser, results s
 	if parser != nil {
 		sum = parser.Summary()
 		if sum.Result != nil {
-			r := supervise.Redact(*sum.Result, secrets)
+			// The excerpt may cut a secret at its end.
+			r, _ := supervise.RedactExcerpt(*sum.Result, "", int64(sum.ResultBytes-len(*sum.Result)), secrets)
 			sum.Result = &r
 		}
 	}

@@ -53,7 +53,11 @@ func newApp(args []string, stdin io.Reader, stdout, stderr io.Writer, code *int)
 	one := 1
 	env := appEnv{args: args, stdin: stdin, stdout: stdout, stderr: stderr, code: code}
 	usage := func(ctx context.Context, cmd *cli.Command, err error, isSubcommand bool) error {
-		return usageError{fmt.Sprintf("%v (see `agentjail %s --help`)", err, cmd.Name)}
+		uerr := usageError{fmt.Sprintf("%v (see `agentjail %s --help`)", err, cmd.Name)}
+		if cmd.Name == "run" {
+			return usageRecord(cmd, env.rawAfter("run"), uerr)
+		}
+		return uerr
 	}
 	sub := func(c *cli.Command) *cli.Command {
 		c.OnUsageError = usage

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -43,14 +44,7 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	// the error for run to print (exit 125).
 	failed := func(err error) error {
 		if recordPath != "" {
-			if rec.RunID == "" {
-				rec.RunID = newRunID()
-			}
-			rec.Reason, rec.ExitCode, rec.Error = supervise.ReasonSetupFailed, supervise.ExitSetup, err.Error()
-			rec.Finish(time.Now())
-			if werr := rec.WriteFile(recordPath); werr != nil {
-				err = errors.Join(err, werr)
-			}
+			return writeSetupFailed(rec, recordPath, err)
 		}
 		return err
 	}
@@ -72,11 +66,11 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	for _, w := range j.plan.Warnings {
 		fmt.Fprintf(e.stderr, "agentjail: warning: %s\n", w)
 	}
-	// The plan's degradations go into the record, with what the supervisor
-	// adds (cgroup, rlimits).
+	// Every degradation is printed once and recorded: the plan's now, the
+	// staging's when taken, the supervisor's (cgroup, rlimits, live) at
+	// the end.
 	for _, d := range j.plan.Degradations {
-		fmt.Fprintf(e.stderr, "agentjail: degraded: %s\n", d)
-		rec.Degradations = append(rec.Degradations, supervise.Note{What: "jail", Detail: d})
+		rec.Degradations = append(rec.Degradations, degraded(e.stderr, supervise.Note{What: "jail", Detail: d})...)
 	}
 	if recordPath != "" {
 		if err := supervise.CheckWritable(recordPath); err != nil {
@@ -107,7 +101,7 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	}
 	defer staged.Remove()
 	if staged != nil {
-		rec.Degradations = append(rec.Degradations, staged.Degradations...)
+		rec.Degradations = append(rec.Degradations, degraded(e.stderr, staged.Degradations...)...)
 	}
 
 	spec := j.baseSpec(e.stdin, e.stdout, e.stderr)
@@ -137,6 +131,7 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	since := supervise.RunClock()
 	before := j.protectedSnapshot()
 	rec, runErr := supervise.Run(spec)
+	degraded(e.stderr, rec.Degradations[len(spec.Record.Degradations):]...)
 	if merr := masks.Release(); merr != nil {
 		printError(e.stderr, merr)
 	}
@@ -169,6 +164,78 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	live.Close(&rec)
 	*e.code = rec.ExitCode
 	return nil
+}
+
+// degraded prints each degradation taken and returns them.
+func degraded(w io.Writer, notes ...supervise.Note) []supervise.Note {
+	for _, n := range notes {
+		fmt.Fprintf(w, "agentjail: degraded: %s: %s\n", n.What, n.Detail)
+	}
+	return notes
+}
+
+// writeSetupFailed completes rec as a run that never started, failed with
+// err, and writes it to path; it returns err, joined with the write's error.
+func writeSetupFailed(rec supervise.Record, path string, err error) error {
+	if rec.RunID == "" {
+		rec.RunID = newRunID()
+	}
+	rec.Reason, rec.ExitCode, rec.Error = supervise.ReasonSetupFailed, supervise.ExitSetup, err.Error()
+	rec.Finish(time.Now())
+	if werr := rec.WriteFile(path); werr != nil {
+		return errors.Join(err, werr)
+	}
+	return err
+}
+
+// usageRecord writes the setup_failed record of a `run` whose command line
+// urfave/cli could not parse (`--timeout soon`): it reports that before
+// runAction, yet a record is promised whenever --record was given. raw is
+// the command line after `run`; cmd knows which flags take a value.
+func usageRecord(cmd *cli.Command, raw []string, err error) error {
+	path, rec := "", supervise.Record{StartedAt: supervise.Time(time.Now()), Profile: "tier1"}
+	for i := 0; i < len(raw); i++ {
+		a := raw[i]
+		if a == "--" {
+			rec.Argv = raw[i+1:]
+			break
+		}
+		if a == "-" || !strings.HasPrefix(a, "-") {
+			rec.Argv = raw[i:]
+			break
+		}
+		name, val, inline := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !inline {
+			// An unknown flag (the mistake itself, maybe) is taken for
+			// one without a value, as Go's flag package does.
+			if !takesValue(cmd, name) || i+1 == len(raw) {
+				continue
+			}
+			i++
+			val = raw[i]
+		}
+		switch name {
+		case "record":
+			path = val
+		case "profile":
+			rec.Profile = val
+		}
+	}
+	if path == "" {
+		return err
+	}
+	return writeSetupFailed(rec, path, err)
+}
+
+// takesValue reports whether cmd has a flag called name that takes a value.
+func takesValue(cmd *cli.Command, name string) bool {
+	for _, f := range cmd.Flags {
+		if slices.Contains(f.Names(), name) {
+			_, isBool := f.(*cli.BoolFlag)
+			return !isBool
+		}
+	}
+	return false
 }
 
 // baseSpec is what every launch of the jail shares: bwrap's argv and

@@ -59,7 +59,8 @@ func median(d []time.Duration) time.Duration {
 }
 
 // compare runs ref and subject alternately n times and reports medians and
-// the subject/reference ratio, also as benchmark metrics.
+// the subject/reference ratio of times (below 1: the subject is faster),
+// also as benchmark metrics.
 func compare(b *testing.B, name string, n int, refName string, ref func() error, subjName string, subject func() error) (time.Duration, time.Duration) {
 	b.Helper()
 	var rs, ss []time.Duration
@@ -82,7 +83,7 @@ func compare(b *testing.B, name string, n int, refName string, ref func() error,
 	}
 	mr, ms := median(rs), median(ss)
 	ratio := float64(ms) / float64(mr)
-	fmt.Printf("%-28s %-34s median %8.3f ms\n%-28s %-34s median %8.3f ms   ratio %.3f× (n=%d)\n",
+	fmt.Printf("%-28s %-34s median %8.3f ms\n%-28s %-34s median %8.3f ms   time ratio %.3f× (n=%d)\n",
 		name, refName, ms2(mr), "", subjName, ms2(ms), ratio, n)
 	b.ReportMetric(ms2(mr), "ref-ms")
 	b.ReportMetric(ms2(ms), "agentjail-ms")

@@ -3,6 +3,7 @@ package integration
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -107,4 +108,41 @@ func visibleDirOrTemp(t *testing.T) string {
 		return visibleDir(t)
 	}
 	return t.TempDir()
+}
+
+// TestBadFlagStillWritesRecord: a flag urfave/cli cannot parse is reported
+// before the run starts, yet --record, wherever it stands, gets its
+// setup_failed record naming the mistake.
+func TestBadFlagStillWritesRecord(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		args func(rp string) []string
+		want string
+	}{
+		{"bad duration after --record", func(rp string) []string { return []string{"--record", rp, "--timeout", "soon"} }, `invalid value "soon" for flag -timeout`},
+		{"--record= after a bad duration", func(rp string) []string { return []string{"--timeout=soon", "--profile", "tier2", "--record=" + rp} }, `invalid value "soon" for flag -timeout`},
+		{"unknown flag", func(rp string) []string { return []string{"--bogus", "--record", rp} }, "flag provided but not defined: -bogus"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			rp := recordPath(t)
+			marker := filepath.Join(t.TempDir(), "ran")
+			r := aj(t, append(append([]string{"run"}, c.args(rp)...), "--", "touch", marker)...)
+			wantCode(t, r, 125)
+			if n := strings.Count(r.stderr, "agentjail: "); n != 1 || !strings.Contains(r.stderr, c.want) {
+				t.Errorf("stderr, want one message with %q:\n%s", c.want, r.stderr)
+			}
+			rec := readRecord(t, rp, 125)
+			if rec.Reason != "setup_failed" || !strings.Contains(rec.Error, c.want) || !slices.Equal(rec.Argv, []string{"touch", marker}) || rec.User != nil {
+				t.Errorf("record: reason %s, error %q, argv %q, user %v", rec.Reason, rec.Error, rec.Argv, rec.User)
+			}
+			if want := map[bool]string{true: "tier2", false: "tier1"}[strings.Contains(c.name, "--record=")]; rec.Profile != want {
+				t.Errorf("record profile %q, want %q", rec.Profile, want)
+			}
+			if fileExists(marker) {
+				t.Error("the command ran")
+			}
+		})
+	}
 }

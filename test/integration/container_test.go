@@ -263,7 +263,7 @@ func TestContainerUnmaskedProc(t *testing.T) {
 			c.args = slices.Concat(pid1, []string{"/aj/agentjail", "run", "--profile", "tier1", "--user", strconv.Itoa(runUID), "--", "sh", "-c", innerScript(innerColumns)})
 			r := c.run(t, "unmasked")
 			wantCode(t, r, 0)
-			if strings.Contains(r.stderr, "degraded") {
+			if strings.Contains(r.stderr, "degraded: jail:") {
 				t.Errorf("degraded with an unmasked /proc:\n%s", r.stderr)
 			}
 			for i, res := range parseInner(t, r.stdout, len(innerColumns)) {
@@ -346,7 +346,7 @@ func TestContainerMaskedProc(t *testing.T) {
 			c.args = slices.Concat(pid1, []string{"/aj/agentjail", "run", "--record", rec, "--profile", filepath.Join(profiles, "weak.yaml")}, user, []string{"--", "sh", "-c", innerScript(cols)})
 			r = c.run(t, "masked-fallback")
 			wantCode(t, r, 0)
-			if !strings.Contains(r.stderr, "agentjail: degraded: no fresh /proc") || !strings.Contains(r.stderr, "/proc/timer_list") {
+			if !strings.Contains(r.stderr, "agentjail: degraded: jail: no fresh /proc") || !strings.Contains(r.stderr, "/proc/timer_list") {
 				t.Errorf("stderr does not name the degradation:\n%s", r.stderr)
 			}
 			for i, want := range []bool{true, false, true, true, true} {

@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -126,6 +127,40 @@ func TestDoctorUnderMaskedProc(t *testing.T) {
 	rep, _ := doctorJSON(t, inv)
 	if hp := check(t, rep, "host-proc"); hp.Status != doctor.Fail || !strings.Contains(hp.Fix, "systempaths=unconfined") {
 		t.Errorf("host-proc: %+v", hp)
+	}
+}
+
+// TestDoctorDegradedUnderMaskedProc: where a run must degrade (a masked
+// /proc and a profile that allows binding it), doctor starts the jail as a
+// run would, degraded, and says so: nothing fails, host-proc, jail and
+// inner-proc warn, the agent's own sandbox is said to work in its weaker
+// mode only, and the rest of it (user and network namespaces) passes.
+func TestDoctorDegradedUnderMaskedProc(t *testing.T) {
+	jailed(t)
+	profiles := visibleDir(t)
+	write(t, profiles, map[string]string{"weak.yaml": "extends: tier1\nfilesystem:\n  proc: fresh-or-bind\n"})
+	rep, code := doctorJSON(t, invocation{wrap: maskedProc}, "--profile", filepath.Join(profiles, "weak.yaml"))
+	if code != 0 || !rep.OK {
+		t.Errorf("doctor: exit %d, ok %v; want 0, true: %+v", code, rep.OK, rep)
+	}
+	for _, w := range []struct {
+		name   string
+		status doctor.Status
+		detail string
+	}{
+		{doctor.CheckHostProc, doctor.Warn, "/proc/timer_list; the profile allows binding the existing /proc, so runs are degraded"},
+		{doctor.CheckJail, doctor.Warn, "degraded: the existing /proc is bound instead of a fresh one, in agentjail's pid namespace"},
+		{doctor.CheckInnerProc, doctor.Warn, "binding /proc instead, as Claude Code's weaker mode does, it works"},
+		{doctor.CheckInnerUser, doctor.Pass, "works"},
+		{doctor.CheckInnerNet, doctor.Pass, "works"},
+	} {
+		c := check(t, rep, w.name)
+		if c.Status != w.status || !strings.Contains(c.Detail, w.detail) {
+			t.Errorf("%s: %+v; want %s with %q", w.name, c, w.status, w.detail)
+		}
+		if c.Status == doctor.Warn && !strings.Contains(c.Fix, "systempaths=unconfined") {
+			t.Errorf("%s names no fix for the container: %+v", w.name, c)
+		}
 	}
 }
 

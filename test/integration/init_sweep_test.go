@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -110,5 +111,102 @@ func TestInitInAPidNamespaceLeavesHostRunsAlone(t *testing.T) {
 	host.cmd.Process.Signal(syscall.SIGTERM)
 	if code := host.wait(t); code != 128+15 {
 		t.Errorf("the host run ended %d after SIGTERM, want 143 (interrupted)", code)
+	}
+}
+
+// TestInitSweepsPeriodically: with --sweep-every, init sweeps while its
+// command runs, not only at its start: a dead run that appears after a
+// sweep has already ended another is ended too, init still running. Init
+// is PID 1 of a pid and mount namespace of its own, with a private
+// /run/agentjail where the dead runs' state files go and its pid namespace
+// where their processes live: no other agentjail (concurrent tests, other
+// checkouts on this machine) can sweep them first.
+func TestInitSweepsPeriodically(t *testing.T) {
+	jailed(t)
+	p := startInit(t, true, []string{"init", "--sweep-every", "100ms", "--", "sh", "-c",
+		"mkdir -p /run/agentjail && mount -t tmpfs -o mode=0700 tmpfs /run/agentjail && echo up; read x; exit 0"})
+	p.waitLine(t, "up")
+	first := deadRunIn(t, p.pid)
+	first.waitKilled(t)
+	// The sweep that ended the first had listed the runs before this one's
+	// state file was written: only a later sweep can end it.
+	second := deadRunIn(t, p.pid)
+	second.waitKilled(t)
+	// Their state files go too (the sweep removes them after the kill),
+	// seen while init, and so its mount namespace, is alive.
+	waitFor(t, func() bool { return !fileExists(first.state) && !fileExists(second.state) })
+	select {
+	case <-p.exited:
+		t.Fatal("init ended before the second sweep")
+	default:
+	}
+	p.stdin.Close()
+	code, stderr := p.wait(t)
+	if code != 0 {
+		t.Fatalf("init exited %d:\n%s", code, stderr)
+	}
+	for _, r := range []deadRun{first, second} {
+		if want := "swept run " + r.id + " (its supervisor died): killed pid "; !strings.Contains(stderr, want) {
+			t.Errorf("init's log lacks %q:\n%s", want, stderr)
+		}
+	}
+}
+
+// deadRun is what a run whose supervisor died leaves: a process carrying
+// its marker and its state file.
+type deadRun struct {
+	id, state string
+	proc      *exec.Cmd
+	exited    chan struct{}
+}
+
+// deadRunIn leaves a dead run in the namespaces of process pid: its
+// process in its pid namespace (entered with nsenter), its state file, which
+// names that namespace, in the /run/agentjail it sees.
+func deadRunIn(t *testing.T, pid int) deadRun {
+	t.Helper()
+	r := deadRun{id: "deadrun" + strings.ToLower(token()), exited: make(chan struct{})}
+	r.proc = exec.Command("nsenter", "--target", strconv.Itoa(pid), "--pid", "--", "sleep", "300")
+	r.proc.Env = []string{"PATH=/usr/bin:/bin", "AGENTJAIL_RUN=" + r.id}
+	if err := r.proc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { r.proc.Wait(); close(r.exited) }()
+	t.Cleanup(func() { r.proc.Process.Kill() })
+	// The marked process exists before its state file: nsenter forks it.
+	waitFor(t, func() bool { return childOf(r.proc.Process.Pid) > 0 })
+	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The dead supervisor: no pid of that namespace starts at tick 1 but
+	// its init, and that is not 4194000.
+	state, _ := json.Marshal(supervise.State{RunID: r.id, PID: 4194000, PIDStart: 1, PIDNS: ns})
+	dir := filepath.Join("/proc", strconv.Itoa(pid), "root", liveRuns)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	r.state = filepath.Join(dir, r.id+".json")
+	if err := os.WriteFile(r.state, state, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(r.state) })
+	return r
+}
+
+// waitKilled waits for the dead run's process to be killed.
+func (r deadRun) waitKilled(t *testing.T) {
+	t.Helper()
+	waitFor(t, func() bool {
+		select {
+		case <-r.exited:
+			return true
+		default:
+			return false
+		}
+	})
+	// nsenter raises the signal that ended its child.
+	if ws := r.proc.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Errorf("run %s's process ended with %v, want killed", r.id, ws)
 	}
 }

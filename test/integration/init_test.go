@@ -72,6 +72,28 @@ func TestInitExitCodes(t *testing.T) {
 	wg.Wait()
 }
 
+// TestInitExitCodesAsPID1: as PID 1 of a pid namespace (how a container
+// runs it; unshare -f passes init's code on), a few samples: the
+// command's code, and 128+n for death by signal n.
+func TestInitExitCodesAsPID1(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	for _, c := range []struct {
+		script string
+		want   int
+	}{{"exit 0", 0}, {"exit 3", 3}, {"exit 255", 255}, {"kill -TERM $$", 143}, {"kill -KILL $$", 137}} {
+		t.Run(c.script, func(t *testing.T) {
+			t.Parallel()
+			p := startInit(t, true, []string{"init", "--", "sh", "-c", "echo ppid=$PPID; read x; " + c.script})
+			p.stdin.Close() // startInit has seen init up: the command may end
+			code, stderr := p.wait(t)
+			if code != c.want || !p.hasLine("ppid=1") {
+				t.Errorf("exit %d, want %d; output %q (init must be PID 1); stderr %s", code, c.want, p.output(), stderr)
+			}
+		})
+	}
+}
+
 // TestInitCommandLine: the first non-flag argument starts the command and a
 // later "--" is the command's; what cannot start is 127/126 as in a shell;
 // mistakes are 125 with one message naming the fix.

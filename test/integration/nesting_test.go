@@ -230,7 +230,7 @@ func TestMaskedProcDegradesWhenAllowed(t *testing.T) {
 	}
 	r := invocation{wrap: maskedProc}.run(t, "run", "--profile", profile, "--", "sh", "-c", innerScript(cols))
 	wantCode(t, r, 0)
-	if !strings.Contains(r.stderr, "agentjail: degraded: no fresh /proc and no pid namespace: mounts cover parts of the host's /proc (/proc/timer_list)") {
+	if !strings.Contains(r.stderr, "agentjail: degraded: jail: no fresh /proc and no pid namespace: mounts cover parts of the host's /proc (/proc/timer_list)") {
 		t.Errorf("stderr does not name the degradation:\n%s", r.stderr)
 	}
 	got := parseInner(t, r.stdout, len(cols))
@@ -252,7 +252,7 @@ func TestMaskedProcDegradesWhenAllowed(t *testing.T) {
 	// degradation: the fallback is taken only on evidence.
 	r = aj(t, "run", "--profile", profile, "--", "true")
 	wantCode(t, r, 0)
-	if strings.Contains(r.stderr, "degraded") {
+	if strings.Contains(r.stderr, "degraded: jail:") {
 		t.Errorf("degraded on an unmasked host:\n%s", r.stderr)
 	}
 	if _, err := os.Stat("/proc/self/mountinfo"); err != nil {

@@ -18,13 +18,8 @@ import (
 // opsLoop is the example under test.
 var opsLoop, _ = filepath.Abs("../../examples/claude-ops/ops-loop.sh")
 
-// hasInit reports whether this agentjail has `agentjail init` (issue 4).
-func hasInit(t *testing.T) bool {
-	return invocation{}.run(t, "init", "--", "true").code == 0
-}
-
 // TestOpsLoop runs examples/claude-ops/ops-loop.sh for two cycles against
-// the stand-in, under `agentjail init` where it exists: the first cycle's
+// the stand-in, under `agentjail init`: the first cycle's
 // tier 1 reports a failure and tier 2 resolves it (its attempt to plant an
 // MCP server in a repository's .claude-ops is refused), the second is
 // healthy. Each run is jailed in its tier's profile and leaves a log and a
@@ -52,12 +47,8 @@ func TestOpsLoop(t *testing.T) {
 		"CLAUDEOPS_INTERVAL=0", "CLAUDEOPS_CYCLES=2", "CLAUDEOPS_REPOS_DIR="+repos, "CLAUDEOPS_STATE_DIR="+state,
 		"CLAUDEOPS_RESULTS_DIR="+results, "CLAUDEOPS_MCP_BASELINE="+filepath.Join(state, "baseline.json"),
 		"CLAUDEOPS_TIER1_TIMEOUT=60s", "CLAUDEOPS_TIER1_TOOLS=mcp__shared__ping", "CLAUDEOPS_TIER2_TOOLS=Bash,Read")
-	args := []string{opsLoop}
-	if hasInit(t) {
-		args = append([]string{agentjail, "init", "--"}, args...)
-	} else {
-		t.Log("agentjail has no init command yet: the loop runs without it")
-	}
+	// Under init, as the example's container runs it.
+	args := []string{agentjail, "init", "--", opsLoop}
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}, env...)
 	out, err := cmd.CombinedOutput()
@@ -206,7 +197,7 @@ func requestIndex(srv *fakeapi.Server, n int) int {
 }
 
 // TestOpsLoopStopsOnSIGTERM: a SIGTERM while the loop sleeps between
-// cycles ends it at once, 143 (under init: init forwards it).
+// cycles ends it at once, 143 (init forwards it to the loop).
 func TestOpsLoopStopsOnSIGTERM(t *testing.T) {
 	jailed(t)
 	bin := testutil.RequireClaude(t)
@@ -214,10 +205,7 @@ func TestOpsLoopStopsOnSIGTERM(t *testing.T) {
 	srv := fakeapi.New(t, fakeapi.Text("fine\nSTATUS: healthy"))
 	env := append(srv.Env(), "AGENTJAIL="+agentjail, "CLAUDE="+bin, "CLAUDEOPS_USER=1000", "CLAUDEOPS_INTERVAL=3600",
 		"CLAUDEOPS_REPOS_DIR="+visibleDir(t), "CLAUDEOPS_STATE_DIR="+state, "CLAUDEOPS_RESULTS_DIR="+results)
-	args := []string{opsLoop}
-	if hasInit(t) {
-		args = append([]string{agentjail, "init", "--"}, args...)
-	}
+	args := []string{agentjail, "init", "--", opsLoop}
 	b := startCmd(t, exec.Command(args[0], args[1:]...), env)
 	waitFor(t, func() bool {
 		b.running(t)

@@ -343,3 +343,34 @@ func (b *lockedBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// wantDegradationsPrinted checks that every degradation a record lists was
+// printed on stderr once, as `agentjail: degraded: WHAT: DETAIL`, and that
+// nothing else was printed as one.
+func wantDegradationsPrinted(t *testing.T, stderr string, rec runRecord) {
+	t.Helper()
+	var printed []string
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(l, "agentjail: degraded: ") {
+			printed = append(printed, l)
+		}
+	}
+	var want []string
+	for _, d := range rec.Degradations {
+		want = append(want, "agentjail: degraded: "+d.What+": "+d.Detail)
+	}
+	if !slices.Equal(printed, want) {
+		t.Errorf("degradations printed:\n%s\nrecorded:\n%s", strings.Join(printed, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// withoutDegradations removes from stderr the lines agentjail printed for
+// the degradations the record lists (a host without CAP_SYS_RESOURCE, for
+// one, degrades a profile's nofile), leaving what the jail wrote. A line
+// may follow the jail's last bytes when those lacked a newline.
+func withoutDegradations(stderr string, rec runRecord) string {
+	for _, d := range rec.Degradations {
+		stderr = strings.Replace(stderr, "agentjail: degraded: "+d.What+": "+d.Detail+"\n", "", 1)
+	}
+	return stderr
+}

@@ -50,7 +50,9 @@ func TestClaudeDirIsCapped(t *testing.T) {
 	if got := strings.Fields(r.stdout); len(got) != 3 || got[0] != "tmpfs" || got[1] != "536870912" || got[2] != "writable" {
 		t.Errorf("~/.claude: %q; want a writable tmpfs of the tier's 512 MiB home size", r.stdout)
 	}
-	for _, d := range readRecord(t, rec, 0).Degradations {
+	asRoot := readRecord(t, rec, 0)
+	wantDegradationsPrinted(t, r.stderr, asRoot)
+	for _, d := range asRoot.Degradations {
 		if d.What == "staging.size" {
 			t.Errorf("a run as root could not cap the directory: %s", d.Detail)
 		}
@@ -62,6 +64,7 @@ func TestClaudeDirIsCapped(t *testing.T) {
 		"run", "--profile", "tier1", "--record", rec, "--", "true")
 	wantCode(t, r, 0)
 	got := readRecord(t, rec, 0)
+	wantDegradationsPrinted(t, r.stderr, got)
 	found := false
 	for _, d := range got.Degradations {
 		found = found || d.What == "staging.size" && strings.Contains(d.Detail, "only root can mount one")
