@@ -97,13 +97,18 @@ func Init(cmd *exec.Cmd, o InitOptions) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	stop := make(chan struct{})
-	defer close(stop)
-	if o.Sweep != nil && o.SweepEvery > 0 {
+	stop, swept := make(chan struct{}), make(chan struct{})
+	// A sweep under way when the command has ended finishes, and logs
+	// what it killed, before init exits (each sweep is bounded).
+	defer func() { close(stop); <-swept }()
+	if o.Sweep == nil || o.SweepEvery <= 0 {
+		close(swept)
+	} else {
 		// Its own goroutine: a slow sweep must not delay signals. The
 		// first runs at once: what a previous life of the container left
 		// is there from the start.
 		go func() {
+			defer close(swept)
 			t := time.NewTicker(o.SweepEvery)
 			defer t.Stop()
 			for {

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +23,8 @@ func TestMain(m *testing.M) {
 		os.Exit(endHelper())
 	case "sweep":
 		os.Exit(sweepHelper())
+	case "sweep-at-exit":
+		os.Exit(sweepAtExitHelper())
 	}
 	os.Exit(m.Run())
 }
@@ -152,6 +155,34 @@ func sweepHelper() int {
 	return 0
 }
 
+// sweepAtExitHelper runs Init with a sweep still under way when the
+// command ends (it outlasts the command by 200 ms) and reports whether
+// Init returned before the sweep had finished, which would lose its log.
+func sweepAtExitHelper() int {
+	dir, err := os.MkdirTemp("", "reaper-sweep-")
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	var finished atomic.Bool
+	exiting := filepath.Join(dir, "exiting")
+	code, err := Init(exec.Command("sh", "-c", "touch "+exiting+"; exit 3"), InitOptions{
+		Sweep: func() {
+			for !fileThere(exiting) {
+				time.Sleep(time.Millisecond)
+			}
+			time.Sleep(200 * time.Millisecond)
+			finished.Store(true)
+		},
+		SweepEvery: time.Hour,
+	})
+	fmt.Printf("code=%d err=%v sweep finished=%v\n", code, err, finished.Load())
+	return 0
+}
+
+func fileThere(p string) bool { _, err := os.Stat(p); return err == nil }
+
 // runHelper runs the test binary as a helper in mode and returns what it
 // printed.
 func runHelper(t *testing.T, mode string) string {
@@ -177,6 +208,15 @@ func TestReaperDeliversStatusesAndReapsOrphans(t *testing.T) {
 func TestEndDescendants(t *testing.T) {
 	t.Parallel()
 	if got := runHelper(t, "end"); got != "before=3 after=0 err=<nil> sh=137 zombies=0" {
+		t.Errorf("helper reported %q", got)
+	}
+}
+
+// TestInitWaitsForASweepUnderWay: init does not exit in the middle of a
+// sweep (what it killed would go unlogged).
+func TestInitWaitsForASweepUnderWay(t *testing.T) {
+	t.Parallel()
+	if got := runHelper(t, "sweep-at-exit"); got != "code=3 err=<nil> sweep finished=true" {
 		t.Errorf("helper reported %q", got)
 	}
 }
