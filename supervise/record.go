@@ -83,7 +83,13 @@ type Record struct {
 	Claude *claude.Summary `json:"claude"`
 	// Error is agentjail's message for reason setup_failed.
 	Error string `json:"error,omitempty"`
+
+	stderrMidLine bool // the agent's last stderr byte was not a newline
 }
+
+// StderrMidLine reports whether the jail's stderr ended in the middle of a
+// line: a message printed after the run must start on a line of its own.
+func (r Record) StderrMidLine() bool { return r.stderrMidLine }
 
 // User is the run user.
 type User struct {

@@ -546,6 +546,11 @@ func (s *supervisor) finishOutput() {
 			s.rec.Bytes.Stdout, s.rec.Excerpt.Stdout = st.n.Load(), ex
 		} else {
 			s.rec.Bytes.Stderr, s.rec.Excerpt.Stderr = st.n.Load(), ex
+			last := tail
+			if len(last) == 0 {
+				last = head
+			}
+			s.rec.stderrMidLine = len(last) > 0 && last[len(last)-1] != '\n'
 		}
 		if st.logErr != nil {
 			s.rec.Warnings = append(s.rec.Warnings, "log: "+st.logErr.Error())

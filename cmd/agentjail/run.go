@@ -131,6 +131,8 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	since := supervise.RunClock()
 	before := j.protectedSnapshot()
 	rec, runErr := supervise.Run(spec)
+	// From here on agentjail speaks after the agent, on a line of its own.
+	e.stderr = &newlineFirst{w: e.stderr, pending: rec.StderrMidLine()}
 	degraded(e.stderr, rec.Degradations[len(spec.Record.Degradations):]...)
 	if merr := masks.Release(); merr != nil {
 		printError(e.stderr, merr)
@@ -164,6 +166,23 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	live.Close(&rec)
 	*e.code = rec.ExitCode
 	return nil
+}
+
+// newlineFirst writes a newline before its first write when pending: the
+// agent's stderr, which agentjail's own messages follow, ended mid-line.
+type newlineFirst struct {
+	w       io.Writer
+	pending bool
+}
+
+func (n *newlineFirst) Write(p []byte) (int, error) {
+	if n.pending && len(p) > 0 {
+		n.pending = false
+		if _, err := n.w.Write([]byte{'\n'}); err != nil {
+			return 0, err
+		}
+	}
+	return n.w.Write(p)
 }
 
 // degraded prints each degradation taken and returns them.

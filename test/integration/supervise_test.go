@@ -726,3 +726,23 @@ func TestTimeoutZeroMeansNone(t *testing.T) {
 		})
 	}
 }
+
+// TestMessagesAfterTheRunStartOnTheirOwnLine: the agent's stderr ended
+// mid-line; agentjail's messages after the run (here a violation) start on
+// a line of their own, not glued to the agent's last words.
+func TestMessagesAfterTheRunStartOnTheirOwnLine(t *testing.T) {
+	jailed(t)
+	ws := workspace(t)
+	r := aj(t, "run", "--write", ws, "--chdir", ws, "--", "sh", "-c",
+		"mkdir -p n/.git/hooks && echo evil > n/.git/hooks/post-checkout; printf 'no newline' >&2")
+	wantCode(t, r, 125)
+	if !strings.Contains(r.stderr, "no newline\nagentjail: ") {
+		t.Errorf("agentjail's message does not start on a new line:\n%q", r.stderr)
+	}
+	r = aj(t, "run", "--write", ws, "--chdir", ws, "--", "sh", "-c",
+		"mkdir -p m/.git/hooks && echo evil > m/.git/hooks/post-checkout; echo 'a newline' >&2")
+	wantCode(t, r, 125)
+	if !strings.Contains(r.stderr, "a newline\nagentjail: ") {
+		t.Errorf("a newline too many, or none:\n%q", r.stderr)
+	}
+}
