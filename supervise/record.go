@@ -198,9 +198,8 @@ func (r *Record) normalize() {
 	}
 }
 
-// WriteFile writes the record to path atomically: a temporary file in the
-// same directory, synced, then renamed over path, so a reader sees either
-// no record or a whole one.
+// WriteFile writes the record to path atomically (WriteAtomic): a reader
+// sees either no record or a whole one.
 func (r *Record) WriteFile(path string) error {
 	r.normalize()
 	data, err := json.MarshalIndent(r, "", "  ")
@@ -208,22 +207,7 @@ func (r *Record) WriteFile(path string) error {
 		return err
 	}
 	data = append(data, '\n')
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("write the run record: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // after a successful rename, a no-op
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
+	if err := WriteAtomic(path, data); err != nil {
 		return fmt.Errorf("write the run record %s: %w", path, err)
 	}
 	return nil
