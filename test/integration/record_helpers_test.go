@@ -366,11 +366,35 @@ func wantDegradationsPrinted(t *testing.T, stderr string, rec runRecord) {
 
 // withoutDegradations removes from stderr the lines agentjail printed for
 // the degradations the record lists (a host without CAP_SYS_RESOURCE, for
-// one, degrades a profile's nofile), leaving what the jail wrote. A line
-// may follow the jail's last bytes when those lacked a newline.
+// one, degrades a profile's nofile), leaving what the jail wrote, without
+// the newline agentjail puts first when the jail's last bytes lacked one.
 func withoutDegradations(stderr string, rec runRecord) string {
-	for _, d := range rec.Degradations {
-		stderr = strings.Replace(stderr, "agentjail: degraded: "+d.What+": "+d.Detail+"\n", "", 1)
+	line := func(i int) string {
+		d := rec.Degradations[i]
+		return "agentjail: degraded: " + d.What + ": " + d.Detail + "\n"
+	}
+	// Those found at the end were printed after the run: behind a newline
+	// of agentjail's own when the agent's stderr ended mid-line.
+	removed := map[int]bool{}
+	for found := true; found; {
+		found = false
+		for i := range rec.Degradations {
+			if !removed[i] && strings.HasSuffix(stderr, line(i)) {
+				stderr, removed[i], found = strings.TrimSuffix(stderr, line(i)), true, true
+			}
+		}
+	}
+	last := rec.Excerpt.Stderr.Tail
+	if last == "" {
+		last = rec.Excerpt.Stderr.Head
+	}
+	if len(removed) > 0 && last != "" && !strings.HasSuffix(last, "\n") {
+		stderr = strings.TrimSuffix(stderr, "\n")
+	}
+	for i := range rec.Degradations {
+		if !removed[i] {
+			stderr = strings.Replace(stderr, line(i), "", 1)
+		}
 	}
 	return stderr
 }
