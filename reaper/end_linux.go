@@ -161,6 +161,11 @@ func (t *subtree) signal(sig syscall.Signal, onlyNew bool, logf func(string, ...
 		return 0, err
 	}
 	defer closeAll(ps)
+	if len(ps) == 0 && hasChildren() {
+		// Only zombies are left: the reaper collects them, and init must
+		// not exit first (its orphaned zombies would outlive it).
+		return 1, nil
+	}
 	t.last = t.last[:0]
 	for _, p := range ps {
 		t.last = append(t.last, p)
@@ -178,6 +183,9 @@ func (t *subtree) signal(sig syscall.Signal, onlyNew bool, logf func(string, ...
 }
 
 func (t *subtree) describe() string {
+	if len(t.last) == 0 {
+		return "zombie children not yet reaped"
+	}
 	var s []string
 	for _, p := range t.last {
 		s = append(s, fmt.Sprintf("pid %d (%s) state %c", p.pid, p.comm, p.state))
