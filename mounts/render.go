@@ -60,6 +60,11 @@ type Input struct {
 	// ClaudeDir is the host directory that holds the run's private Claude
 	// Code directory (claude.home), bound at ~/.claude in the jail.
 	ClaudeDir string
+	// RunDir is agentjail's run directory (masks' empty file and registry,
+	// live runs' state and control sockets, every run's staged files). The
+	// jail never sees it: binds take their sources from the host's root,
+	// not the jail's, so what this run needs from it still arrives.
+	RunDir string
 	// IsPlaceholder reports whether an empty file is only the mask
 	// placeholder of another (live or killed) run; such paths count as
 	// missing. Nil: none are.
@@ -158,6 +163,7 @@ func Render(in Input) (Plan, error) {
 	}
 	r.protect(roots)
 	r.deny(roots)
+	r.hideRunDir(roots)
 	r.credentials()
 	r.claude()
 	r.tail()
@@ -258,6 +264,9 @@ func (r *renderer) check() {
 			if under(w, d) {
 				r.fail(field, "writable root %s lies inside the denied path %s; remove one of them", w, d)
 			}
+		}
+		if d := r.in.RunDir; d != "" && under(w, d) {
+			r.fail(field, "writable root %s lies inside agentjail's run directory %s, which no jail sees; choose another directory", w, d)
 		}
 	}
 	if len(r.in.ProcCovers) > 0 && r.p.Filesystem.Proc != policy.ProcFreshOrBind {
@@ -465,6 +474,28 @@ func (r *renderer) deny(roots []string) {
 		}
 		r.plan.Denied = append(r.plan.Denied, d)
 	}
+}
+
+// hideRunDir covers agentjail's run directory with an empty, read-only
+// tmpfs: from inside it an agent could read other runs' staged files (a
+// non-root operator's runs share one owner), reach their control sockets,
+// or, through a writable root above it, rewrite the file every mask is
+// bound from. Where the jail already covers it (a denied path, or a tmpfs
+// of the jail's own, such as /tmp) nothing more is needed.
+func (r *renderer) hideRunDir(roots []string) {
+	d := r.in.RunDir
+	if d == "" || !exists(r.in.Disk, d) || underAny(d, r.plan.Denied) {
+		return
+	}
+	for mp := range r.p.Filesystem.Tmpfs {
+		if under(d, mp) && !underAny(d, roots) {
+			return
+		}
+	}
+	r.arg("--perms", "0000", "--size", "4096")
+	r.mount("--tmpfs", d)
+	r.arg("--remount-ro", d)
+	r.plan.Denied = append(r.plan.Denied, d)
 }
 
 // credentials makes each ~/path of the operator's appear under the agent's

@@ -2,8 +2,10 @@ package mounts
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"slices"
 	"strings"
 	"testing"
@@ -521,5 +523,63 @@ func TestRenderMasksInsideExistingProtectedDirectories(t *testing.T) {
 		if strings.HasPrefix(m, "/srv/proj/sub/.env") || strings.HasPrefix(m, "/srv/proj/a/b/.env") || strings.HasPrefix(m, "/srv/proj/a/b/c/d/") || strings.HasPrefix(m, "/srv/cache/.git/") {
 			t.Errorf("%s is masked: only protected directories that exist are masked into below the top", m)
 		}
+	}
+}
+
+// TestRenderHidesRunDir: agentjail's run directory is covered in the jail,
+// after the writable roots (one of which may hold it), unless the jail
+// covers it already; a writable root inside it is refused.
+func TestRenderHidesRunDir(t *testing.T) {
+	t.Parallel()
+	hide := "--perms 0000 --size 4096 --tmpfs %s --remount-ro %s"
+	for _, c := range []struct {
+		name, runDir string
+		write        []string
+		want, not    string
+	}{
+		{"root's", "/run/agentjail", nil, "--tmpfs /run/agentjail --remount-ro /run/agentjail", ""},
+		{"under a writable root", "/run/agentjail", []string{"/run"}, "--tmpfs /run/agentjail --remount-ro /run/agentjail", ""},
+		{"under a denied path", "/run/user/1000/agentjail", nil, "--tmpfs /run/user --remount-ro /run/user", "--tmpfs /run/user/1000/agentjail"},
+		{"under the jail's /tmp", "/tmp/agentjail-1000", nil, "", "--tmpfs /tmp/agentjail-1000"},
+		{"under /tmp and a writable root", "/tmp/agentjail-1000", []string{"/tmp"}, "--tmpfs /tmp/agentjail-1000 --remount-ro /tmp/agentjail-1000", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			in := input(t, "tier1", c.write...)
+			disk := in.Disk.(fstest.MapFS)
+			for p := c.runDir; p != "/"; p = path.Dir(p) {
+				if _, ok := disk[p[1:]]; !ok {
+					disk[p[1:]] = dir(0o755, 1000)
+				}
+			}
+			disk["run"], disk["tmp"] = dir(0o777, 0), dir(0o1777, 1000)
+			in.RunDir = c.runDir
+			plan, err := Render(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := strings.Join(plan.Args, " ")
+			if c.want != "" && !strings.Contains(args, c.want) {
+				t.Errorf("plan lacks %q:\n%s", c.want, args)
+			}
+			for _, w := range c.write {
+				if c.want != "" && strings.Index(args, c.want) < strings.Index(args, "--bind "+w+" "+w) {
+					t.Errorf("the run directory is covered before the writable root %s is bound over it:\n%s", w, args)
+				}
+			}
+			if c.not != "" && strings.Contains(args, c.not) {
+				t.Errorf("plan has %q:\n%s", c.not, args)
+			}
+			if c.want == "" && strings.Contains(args, fmt.Sprintf(hide, c.runDir, c.runDir)) {
+				t.Errorf("the run directory is covered twice:\n%s", args)
+			}
+		})
+	}
+	in := input(t, "tier1", "/run/agentjail/x")
+	in.Disk.(fstest.MapFS)["run/agentjail"] = dir(0o755, 0)
+	in.Disk.(fstest.MapFS)["run/agentjail/x"] = dir(0o755, 1000)
+	in.RunDir = "/run/agentjail"
+	if _, err := Render(in); err == nil || !strings.Contains(err.Error(), "writable root /run/agentjail/x lies inside agentjail's run directory /run/agentjail, which no jail sees") {
+		t.Fatalf("Render = %v", err)
 	}
 }

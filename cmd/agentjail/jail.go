@@ -162,6 +162,7 @@ func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error
 		EmptyFile:     emptyFile(),
 		StagingDir:    filepath.Join(stageDir(j.runID), "credentials"),
 		ClaudeDir:     claudeDir,
+		RunDir:        runDir(),
 		IsPlaceholder: func(p string) bool { return supervise.IsMask(maskDir(), p) },
 		Seccomp:       len(j.seccomp),
 		Argv:          argv,

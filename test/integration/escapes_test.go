@@ -27,6 +27,8 @@ package integration
 //	inner user namespace              TestEscapeInnerUserNamespace
 //	fail closed                       TestEscapeFailClosed
 //	another user's run directory      TestEscapeRunDirectory
+//	socket files in /run/user         TestEscapeUserRuntimeSockets
+//	the run directory from a jail     TestEscapeRunDirectoryInTheJail
 //	symlinked protected paths         TestSymlinkedProtectedPaths (jail_test.go)
 
 import (

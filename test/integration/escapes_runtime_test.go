@@ -1,0 +1,78 @@
+package integration
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestEscapeUserRuntimeSockets: a read-only bind does not stop connect(2)
+// to a socket file, and the run user's runtime directory holds live ones
+// (the session bus, gpg-agent, ssh-agent, rootless Docker). Under plain
+// bwrap the agent reaches a service listening there; under agentjail
+// /run/user is covered.
+func TestEscapeUserRuntimeSockets(t *testing.T) {
+	jailed(t)
+	userDir := filepath.Join("/run/user", strconv.Itoa(runUID))
+	if !fileExists(userDir) {
+		if err := os.MkdirAll(userDir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(userDir) })
+		os.Chown(userDir, runUID, runUID)
+	}
+	sock := filepath.Join(userDir, "agentjail-test-"+token()+".sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	os.Chown(sock, runUID, runUID)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("HOST-SIDE-SERVICE\n"))
+			c.Close()
+		}
+	}()
+	connect := []string{"socat", "-u", "UNIX-CONNECT:" + sock, "-"}
+
+	c := plainBwrap{cred: uid1000}.run(t, connect...)
+	holeShown(t, strings.Contains(c.stdout, "HOST-SIDE-SERVICE"), "a host service reached through a socket in /run/user", c)
+
+	for _, profile := range []string{"tier1", "tier3", "sealed"} {
+		r := aj(t, append([]string{"run", "--profile", profile, "--user", strconv.Itoa(runUID), "--"}, connect...)...)
+		if strings.Contains(r.stdout, "HOST-SIDE-SERVICE") || r.code == 0 {
+			t.Errorf("%s: the agent reached the host service at %s (exit %d):\n%s%s", profile, sock, r.code, r.stdout, r.stderr)
+		}
+	}
+}
+
+// TestEscapeRunDirectoryInTheJail: a non-root operator's runs share one
+// owner, and their run directory ($XDG_RUNTIME_DIR/agentjail here) holds
+// every run's staged Claude directory and control socket. Under plain
+// bwrap an agent lists it; under agentjail the directory is covered.
+func TestEscapeRunDirectoryInTheJail(t *testing.T) {
+	jailed(t)
+	xdg := visibleDir(t) // the operator's (uid 1000) runtime directory
+	os.Chmod(xdg, 0o700)
+	ws := workspace(t)
+	inv := invocation{dir: ws, cred: uid1000, env: []string{"HOME=/", "XDG_RUNTIME_DIR=" + xdg}}
+	runDir := filepath.Join(xdg, "agentjail")
+	r := inv.run(t, "run", "--write", ws, "--", "sh", "-c", "ls "+runDir+"/runs; echo listed=$?")
+	wantCode(t, r, 0)
+	if !fileExists(filepath.Join(runDir, "runs")) {
+		t.Fatalf("agentjail keeps its run directory elsewhere than %s; the test proves nothing", runDir)
+	}
+	c := plainBwrap{cred: uid1000}.run(t, "sh", "-c", "ls "+runDir+"/runs >/dev/null; echo listed=$?")
+	holeShown(t, strings.Contains(c.stdout, "listed=0"), "the run directory listed from a jail", c)
+	if !strings.Contains(r.stdout, "listed=2") {
+		t.Errorf("the agent listed agentjail's run directory:\n%s%s", r.stdout, r.stderr)
+	}
+}
