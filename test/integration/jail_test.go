@@ -149,22 +149,29 @@ func TestTmpIsCappedAndPrivate(t *testing.T) {
 
 func TestHomeSecretsAreHidden(t *testing.T) {
 	jailed(t)
-	// The invoking user's home ($HOME) holds credentials tier1 denies.
-	home := workspace(t)
+	// The invoking user's home ($HOME) holds credentials tier1 denies, in
+	// a directory the jail shows (not under its own /tmp), and a file it
+	// does not deny: the control that the home is in sight at all.
+	home := visibleDir(t)
 	write(t, home, map[string]string{
 		".ssh/id_ed25519":  "PRIVATE KEY\n",
 		".aws/credentials": "aws_secret_access_key=x\n",
 		".kube/config":     "token: x\n",
 		".gnupg/x":         "x\n",
+		"notes.txt":        "not a secret\n",
 	})
 	inv := invocation{env: []string{"HOME=" + home}}
 	r := inv.run(t, "run", "--", "sh", "-c", fmt.Sprintf(`
+		cat %[1]s/notes.txt
 		for f in .ssh/id_ed25519 .aws/credentials .kube/config .gnupg/x; do
 			cat %[1]s/$f 2>/dev/null && echo "READ $f"
 		done
 		ls -A %[1]s/.ssh | grep . && echo "LISTED .ssh"
 		true`, home))
 	wantCode(t, r, 0)
+	if !strings.Contains(r.stdout, "not a secret") {
+		t.Fatalf("control: the home is out of the jail's sight, so the test proves nothing:\n%s%s", r.stdout, r.stderr)
+	}
 	if strings.Contains(r.stdout, "READ") || strings.Contains(r.stdout, "LISTED") {
 		t.Errorf("home secrets are visible in the jail:\n%s", r.stdout)
 	}
