@@ -93,6 +93,7 @@ type User struct {
 	Groups   []int
 	Name     string
 	Home     string
+	Why      string // how the run user was chosen, for messages ("--user", ...)
 }
 
 // permission bits asked of access.
@@ -135,6 +136,16 @@ func (u User) reachable(d Disk, abs string) bool {
 			return true
 		}
 	}
+}
+
+// canEnter reports whether u may make abs (a directory, or a link to one)
+// its working directory.
+func (u User) canEnter(d Disk, abs string) bool {
+	if t, err := resolve(d, abs); err == nil {
+		abs = t
+	}
+	fi, err := lstat(d, abs)
+	return err == nil && u.reachable(d, abs) && u.can(fi, mayExec)
 }
 
 // canWrite reports whether u may create files in the directory abs.

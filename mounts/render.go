@@ -278,6 +278,15 @@ func (r *renderer) check() {
 	if r.in.Chdir != "" {
 		if fi, err := r.in.Disk.Lstat(rel(r.in.Chdir)); err != nil || !fi.IsDir() && fi.Mode()&fs.ModeSymlink == 0 {
 			r.errs = append(r.errs, fmt.Errorf("start directory %s does not exist or is not a directory; pass --chdir with an existing directory", r.in.Chdir))
+		} else if !r.in.User.canEnter(r.in.Disk, r.in.Chdir) {
+			// bwrap would say only "Can't chdir to DIR: Permission denied".
+			u := r.in.User
+			why := ""
+			if u.Why != "" {
+				why = ", chosen by " + u.Why
+			}
+			r.errs = append(r.errs, fmt.Errorf("start directory %s: the run user %s (uid %d%s) may not enter it; pass --chdir with a directory that user may enter, or choose the run user with --user",
+				r.in.Chdir, u.Name, u.UID, why))
 		}
 	}
 }

@@ -583,3 +583,20 @@ func TestRenderHidesRunDir(t *testing.T) {
 		t.Fatalf("Render = %v", err)
 	}
 }
+
+// TestRenderRefusesAStartDirectoryTheRunUserCannotEnter: bwrap would fail
+// with only "Can't chdir to /root: Permission denied".
+func TestRenderRefusesAStartDirectoryTheRunUserCannotEnter(t *testing.T) {
+	t.Parallel()
+	in := input(t, "tier1")
+	in.Chdir = "/root"
+	in.User.Why = "the owner of /root"
+	want := "start directory /root: the run user agent (uid 1000, chosen by the owner of /root) may not enter it; pass --chdir with a directory that user may enter, or choose the run user with --user"
+	if _, err := Render(in); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Render = %v\nwant %q", err, want)
+	}
+	in.Chdir = "/srv/proj"
+	if _, err := Render(in); err != nil {
+		t.Fatalf("the agent's own project: %v", err)
+	}
+}

@@ -107,6 +107,7 @@ func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error
 		return nil, err
 	}
 	j.userWhy = choice.Why
+	j.user.Why = choice.Why
 	if inv.UID != 0 && j.user.UID != inv.UID {
 		return nil, fmt.Errorf("cannot run as %s (uid %d, chosen by %s): agentjail was started by uid %d without root; run it as root, or as that user",
 			j.user.Name, j.user.UID, choice.Why, inv.UID)

@@ -60,6 +60,7 @@ func TestBadInput(t *testing.T) {
 		{"log in a missing directory", nil, []string{"--log", "/nonexistent/agentjail/log"}, []string{"--log: open /nonexistent/agentjail/log: no such file or directory"}},
 		{"bad --env", nil, []string{"--env", "NOEQUALS"}, []string{`--env "NOEQUALS": write K=V`}},
 		{"results not a directory", nil, []string{"--results", "/etc/passwd"}, []string{"--results /etc/passwd: mkdir /etc/passwd: not a directory; choose a directory agentjail can create or write"}},
+		{"start directory the run user cannot enter", nil, []string{"--chdir", "/root"}, []string{"start directory /root: the run user ", "may not enter it; pass --chdir with a directory that user may enter, or choose the run user with --user"}},
 		{"unknown flag", nil, []string{"--bogus"}, []string{"flag provided but not defined: -bogus", "agentjail run --help"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
