@@ -544,6 +544,16 @@ func (r *renderer) claude() {
 		return
 	}
 	home := &ClaudeHome{Dir: r.in.ClaudeDir, Jail: path.Join(r.plan.Home, ".claude")}
+	if underAny(home.Jail, WritableRoots(r.p)) {
+		if fi, err := fs.Stat(r.in.Disk, rel(home.Jail)); err != nil || !fi.IsDir() {
+			// Under a writable root the mount point is the host's own
+			// ~/.claude; a missing one is masked as a protected name, and
+			// bwrap would fail with "Can't mkdir ...: Not a directory".
+			r.errs = append(r.errs, fmt.Errorf("the run's private Claude directory goes at %s, under a writable root, where it does not exist as a directory; create it (`mkdir %s`, owned by the run user), write a narrower root than the home, or set `claude: {home: false}` in a profile",
+				home.Jail, home.Jail))
+			return
+		}
+	}
 	size := int64(DefaultHomeSize)
 	if s := r.p.Filesystem.Home.Size; s != nil {
 		size = int64(*s)

@@ -600,3 +600,24 @@ func TestRenderRefusesAStartDirectoryTheRunUserCannotEnter(t *testing.T) {
 		t.Fatalf("the agent's own project: %v", err)
 	}
 }
+
+// TestRenderRefusesClaudeHomeMissingUnderAWritableRoot: with the run
+// user's home a writable root and no ~/.claude there, the missing name is
+// masked as a protected path and the private Claude directory could not be
+// mounted over it (bwrap: "Can't mkdir ...: Not a directory").
+func TestRenderRefusesClaudeHomeMissingUnderAWritableRoot(t *testing.T) {
+	t.Parallel()
+	in := input(t, "tier1", "/home/agent")
+	want := "the run's private Claude directory goes at /home/agent/.claude, under a writable root, where it does not exist as a directory; create it (`mkdir /home/agent/.claude`"
+	if _, err := Render(in); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Render = %v\nwant %q", err, want)
+	}
+	in.Disk.(fstest.MapFS)["home/agent/.claude"] = dir(0o700, 1000)
+	plan, err := Render(in)
+	if err != nil {
+		t.Fatalf("with ~/.claude made: %v", err)
+	}
+	if args := strings.Join(plan.Args, " "); !strings.Contains(args, "--bind /run/agentjail/RUN/claude /home/agent/.claude") {
+		t.Errorf("the private Claude directory is not bound:\n%s", args)
+	}
+}
