@@ -10,7 +10,7 @@ LDFLAGS   := -X main.version=$(VERSION)
 # Debian packages: what agentjail needs to build and run, then what the
 # tests and benchmarks drive.
 RUNTIME_PKGS := bubblewrap libseccomp-dev gcc pkg-config
-TEST_PKGS    := runc tini dumb-init catatonit socat ripgrep ruby iproute2 procps util-linux file
+TEST_PKGS    := runc tini dumb-init catatonit socat ripgrep ruby iproute2 procps util-linux file acl
 BENCH_PKGS   := hyperfine
 # make release cross-builds arm64 with cgo (Debian's multiarch archive only).
 RELEASE_PKGS := gcc-aarch64-linux-gnu libc6-dev-arm64-cross libseccomp-dev:arm64

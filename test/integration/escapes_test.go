@@ -626,12 +626,17 @@ func TestEscapeFailClosed(t *testing.T) {
 	// whose mount point it must create under the read-only /, EROFS), and
 	// after every mount, the workspace's mask placeholders made on the
 	// host, when it enters a start directory the run user may not (EACCES).
+	// The mode bits let the run user in, so agentjail's own check passes;
+	// an ACL entry (which agentjail does not read) shuts it out.
 	write(t, dir, map[string]string{
 		"mid-setup.yaml": "extends: tier1\nfilesystem:\n  tmpfs:\n    /nonexistent-agentjail-test/cache: {size: 1M}\n",
 		"private/":       "",
 	})
-	os.Chmod(filepath.Join(dir, "private"), 0o700)
+	os.Chmod(filepath.Join(dir, "private"), 0o755)
 	os.Chown(filepath.Join(dir, "private"), 0, 0)
+	if out, err := exec.Command("setfacl", "-m", "u:"+strconv.Itoa(runUID)+":---", filepath.Join(dir, "private")).CombinedOutput(); err != nil {
+		t.Fatalf("setfacl (Debian package acl, installed by make deps): %v %s", err, out)
+	}
 	for _, c := range []struct {
 		name string
 		args []string
