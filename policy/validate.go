@@ -58,9 +58,16 @@ func Validate(p Policy) error {
 			v.add(fmt.Sprintf("filesystem.credentials[%d]", i), fmt.Sprintf("%q must be a path under ~ such as ~/.ssh", c))
 		}
 	}
+	// A variable agentjail always removes would be dropped without a word.
+	removed := func(k string) string {
+		return fmt.Sprintf("agentjail always removes %s from the jail's environment (a nested claude would refuse to start, believing it runs inside itself); drop it here", k)
+	}
 	for i, a := range p.Environment.Allow {
 		if !envName.MatchString(strings.TrimSuffix(a, "*")) {
 			v.add(fmt.Sprintf("environment.allow[%d]", i), fmt.Sprintf("%q is not a variable name or a prefix ending in * (e.g. LC_*)", a))
+		}
+		if slices.Contains(AlwaysUnset, a) {
+			v.add(fmt.Sprintf("environment.allow[%d]", i), removed(a))
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(p.Environment.Set)) {
@@ -69,6 +76,9 @@ func Validate(p Policy) error {
 		}
 		if strings.ContainsRune(p.Environment.Set[k], 0) {
 			v.add("environment.set["+k+"]", "value contains a NUL byte")
+		}
+		if slices.Contains(AlwaysUnset, k) {
+			v.add("environment.set["+k+"]", removed(k))
 		}
 	}
 	for i, u := range p.Environment.Unset {

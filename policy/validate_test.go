@@ -28,8 +28,8 @@ filesystem:
     /run: {mode: "0755"}
   credentials: [/etc/shadow]
 environment:
-  allow: [PATH, "LC_*", "BAD-NAME"]
-  set: {"1X": v}
+  allow: [PATH, "LC_*", "BAD-NAME", CLAUDECODE]
+  set: {"1X": v, CLAUDECODE: "1"}
   unset: ["A B"]
 limits:
   rlimits: {nofiles: 10}
@@ -58,7 +58,9 @@ claude: {home: true, write_back: true}
 		"v.yaml:17:5: filesystem.tmpfs[tmp]: mount point must be a clean absolute path",
 		`v.yaml:19:17: filesystem.credentials[0]: "/etc/shadow" must be a path under ~`,
 		`v.yaml:21:25: environment.allow[2]: "BAD-NAME" is not a variable name`,
+		"v.yaml:21:37: environment.allow[3]: agentjail always removes CLAUDECODE from the jail's environment",
 		`v.yaml:22:9: environment.set[1X]: "1X" is not a variable name`,
+		"v.yaml:22:18: environment.set[CLAUDECODE]: agentjail always removes CLAUDECODE from the jail's environment",
 		`v.yaml:23:11: environment.unset[0]: "A B" is not a variable name`,
 		`v.yaml:25:13: limits.rlimits[nofiles]: unknown resource "nofiles"`,
 		"v.yaml:26:10: claude.home: needs filesystem.home.private: true",

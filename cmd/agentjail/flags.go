@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -47,7 +48,7 @@ func jailFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "write", Usage: "add a writable root `PATH` (repeatable)"},
 		&cli.StringSliceFlag{Name: "read", Usage: "bind `PATH` read-only (repeatable)"},
 		&cli.StringFlag{Name: "chdir", Usage: "start the agent in `DIR` (default: the current directory)"},
-		&cli.StringSliceFlag{Name: "env", Usage: "set `K=V` in the jail (repeatable)"},
+		&cli.StringSliceFlag{Name: "env", Usage: "set `K=V` in the jail; K alone passes agentjail's own value (repeatable)"},
 		&cli.StringSliceFlag{Name: "seccomp", Usage: "add a Docker/OCI seccomp `FILE` on top of the profile's filter (repeatable)"},
 		durationFlag("timeout", "wall-clock limit `D` (90s, 10m, or seconds; 0: none; default: the profile's)"),
 		durationFlag("idle-timeout", "end the run after `D` without output (0: none; default: the profile's)"),
@@ -81,7 +82,11 @@ func overlay(cmd *cli.Command) (policy.Policy, error) {
 	for _, kv := range cmd.StringSlice("env") {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
-			return p, fmt.Errorf("--env %q: write K=V", kv)
+			// --env NAME passes agentjail's own value, which then never
+			// shows on its command line (/proc/PID/cmdline is world-readable).
+			if v, ok = os.LookupEnv(k); !ok {
+				return p, fmt.Errorf("--env %q: %s is not set in agentjail's environment; export it, or write %s=VALUE", kv, k, k)
+			}
 		}
 		if p.Environment.Set == nil {
 			p.Environment.Set = map[string]string{}

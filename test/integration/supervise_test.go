@@ -746,3 +746,14 @@ func TestMessagesAfterTheRunStartOnTheirOwnLine(t *testing.T) {
 		t.Errorf("a newline too many, or none:\n%q", r.stderr)
 	}
 }
+
+// TestEnvByName: --env NAME passes agentjail's own value into the jail, so
+// a secret need not appear on agentjail's command line.
+func TestEnvByName(t *testing.T) {
+	jailed(t)
+	r := invocation{env: []string{"AJ_TEST_TOKEN=tok-" + token()}}.run(t, "run", "--env", "AJ_TEST_TOKEN", "--", "sh", "-c", `echo "got=$AJ_TEST_TOKEN"`)
+	wantCode(t, r, 0)
+	if !strings.HasPrefix(r.stdout, "got=tok-1000.") {
+		t.Errorf("the jail got %q", r.stdout)
+	}
+}
