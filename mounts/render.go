@@ -152,9 +152,13 @@ func Render(in Input) (Plan, error) {
 	r.base()
 	r.tmpfs()
 	r.home()
-	for _, p := range in.Policy.Filesystem.Read {
+	for i, p := range in.Policy.Filesystem.Read {
 		if exists(in.Disk, p) {
 			r.mount("--ro-bind-try", p, p)
+		} else if o := in.Policy.Origins.Of(fmt.Sprintf("filesystem.read[%d]", i)); o == "--read" {
+			// A profile's list names tools that may or may not be
+			// installed; a path typed on the command line is meant.
+			r.plan.Warnings = append(r.plan.Warnings, fmt.Sprintf("--read %s: no such path; nothing is bound", p))
 		}
 	}
 	roots := WritableRoots(in.Policy)

@@ -621,3 +621,22 @@ func TestRenderRefusesClaudeHomeMissingUnderAWritableRoot(t *testing.T) {
 		t.Errorf("the private Claude directory is not bound:\n%s", args)
 	}
 }
+
+// TestRenderWarnsOfAMissingReadFlag: a missing path the operator typed
+// with --read is worth a word; a profile's optional tool directories are
+// not.
+func TestRenderWarnsOfAMissingReadFlag(t *testing.T) {
+	t.Parallel()
+	in := input(t, "tier1")
+	n := len(in.Policy.Filesystem.Read)
+	in.Policy.Filesystem.Read = append(in.Policy.Filesystem.Read, "/srv/typo", "/srv/proj")
+	in.Policy.Origins[fmt.Sprintf("filesystem.read[%d]", n)] = "--read"
+	in.Policy.Origins[fmt.Sprintf("filesystem.read[%d]", n+1)] = "--read"
+	plan, err := Render(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"--read /srv/typo: no such path; nothing is bound"}; !slices.Equal(plan.Warnings, want) {
+		t.Errorf("warnings %q, want %q", plan.Warnings, want)
+	}
+}
