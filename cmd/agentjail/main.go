@@ -33,6 +33,11 @@ func main() {
 
 // run is agentjail with its arguments and streams; it returns the exit code.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) < 2 {
+		// A usage error: on stderr, exit 125, never help on stdout.
+		fmt.Fprintln(stderr, "agentjail: no command: write `agentjail run -- CMD [ARG...]`, or see `agentjail --help` for render, init, ps, stop, profiles, schema, seccomp, doctor and version")
+		return exitSetup
+	}
 	code := exitOK
 	app := newApp(args, stdin, stdout, stderr, &code)
 	if err := app.Run(ctx, args); err != nil {
@@ -62,6 +67,16 @@ func newApp(args []string, stdin io.Reader, stdout, stderr io.Writer, code *int)
 	sub := func(c *cli.Command) *cli.Command {
 		c.OnUsageError = usage
 		c.DisableSliceFlagSeparator = true
+		if action := c.Action; action != nil && c.ArgsUsage == "" {
+			// A command that takes no arguments says so, rather than
+			// ignore a mistyped flag or path.
+			c.Action = func(ctx context.Context, cmd *cli.Command) error {
+				if cmd.Args().Present() {
+					return usageError{fmt.Sprintf("%s takes no arguments, got %q (see `%s --help`)", cmd.FullName(), cmd.Args().Slice(), cmd.FullName())}
+				}
+				return action(ctx, cmd)
+			}
+		}
 		return c
 	}
 	return &cli.Command{

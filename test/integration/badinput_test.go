@@ -96,10 +96,20 @@ func TestNoCommand(t *testing.T) {
 			t.Errorf("%s without a command: stdout %q stderr %q", sub, r.stdout, r.stderr)
 		}
 	}
-	r := aj(t, "frobnicate")
-	wantCode(t, r, 125)
-	if !strings.Contains(r.stderr, `unknown command "frobnicate"`) || r.stdout != "" {
-		t.Errorf("unknown command: stdout %q stderr %q", r.stdout, r.stderr)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{nil, "agentjail: no command: write `agentjail run -- CMD [ARG...]`, or see `agentjail --help`"},
+		{[]string{"schema", "extra"}, "agentjail schema takes no arguments, got [\"extra\"] (see `agentjail schema --help`)"},
+		{[]string{"profiles", "tier1"}, "agentjail profiles takes no arguments, got [\"tier1\"]"},
+	} {
+		r := aj(t, c.args...)
+		wantCode(t, r, 125)
+		if !strings.Contains(r.stderr, c.want) || r.stdout != "" {
+			t.Errorf("agentjail %q: stdout %q stderr %q", c.args, r.stdout, r.stderr)
+		}
 	}
 }
 
