@@ -7,6 +7,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/goccy/go-yaml"
@@ -183,14 +184,79 @@ func decode(name string, data []byte) (Policy, error) {
 		pos := docs[0].Body.GetToken().Position
 		return Policy{}, fmt.Errorf("%s:%d:%d: %w: a profile is a mapping of keys (extends:, filesystem:, ...), not %s", name, pos.Line, pos.Column, ErrSyntax, docs[0].Body.Type())
 	}
-	if err := yaml.NodeToValue(docs[0].Body, &p, yaml.Strict()); err != nil {
-		if fe := fieldError(name, docs[0].Body, err); fe != nil {
-			return Policy{}, fe
+	// The decoder stops at the first value it cannot take. To report every
+	// one at once, each is cut from the tree and the decoding retried: the
+	// positions and paths of the rest do not move.
+	var errs []error
+	for range maxDecodeErrors {
+		err := yaml.NodeToValue(docs[0].Body, &p, yaml.Strict())
+		if err == nil {
+			break
 		}
-		return Policy{}, decodeError(name, err)
+		p = Policy{}
+		var fe *FieldError
+		if !errors.As(fieldError(name, docs[0].Body, err), &fe) {
+			errs = append(errs, decodeError(name, err))
+			break
+		}
+		errs = append(errs, fe)
+		if !dropField(docs[0], fe.Field) {
+			break
+		}
+	}
+	if len(errs) > 0 {
+		return Policy{}, errors.Join(errs...)
 	}
 	p.Origins = originsOf(name, docs[0].Body)
 	return p, nil
+}
+
+// maxDecodeErrors bounds how many wrong values one decoding reports.
+const maxDecodeErrors = 32
+
+// dropField removes the mapping entry at path from the document (for an
+// entry of a list, the whole list: removing one element would renumber the
+// rest). It reports whether anything was removed.
+func dropField(doc *ast.DocumentNode, path string) bool {
+	for p := path; p != ""; p = parentPath(p) {
+		if removeEntry(doc, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func removeEntry(doc *ast.DocumentNode, path string) bool {
+	var walk func(prefix string, n ast.Node, replace func(ast.Node)) bool
+	// entry looks at one key: value; drop takes it out of its mapping.
+	entry := func(prefix string, v *ast.MappingValueNode, drop func()) bool {
+		p := joinKey(prefix, v.Key.String())
+		if p == path {
+			drop()
+			return true
+		}
+		return walk(p, v.Value, func(x ast.Node) { v.Value = x })
+	}
+	walk = func(prefix string, n ast.Node, replace func(ast.Node)) bool {
+		switch n := n.(type) {
+		case *ast.MappingNode:
+			for i, v := range n.Values {
+				if entry(prefix, v, func() { n.Values = slices.Delete(n.Values, i, i+1) }) {
+					return true
+				}
+			}
+		case *ast.MappingValueNode: // a mapping of one entry, as goccy/go-yaml may build it
+			return entry(prefix, n, func() { replace(ast.Null(n.Key.GetToken())) })
+		case *ast.SequenceNode:
+			for i, v := range n.Values {
+				if v != nil && walk(prefix+"["+strconv.Itoa(i)+"]", v, func(x ast.Node) { n.Values[i] = x }) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return walk("", doc.Body, func(x ast.Node) { doc.Body = x })
 }
 
 func decodeError(name string, err error) error {

@@ -101,3 +101,42 @@ func TestNoLoosening(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeReportsEveryWrongValue: the decoder stops at the first value
+// it cannot take; Decode cuts each out and goes on, so one run of the
+// operator's fix-and-retry loop sees them all, each at its own line.
+func TestDecodeReportsEveryWrongValue(t *testing.T) {
+	t.Parallel()
+	src := `limits:
+  wall: -5s
+  idle: abc
+  rlimits: {nproc: -1}
+filesystem:
+  tmpfs:
+    /cache: {size: big, mode: 99x}
+namespaces:
+  net: "yes"
+`
+	_, err := Decode("d.yaml", []byte(src))
+	if err == nil {
+		t.Fatal("Decode accepted wrong values")
+	}
+	for _, want := range []string{
+		`d.yaml:2:9: limits.wall: duration "-5s" is negative`,
+		`d.yaml:3:9: limits.idle: invalid duration "abc"`,
+		`d.yaml:4:20: limits.rlimits[nproc]: invalid limit "-1"`,
+		`d.yaml:7:20: filesystem.tmpfs[/cache].size: invalid size "big"`,
+		`d.yaml:7:31: filesystem.tmpfs[/cache].mode: invalid mode "99x"`,
+		"d.yaml:9:8: namespaces.net: expected true or false, got a string",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("errors lack %q:\n%s", want, err)
+		}
+	}
+	if n := strings.Count(err.Error(), "\n") + 1; n != 6 {
+		t.Errorf("%d errors, want 6:\n%s", n, err)
+	}
+	if !errors.Is(err, ErrSyntax) {
+		t.Errorf("not ErrSyntax: %v", err)
+	}
+}
