@@ -36,12 +36,12 @@ type runCgroup struct {
 func makeCgroup(procRoot, runID string, pidsMax, memoryMax int64) (*runCgroup, []Note) {
 	base := ownCgroup(procRoot)
 	if base == "" {
-		return nil, []Note{{"cgroup", "no cgroup v2 hierarchy is mounted: the run has no cgroup of its own; the pid namespace's teardown and the marker sweep end it"}}
+		return nil, []Note{{"cgroup", "no cgroup v2 hierarchy is mounted: the run has no cgroup of its own; the pid namespace's teardown (or, without one, agentjail killing what is left below it) and the marker sweep end it"}}
 	}
 	parent := filepath.Join(base, "agentjail")
 	dir := filepath.Join(parent, runID)
 	if err := os.Mkdir(parent, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return nil, []Note{{"cgroup", fmt.Sprintf("cannot create %s: %v; the run has no cgroup of its own: the pid namespace's teardown and the marker sweep end it", parent, err)}}
+		return nil, []Note{{"cgroup", fmt.Sprintf("cannot create %s: %v; the run has no cgroup of its own: the pid namespace's teardown (or, without one, agentjail killing what is left below it) and the marker sweep end it", parent, err)}}
 	}
 	var notes []Note
 	available := strings.Fields(readString(filepath.Join(parent, "cgroup.controllers")))
@@ -67,7 +67,7 @@ func makeCgroup(procRoot, runID string, pidsMax, memoryMax int64) (*runCgroup, [
 		enabled[c.name] = true
 	}
 	if err := os.Mkdir(dir, 0o755); err != nil {
-		return nil, append(notes, Note{"cgroup", fmt.Sprintf("cannot create %s: %v; the run has no cgroup of its own: the pid namespace's teardown and the marker sweep end it", dir, err)})
+		return nil, append(notes, Note{"cgroup", fmt.Sprintf("cannot create %s: %v; the run has no cgroup of its own: the pid namespace's teardown (or, without one, agentjail killing what is left below it) and the marker sweep end it", dir, err)})
 	}
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {

@@ -3,6 +3,7 @@ package supervise
 import (
 	"io"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -41,6 +42,14 @@ type stream struct {
 	// 0 outside Read: drain tells a reader waiting on a pipe someone still
 	// holds from one blocked writing to agentjail's own slow stdout.
 	reading atomic.Int64
+	// writing is when the pending write to dst began, 0 outside it;
+	// written counts the bytes dst took. A reader of agentjail's output
+	// that stopped reading (a paused terminal, a hung pipe) shows as a
+	// write that never ends.
+	writing, written atomic.Int64
+	// mu guards head and the tail buffers' bookkeeping, so that the record
+	// can be taken while copy is stuck in a write it was given up on.
+	mu sync.Mutex
 	// dstErr and logErr end passing through and logging; the stream keeps
 	// counting.
 	dstErr, logErr error
@@ -71,14 +80,18 @@ func (s *stream) copy() {
 		if n > 0 {
 			if b == nil {
 				b = make([]byte, size)
-				s.bufs[s.cur] = b
 				copy(b, into[:n])
+				s.mu.Lock()
+				s.bufs[s.cur] = b
+				s.mu.Unlock()
 			}
 			s.chunk(b[s.fill : s.fill+n])
+			s.mu.Lock()
 			s.fill += n
 			if s.fill == len(b) {
 				s.cur, s.fill, s.switched = 1-s.cur, 0, true
 			}
+			s.mu.Unlock()
 		}
 		if err != nil {
 			return
@@ -97,23 +110,51 @@ func (s *stream) chunk(p []byte) {
 	s.n.Add(int64(len(p)))
 	s.activity.touch()
 	if room := s.headCap - len(s.head); room > 0 {
+		s.mu.Lock()
 		s.head = append(s.head, p[:min(room, len(p))]...)
+		s.mu.Unlock()
+	}
+	// The log first: a file takes the bytes at once, and keeps them when
+	// the reader of agentjail's own output has stopped reading.
+	if s.log != nil && s.logErr == nil {
+		_, err := s.log.Write(p)
+		s.setErr(&s.logErr, err)
 	}
 	if s.dstErr == nil {
-		_, s.dstErr = s.dst.Write(p)
-	}
-	if s.log != nil && s.logErr == nil {
-		_, s.logErr = s.log.Write(p)
+		s.writing.Store(max(1, int64(time.Since(s.activity.start))))
+		n, err := s.dst.Write(p)
+		s.writing.Store(0)
+		s.written.Add(int64(n))
+		s.setErr(&s.dstErr, err)
 	}
 	if s.tap != nil {
 		s.tap.Write(p)
 	}
 }
 
+// setErr records a write error under mu: the record may be taken while
+// this stream still runs (given up on).
+func (s *stream) setErr(dst *error, err error) {
+	if err != nil {
+		s.mu.Lock()
+		*dst = err
+		s.mu.Unlock()
+	}
+}
+
+// errs returns the write errors so far.
+func (s *stream) errs() (dst, log error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dstErr, s.logErr
+}
+
 // excerpt returns the head, the tail (the last bytes after the head, at
-// most tailCap) and how many bytes lie between them. Call it after copy
-// returned.
+// most tailCap) and how many bytes lie between them: those copy had taken
+// in when it returned, or, for a stream given up on, when excerpt runs.
 func (s *stream) excerpt() (head, tail []byte, omitted int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	total := s.n.Load()
 	k := min(int64(s.tailCap), total-int64(len(s.head)))
 	if k <= 0 {

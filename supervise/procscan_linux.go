@@ -236,3 +236,28 @@ func ancestors(procRoot string, pid int) map[int]bool {
 	}
 	return out
 }
+
+// descendants lists the live processes below pid in procRoot's process
+// tree, parents before children (zombies left out).
+func descendants(procRoot string, pid int) ([]Proc, error) {
+	names, err := os.ReadDir(procRoot)
+	if err != nil {
+		return nil, err
+	}
+	children := map[int][]Proc{}
+	for _, e := range names {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if p, err := readProc(procRoot, n); err == nil && !zombie(procRoot, n) {
+			children[p.PPID] = append(children[p.PPID], p)
+		}
+	}
+	var out []Proc
+	for queue := children[pid]; len(queue) > 0; queue = queue[1:] {
+		out = append(out, queue[0])
+		queue = append(queue, children[queue[0].PID]...)
+	}
+	return out, nil
+}

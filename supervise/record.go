@@ -84,8 +84,13 @@ type Record struct {
 	// Error is agentjail's message for reason setup_failed.
 	Error string `json:"error,omitempty"`
 
-	stderrMidLine bool // the agent's last stderr byte was not a newline
+	stderrMidLine bool    // the agent's last stderr byte was not a newline
+	abandoned     [2]bool // agentjail gave up writing to its stdout, stderr
 }
+
+// Abandoned reports whether agentjail gave up delivering the jail's output
+// to its own stdout (i 0) or stderr (i 1): a write there would block.
+func (r Record) Abandoned(i int) bool { return r.abandoned[i] }
 
 // StderrMidLine reports whether the jail's stderr ended in the middle of a
 // line: a message printed after the run must start on a line of its own.

@@ -68,6 +68,11 @@ type Spec struct {
 	PidsMax, MemoryMax int64
 	// ProcRoot is /proc (tests of the pure parts use fixture trees).
 	ProcRoot string
+	// SharedPIDs says the jail has no pid namespace of its own (the /proc
+	// fallback): what the agent left running outlives bwrap, so once the
+	// jail has ended every process still below agentjail is killed. Only
+	// for a supervisor whose every child is the jail's (agentjail run).
+	SharedPIDs bool
 	// Signals are the signals agentjail receives (signal.Notify).
 	Signals <-chan os.Signal
 	// Live, when set, publishes the run (NewLive): Run opens it, stop
@@ -260,13 +265,21 @@ func (s *supervisor) run() error {
 		s.rec.Warnings = append(s.rec.Warnings, "marker sweep: "+found.err.Error())
 	}
 	s.sweep(found.procs)
+	if sp.SharedPIDs {
+		killed, err := killDescendants(sp.ProcRoot)
+		s.addOrphans(killed)
+		if err != nil {
+			s.rec.Warnings = append(s.rec.Warnings, "ending what the jail left below agentjail: "+err.Error())
+		}
+	}
 	if s.box != nil {
 		s.box.close()
 	}
-	drained := make(chan struct{})
+	drained, copied := make(chan struct{}), make(chan struct{})
 	var cut atomic.Bool
 	go drain(s.streams[:], drainWait, drained, &cut)
-	copying.Wait()
+	go func() { copying.Wait(); close(copied) }()
+	s.awaitDelivery(copied)
 	close(drained)
 	if cut.Load() {
 		s.rec.Warnings = append(s.rec.Warnings, "output was still held open after the jail ended (a process outside it was handed a pipe); stopped reading")
@@ -283,6 +296,52 @@ func (s *supervisor) run() error {
 	}
 	s.finishOutput()
 	return s.outcome(report)
+}
+
+// stallWait is how long, once the jail has ended, agentjail waits on a
+// reader of its own output that takes nothing (a terminal paused with ^S,
+// a hung log shipper) before it gives up delivering the rest.
+const stallWait = 30 * time.Second
+
+// awaitDelivery waits, once the jail has ended, until what was read from
+// it has reached agentjail's stdout and stderr. A slow reader is waited
+// for as long as it takes bytes; one that takes none for stallWait, or a
+// SIGINT, SIGTERM, SIGHUP or SIGQUIT to agentjail meanwhile, ends the wait:
+// the copy is abandoned (still blocked in its write, which only the exit
+// ends), the record says how much went undelivered, and the run ends.
+func (s *supervisor) awaitDelivery(copied <-chan struct{}) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	give := ""
+	for give == "" {
+		select {
+		case <-copied:
+			return
+		case sig := <-s.spec.Signals:
+			n, ok := sig.(syscall.Signal)
+			if !ok || n == syscall.SIGPIPE || n == syscall.SIGURG {
+				continue
+			}
+			s.rec.SignalsReceived = append(s.rec.SignalsReceived, SignalEvent{Signal: signalName(n), At: Time(time.Now())})
+			switch n {
+			case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
+				give = "on " + signalName(n)
+			}
+		case <-tick.C:
+			for _, st := range s.streams {
+				if w := st.writing.Load(); w != 0 && time.Since(st.activity.start)-time.Duration(w) >= stallWait {
+					give = fmt.Sprintf("after %v without a byte taken", stallWait)
+				}
+			}
+		}
+	}
+	for i, st := range s.streams {
+		if left := st.n.Load() - st.written.Load(); st.writing.Load() != 0 && left > 0 {
+			s.rec.Warnings = append(s.rec.Warnings, fmt.Sprintf("agentjail's %s stopped taking the jail's output (a paused terminal, a hung reader); gave up %s with %d bytes read from the jail but not delivered (--log, when given, has them)",
+				[]string{"stdout", "stderr"}[i], give, left))
+			s.rec.abandoned[i] = true
+		}
+	}
 }
 
 // procAttr starts bwrap as the run user, killed when agentjail's thread
@@ -552,11 +611,12 @@ func (s *supervisor) finishOutput() {
 			}
 			s.rec.stderrMidLine = len(last) > 0 && last[len(last)-1] != '\n'
 		}
-		if st.logErr != nil {
-			s.rec.Warnings = append(s.rec.Warnings, "log: "+st.logErr.Error())
+		dstErr, logErr := st.errs()
+		if logErr != nil {
+			s.rec.Warnings = append(s.rec.Warnings, "log: "+logErr.Error())
 		}
-		if st.dstErr != nil {
-			s.rec.Warnings = append(s.rec.Warnings, fmt.Sprintf("agentjail's %s: %v; closed the jail's end", []string{"stdout", "stderr"}[i], st.dstErr))
+		if dstErr != nil {
+			s.rec.Warnings = append(s.rec.Warnings, fmt.Sprintf("agentjail's %s: %v; closed the jail's end", []string{"stdout", "stderr"}[i], dstErr))
 		}
 	}
 }

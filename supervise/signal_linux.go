@@ -118,6 +118,41 @@ func KillMarked(procRoot, runID string) ([]Proc, error) {
 
 // killVerified kills those of procs (found carrying runID) that still run
 // and still carry it.
+// killDescendants SIGKILLs what is left below this process once the jail
+// has ended: without a pid namespace of its own (the /proc fallback) a
+// daemon the agent started outlives bwrap, re-parented to agentjail (a
+// subreaper), and a marker sweep misses one started with `env -i`. Each is
+// held by a pidfd and its parent and start time checked again before the
+// kill, so a pid reused meanwhile is never hit. Processes forked while it
+// runs are caught by the next round.
+func killDescendants(procRoot string) ([]Proc, error) {
+	var killed []Proc
+	var errs []error
+	for range 3 {
+		procs, err := descendants(procRoot, os.Getpid())
+		if err != nil || len(procs) == 0 {
+			return killed, errors.Join(append(errs, err)...)
+		}
+		for _, p := range procs {
+			fd, err := unix.PidfdOpen(p.PID, 0)
+			if err != nil {
+				continue // gone
+			}
+			if now, err := readProc(procRoot, p.PID); err == nil && now.Start == p.Start && now.PPID == p.PPID {
+				switch err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); {
+				case err == nil:
+					killed = append(killed, p)
+				case !errors.Is(err, unix.ESRCH):
+					errs = append(errs, fmt.Errorf("kill pid %d: %w", p.PID, err))
+				}
+			}
+			unix.Close(fd)
+		}
+		waitGone(procRoot, procs, time.Second)
+	}
+	return killed, errors.Join(errs...)
+}
+
 func killVerified(procRoot, runID string, procs []Proc) ([]Proc, error) {
 	if len(procs) == 0 {
 		return nil, nil

@@ -131,8 +131,13 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	since := supervise.RunClock()
 	before := j.protectedSnapshot()
 	rec, runErr := supervise.Run(spec)
-	// From here on agentjail speaks after the agent, on a line of its own.
+	// From here on agentjail speaks after the agent, on a line of its own;
+	// not at all where the reader stopped reading (a paused terminal
+	// blocks every write to it): the record has it all.
 	e.stderr = &newlineFirst{w: e.stderr, pending: rec.StderrMidLine()}
+	if rec.Abandoned(0) || rec.Abandoned(1) {
+		e.stderr = io.Discard
+	}
 	degraded(e.stderr, rec.Degradations[len(spec.Record.Degradations):]...)
 	if merr := masks.Release(); merr != nil {
 		printError(e.stderr, merr)
@@ -264,6 +269,7 @@ func (j *jail) baseSpec(stdin io.Reader, stdout, stderr io.Writer) supervise.Spe
 	spec := supervise.Spec{
 		Bwrap: j.bwrap.Path, Args: j.plan.Args, Env: j.env, Seccomp: j.seccomp,
 		Stdin: stdin, Stdout: stdout, Stderr: stderr, RunID: j.runID, Cgroup: true,
+		SharedPIDs: !slices.Contains(j.plan.Args, "--unshare-pid"),
 	}
 	limitsSpec(&spec, j.policy.Limits)
 	if syscall.Getuid() == 0 && j.user.UID != 0 {

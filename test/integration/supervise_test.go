@@ -757,3 +757,41 @@ func TestEnvByName(t *testing.T) {
 		t.Errorf("the jail got %q", r.stdout)
 	}
 }
+
+// TestDegradedRunLeavesNothingRunning: a jail that shares agentjail's pid
+// namespace (the /proc fallback) has no namespace teardown to end what the
+// agent left, and a non-root agentjail has no cgroup either; a daemon
+// started with `setsid env -i` also escapes the marker sweep. agentjail, a
+// subreaper, kills every process still below it once the jail has ended.
+// The check runs inside the wrapper's pid namespace, right after agentjail
+// returns (the namespace's end would kill the daemon anyway).
+func TestDegradedRunLeavesNothingRunning(t *testing.T) {
+	jailed(t)
+	profiles := visibleDir(t)
+	write(t, profiles, map[string]string{"weak.yaml": "extends: tier1\nfilesystem:\n  proc: fresh-or-bind\n"})
+	tok := token()
+	rp := filepath.Join(visibleDir(t), "record.json")
+	wrap := []string{"unshare", "-mpf", "--mount-proc", "sh", "-c", `mount --bind /dev/null /proc/timer_list &&
+setpriv --reuid=1000 --regid=1000 --clear-groups env HOME=/ XDG_RUNTIME_DIR=` + visibleDir(t) + ` "$@"; code=$?
+if pgrep -f "^sleep ` + tok + `" >/dev/null; then echo LEFT-RUNNING; else echo NOTHING-LEFT; fi
+exit $code`, "sh"}
+	r := invocation{wrap: wrap}.run(t, "run", "--profile", filepath.Join(profiles, "weak.yaml"), "--record", rp, "--", "sh", "-c",
+		`setsid env -i /bin/sh -c "sleep `+tok+`" </dev/null >/dev/null 2>&1 & echo started`)
+	wantCode(t, r, 0)
+	if !strings.Contains(r.stderr, "agentjail: degraded: jail: no fresh /proc and no pid namespace") {
+		t.Fatalf("the jail did not share agentjail's pid namespace:\n%s", r.stderr)
+	}
+	if !strings.Contains(r.stdout, "NOTHING-LEFT") {
+		t.Errorf("the agent's daemon outlived the run:\n%s%s", r.stdout, r.stderr)
+	}
+	rec := readRecord(t, rp, 0)
+	if !slices.ContainsFunc(rec.Orphans, func(o struct {
+		PID  int    `json:"pid"`
+		PPID int    `json:"ppid"`
+		Cmd  string `json:"cmd"`
+	}) bool {
+		return strings.Contains(o.Cmd, "sleep "+tok)
+	}) {
+		t.Errorf("the record's orphans lack the daemon: %+v", rec.Orphans)
+	}
+}

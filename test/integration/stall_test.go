@@ -1,0 +1,87 @@
+package integration
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentjail/agentjail/supervise"
+)
+
+// TestStalledReaderDoesNotHangTheRun: agentjail's stdout is a FIFO that is
+// held open and never read (a terminal paused with ^S, a hung log
+// shipper). The wall timeout ends the jail; agentjail then waits for its
+// reader only so long (30 s without a byte taken), or until a SIGTERM,
+// says in the record how much went undelivered, and exits. Before, it
+// waited for ever and ignored signals.
+func TestStalledReaderDoesNotHangTheRun(t *testing.T) {
+	jailed(t)
+	for _, c := range []struct {
+		name   string
+		signal bool
+		want   string
+	}{
+		{"stall", false, "gave up after 30s without a byte taken"},
+		{"SIGTERM", true, "gave up on SIGTERM"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			fifo := filepath.Join(t.TempDir(), "out")
+			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			held, err := os.OpenFile(fifo, os.O_RDWR, 0) // open, never read
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer held.Close()
+			out, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer out.Close()
+			rp := recordPath(t)
+			cmd := exec.Command(agentjail, "run", "--timeout", "1", "--grace", "1", "--record", rp, "--", "yes")
+			cmd.Env, cmd.Dir, cmd.Stdout = []string{"PATH=/usr/bin:/bin"}, "/", out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			t.Cleanup(func() { cmd.Process.Kill() })
+			if c.signal {
+				// Once the jail has ended (no process of the run is left),
+				// agentjail is only waiting on its reader.
+				var id string
+				waitFor(t, func() bool {
+					runs, _ := supervise.Runs(liveRuns, "/proc")
+					for _, st := range runs {
+						if st.PID == cmd.Process.Pid {
+							id = st.RunID
+						}
+					}
+					return id != ""
+				})
+				waitFor(t, func() bool { return len(procsWithEnv("AGENTJAIL_RUN="+id)) == 0 })
+				cmd.Process.Signal(syscall.SIGTERM)
+			}
+			select {
+			case <-exited:
+			case <-time.After(2 * time.Minute):
+				t.Fatal("agentjail hangs on a reader that never reads")
+			}
+			rec := readRecord(t, rp, 124)
+			if rec.Reason != "wall_timeout" {
+				t.Errorf("reason %s, want wall_timeout", rec.Reason)
+			}
+			warned := strings.Join(rec.Warnings, "\n")
+			if !strings.Contains(warned, "agentjail's stdout stopped taking the jail's output") || !strings.Contains(warned, c.want) {
+				t.Errorf("warnings lack %q:\n%s", c.want, warned)
+			}
+		})
+	}
+}
