@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 
 	"github.com/urfave/cli/v3"
@@ -41,10 +42,28 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	code := exitOK
 	app := newApp(args, stdin, stdout, stderr, &code)
 	if err := app.Run(ctx, args); err != nil {
-		printError(stderr, err)
+		printError(stderr, errors.New(plainFlagError(err.Error())))
 		return exitSetup
 	}
 	return code
+}
+
+var (
+	flagGoType  = regexp.MustCompile(` as main\.durationValue value`)
+	flagOneDash = regexp.MustCompile(`for flag -?([a-z][a-z-]*)`)
+)
+
+// plainFlagError rewrites urfave/cli's flag messages for an operator: no Go
+// type names, flags spelled as they are typed (--timeout), and a fix where
+// the library gives none.
+func plainFlagError(msg string) string {
+	msg = flagGoType.ReplaceAllString(msg, " as a duration")
+	msg = flagOneDash.ReplaceAllString(msg, "for flag --$1")
+	if strings.Contains(msg, " as bool value ") {
+		msg = strings.Replace(msg, " as bool value ", " as true or false ", 1)
+		msg = strings.Replace(msg, ": parse error", ": write true or false (or 1 or 0)", 1)
+	}
+	return msg
 }
 
 // printError writes each joined error on its own line.
@@ -58,7 +77,7 @@ func newApp(args []string, stdin io.Reader, stdout, stderr io.Writer, code *int)
 	one := 1
 	env := appEnv{args: args, stdin: stdin, stdout: stdout, stderr: stderr, code: code}
 	usage := func(ctx context.Context, cmd *cli.Command, err error, isSubcommand bool) error {
-		uerr := usageError{fmt.Sprintf("%v (see `agentjail %s --help`)", err, cmd.Name)}
+		uerr := usageError{fmt.Sprintf("%s (see `agentjail %s --help`)", plainFlagError(err.Error()), cmd.Name)}
 		if cmd.Name == "run" {
 			return usageRecord(cmd, env.rawAfter("run"), uerr)
 		}

@@ -50,10 +50,10 @@ func TestBadInput(t *testing.T) {
 		{"missing profile file", nil, []string{"--profile", f("nope.yaml")}, []string{f("nope.yaml") + ": no such file"}},
 		{"bwrap missing", []string{"AGENTJAIL_BWRAP=/nonexistent/bwrap"}, nil, []string{"bubblewrap (bwrap) not found", "apt-get install bubblewrap"}},
 		{"bwrap too old", []string{"AGENTJAIL_BWRAP=" + f("old-bwrap")}, nil, []string{"bubblewrap is too old: " + f("old-bwrap") + " is 0.6.1, agentjail needs >= 0.8.0", "apt-get install bubblewrap"}},
-		{"bad duration", nil, []string{"--timeout", "soon"}, []string{`invalid value "soon" for flag -timeout: invalid duration "soon"`}},
-		{"negative duration", nil, []string{"--idle-timeout", "-5"}, []string{`invalid value "-5" for flag -idle-timeout: duration "-5" is negative`}},
-		{"negative grace", nil, []string{"--grace", "-1s"}, []string{`invalid value "-1s" for flag -grace: duration "-1s" is negative (use 0 for none)`}},
-		{"empty timeout", nil, []string{"--timeout="}, []string{`invalid value "" for flag -timeout: empty duration`}},
+		{"bad duration", nil, []string{"--timeout", "soon"}, []string{`invalid value "soon" for flag --timeout: invalid duration "soon"`}},
+		{"negative duration", nil, []string{"--idle-timeout", "-5"}, []string{`invalid value "-5" for flag --idle-timeout: duration "-5" is negative`}},
+		{"negative grace", nil, []string{"--grace", "-1s"}, []string{`invalid value "-1s" for flag --grace: duration "-1s" is negative (use 0 for none)`}},
+		{"empty timeout", nil, []string{"--timeout="}, []string{`invalid value "" for flag --timeout: empty duration`}},
 		{"negative duration in a profile", nil, []string{"--profile", f("neg-idle.yaml")}, []string{f("neg-idle.yaml") + `:3:9: limits.idle: duration "-5" is negative`}},
 		{"bad duration in a profile", nil, []string{"--profile", f("bad-grace.yaml")}, []string{f("bad-grace.yaml") + `:3:10: limits.grace: invalid duration "10 minutes"`}},
 		{"record in a missing directory", nil, []string{"--record", "/nonexistent/aj-dir/r.json"}, []string{"--record /nonexistent/aj-dir/r.json: cannot create a file in /nonexistent/aj-dir: no such file or directory"}},
@@ -132,8 +132,8 @@ func TestBadFlagStillWritesRecord(t *testing.T) {
 		args func(rp string) []string
 		want string
 	}{
-		{"bad duration after --record", func(rp string) []string { return []string{"--record", rp, "--timeout", "soon"} }, `invalid value "soon" for flag -timeout`},
-		{"--record= after a bad duration", func(rp string) []string { return []string{"--timeout=soon", "--profile", "tier2", "--record=" + rp} }, `invalid value "soon" for flag -timeout`},
+		{"bad duration after --record", func(rp string) []string { return []string{"--record", rp, "--timeout", "soon"} }, `invalid value "soon" for flag --timeout`},
+		{"--record= after a bad duration", func(rp string) []string { return []string{"--timeout=soon", "--profile", "tier2", "--record=" + rp} }, `invalid value "soon" for flag --timeout`},
 		{"unknown flag", func(rp string) []string { return []string{"--bogus", "--record", rp} }, "flag provided but not defined: -bogus"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -156,5 +156,22 @@ func TestBadFlagStillWritesRecord(t *testing.T) {
 				t.Error("the command ran")
 			}
 		})
+	}
+}
+
+// TestInitEnvironmentErrors: the environment twins of init's flags are
+// checked like the flags, in words an operator reads (no Go type names,
+// the flag as typed, the fix).
+func TestInitEnvironmentErrors(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ env, want string }{
+		{"AGENTJAIL_INIT_GRACE=abc", `could not parse "abc" as a duration from environment variable "AGENTJAIL_INIT_GRACE" for flag --grace: invalid duration "abc" (write e.g. 90s`},
+		{"AGENTJAIL_INIT_VERBOSE=maybe", `could not parse "maybe" as true or false from environment variable "AGENTJAIL_INIT_VERBOSE" for flag --verbose: write true or false (or 1 or 0)`},
+	} {
+		r := invocation{env: []string{c.env}}.run(t, "init", "--", "true")
+		wantCode(t, r, 125)
+		if !strings.Contains(r.stderr, c.want) || strings.Contains(r.stderr, "main.") {
+			t.Errorf("%s: stderr %q\nwant %q", c.env, r.stderr, c.want)
+		}
 	}
 }
