@@ -56,16 +56,19 @@ func (e appEnv) doctorAction(ctx context.Context, cmd *cli.Command) error {
 	return nil
 }
 
-// probeJail launches the jail a run of the profile would get, from /, with
-// doctor.Script as the agent. When a run would refuse because the host's
+// probeJail launches the jail a run of the profile started in the current
+// directory would get (its run user), from /, with doctor.Script as the
+// agent. When a run would refuse because the host's
 // /proc is covered, it launches with a fresh /proc anyway, so that the
 // report carries the kernel's own verdict.
 func probeJail(cmd *cli.Command) doctor.Jail {
 	dj := doctor.Jail{Profile: cmd.String("profile")}
 	argv := []string{"sh", "-c", doctor.Script}
-	j, err := prepareWith(cmd, argv, jailOptions{dir: "/", noClaudeHome: true})
+	// The run user is the one a run started here would get.
+	here, _ := os.Getwd()
+	j, err := prepareWith(cmd, argv, jailOptions{dir: "/", userDir: here, noClaudeHome: true})
 	if errors.Is(err, mounts.ErrProcCovered) {
-		j, err = prepareWith(cmd, argv, jailOptions{dir: "/", freshProc: true, noClaudeHome: true})
+		j, err = prepareWith(cmd, argv, jailOptions{dir: "/", userDir: here, freshProc: true, noClaudeHome: true})
 	}
 	if err != nil {
 		dj.Err = err

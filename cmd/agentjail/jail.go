@@ -49,6 +49,10 @@ func prepare(cmd *cli.Command, argv []string) (*jail, error) {
 // jailOptions is what doctor varies in the jail a run would get.
 type jailOptions struct {
 	dir string // the start directory, instead of --chdir or the current one
+	// userDir, when set, is the directory whose owner the run-user rule
+	// looks at instead of the start directory's (doctor probes from / but
+	// must probe the user a run from here would get).
+	userDir string
 	// freshProc tries a fresh /proc whatever the host's mount table says,
 	// to hear the kernel's own verdict.
 	freshProc bool
@@ -94,12 +98,16 @@ func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error
 	if dir, err = filepath.Abs(dir); err != nil {
 		return nil, err
 	}
+	ownerDir := dir
+	if opt.userDir != "" {
+		ownerDir = opt.userDir
+	}
 	inv := policy.Invocation{
 		UID: os.Getuid(), FlagUser: cmd.String("user"),
 		SudoUID: os.Getenv("SUDO_UID"), SudoGID: os.Getenv("SUDO_GID"),
-		DirOwner: -1, Dir: dir,
+		DirOwner: -1, Dir: ownerDir,
 	}
-	if fi, err := os.Stat(dir); err == nil {
+	if fi, err := os.Stat(ownerDir); err == nil {
 		inv.DirOwner = int(fi.Sys().(*syscall.Stat_t).Uid)
 	}
 	choice := policy.PickRunUser(p, inv)
