@@ -182,3 +182,16 @@ func TestDoctorBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestDoctorProbesTheRunUserOfHere: doctor probes as the user a run
+// started in the current directory would get (the directory's owner),
+// not as the nobody its own start directory, /, would give.
+func TestDoctorProbesTheRunUserOfHere(t *testing.T) {
+	jailed(t)
+	owned := visibleDir(t) // owned by runUID
+	r := invocation{dir: owned}.run(t, "doctor", "--json")
+	wantCode(t, r, 0)
+	if !strings.Contains(r.stdout, "jail starts as") || !strings.Contains(r.stdout, "(uid 1000)") {
+		t.Errorf("doctor from a directory owned by uid 1000 did not probe as uid 1000:\n%s", r.stdout)
+	}
+}
