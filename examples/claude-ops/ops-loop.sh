@@ -19,10 +19,13 @@
 #   agentjail init -- examples/claude-ops/ops-loop.sh
 #
 # What a run may write: CLAUDEOPS_STATE_DIR in every tier (the agent's own
-# notes, e.g. cooldown.json), and the repositories in tiers 2 and 3. Their
-# .claude-ops/ directories stay read-only in every tier (the profiles
-# re-protect them), so no run can plant an MCP server or a prompt that a
-# later, more privileged tier would load; the cycle's mcp.json, logs and
+# notes, e.g. cooldown.json), and in tiers 2 and 3 each repository, given to
+# agentjail as a writable root of its own (--write REPOS/alpha --write
+# REPOS/beta ...), never CLAUDEOPS_REPOS_DIR itself: no run can make a new
+# repository, and each repository's .claude-ops is protected at the top of
+# its root, read-only when it exists and uncreatable when it does not (the
+# profiles re-protect it), so no run can plant an MCP server or a prompt that
+# a later, more privileged tier would load. The cycle's mcp.json, logs and
 # records live under CLAUDEOPS_RESULTS_DIR, which no run may write, and
 # claude starts there, so no project settings or CLAUDE.md of an agent's
 # making are read either.
@@ -123,7 +126,15 @@ run_tier() {
 	# before the first model call (claude -p otherwise starts without them).
 	set -- run --profile "$profile" --write "$CLAUDEOPS_STATE_DIR" --chdir "$dir" --env MCP_CONNECTION_NONBLOCKING=false \
 		--log "$dir/tier$n.log" --record "$dir/tier$n.record.json" --results "$CLAUDEOPS_RESULTS_DIR/transcripts"
-	[ "$n" -gt 1 ] && set -- "$@" --write "$CLAUDEOPS_REPOS_DIR"
+	# Each repository a root of its own, not their parent: agentjail makes
+	# a protected name missing at the top of a root uncreatable, but below
+	# the top it only finds one made after the run (README, "The promise,
+	# exactly"), too late for a .claude-ops/mcp.json the next tier merges.
+	if [ "$n" -gt 1 ]; then
+		for repo in "$CLAUDEOPS_REPOS_DIR"/*/; do
+			[ -d "$repo" ] && set -- "$@" --write "${repo%/}"
+		done
+	fi
 	[ -n "${CLAUDEOPS_USER:-}" ] && set -- "$@" --user "$CLAUDEOPS_USER"
 	[ -n "$timeout" ] && set -- "$@" --timeout "$timeout"
 	[ -n "$idle" ] && set -- "$@" --idle-timeout "$idle"
