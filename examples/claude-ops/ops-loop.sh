@@ -30,6 +30,15 @@
 # claude starts there, so no project settings or CLAUDE.md of an agent's
 # making are read either.
 #
+# A run that broke the policy halts the loop: what the jail could not
+# prevent, it can no longer trust. A run's record with reason "violation"
+# (e.g. a protected path made deeper in a repository), or agentjail's exit
+# 125 with no readable record to say why, means no further tier and no
+# further cycle: the loop logs each violation's detail, writes them to
+# CLAUDEOPS_RESULTS_DIR/HALTED and exits 3, and while that file exists it
+# refuses to start (exit 3 again). The operator checks and removes what the
+# run made (the details name it), then removes HALTED.
+#
 # Environment (defaults in brackets):
 #   CLAUDEOPS_INTERVAL      seconds between cycles [3600]
 #   CLAUDEOPS_CYCLES        stop after this many cycles; 0: never [0]
@@ -49,7 +58,8 @@
 #   AGENTJAIL, CLAUDE       the two programs [agentjail, claude on the PATH]
 #
 # Needs node (there wherever Claude Code was installed with npm) for the
-# JSON work. Exits 0 after CLAUDEOPS_CYCLES cycles, 128+n on signal n.
+# JSON work. Exits 0 after CLAUDEOPS_CYCLES cycles, 3 when halted (see
+# above), 128+n on signal n.
 
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -63,6 +73,15 @@ here=$(cd "$(dirname "$0")" && pwd)
 : "${CLAUDEOPS_DRY_RUN:=false}" "${AGENTJAIL:=agentjail}" "${CLAUDE:=claude}"
 
 log() { printf '%s ops-loop: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*" >&2; }
+
+# A run broke the policy in an earlier life of the loop: nothing starts
+# until the operator has looked.
+halt=$CLAUDEOPS_RESULTS_DIR/HALTED
+if [ -e "$halt" ]; then
+	log "halted: a run broke the jail's policy. $halt says what; check and remove what it made, then remove $halt"
+	cat "$halt" >&2
+	exit 3
+fi
 
 # The API key from a file: a Kubernetes Secret (or any secret) mounted
 # read-only, rather than a value in the pod's environment.
@@ -107,17 +126,48 @@ process.stdout.write((r.claude && r.claude.result) || "");
 ' "$1" 2>/dev/null
 }
 
+# violations RECORD CODE: what a run did against the policy, a line each:
+# its record's violations when the reason is "violation", or, for agentjail's
+# exit 125 with no readable record, that. Nothing for any other run.
+violations() {
+	node -e '
+const [file, code] = process.argv.slice(1);
+let r;
+try { r = JSON.parse(require("fs").readFileSync(file, "utf8")); }
+catch (e) {
+	if (code === "125") console.log(`agentjail exited 125 and its record cannot tell why: ${e.message}`);
+	process.exit(0);
+}
+if (r.reason !== "violation") process.exit(0);
+const v = r.violations || [];
+if (v.length === 0) console.log("reason violation, none listed");
+v.forEach((x) => console.log(`${x.what}: ${x.detail}`));
+' "$1" "$2"
+}
+
+# halt_loop N CYCLE_DIR VIOLATIONS: stop for good (see the header).
+halt_loop() {
+	log "tier $1 broke the jail's policy; no further tier, no further cycle until the operator removes $halt:"
+	printf '%s\n' "$3" | while IFS= read -r v; do log "violation: $v"; done
+	{
+		printf 'tier %s of %s broke the policy (its record: %s):\n%s\n' "$1" "$2" "$2/tier$1.record.json" "$3"
+		printf 'Nothing was restored. Check and remove what the run made, then remove this file.\n'
+	} >"$halt" || log "cannot write $halt"
+	halted=1
+}
+
 # status TEXT: the word of the last "STATUS: word" line.
 status() { printf '%s\n' "$1" | sed -n 's/^[[:space:]]*STATUS:[[:space:]]*\([A-Za-z]*\).*/\1/p' | tail -n 1; }
 
 # run_tier N CYCLE_DIR REPORTS: one jailed claude run, told the earlier
 # tiers' reports; its exit code is agentjail's (claude's own, 124 for a
-# timeout, 125 for a jail that could not be made).
+# timeout, 125 for a jail that could not be made or a policy violation),
+# or 1 when the tier's prompt cannot be read.
 run_tier() {
 	n=$1 dir=$2 reports=$3
 	eval "model=\$CLAUDEOPS_TIER${n}_MODEL tools=\$CLAUDEOPS_TIER${n}_TOOLS"
 	eval "profile=\${CLAUDEOPS_TIER${n}_PROFILE:-tier$n} timeout=\${CLAUDEOPS_TIER${n}_TIMEOUT:-} idle=\${CLAUDEOPS_TIER${n}_IDLE:-}"
-	prompt=$(cat "$CLAUDEOPS_PROMPTS_DIR/tier$n.md") || return 125
+	prompt=$(cat "$CLAUDEOPS_PROMPTS_DIR/tier$n.md") || return 1 # no run, no record: no violation either
 	if [ -n "$reports" ]; then
 		prompt=$(printf '%s\n\nThe earlier tiers escalated to you. Their reports:\n%s\n' "$prompt" "$reports")
 	fi
@@ -156,6 +206,12 @@ cycle() {
 	for n in 1 2 3; do
 		run_tier "$n" "$dir" "$reports"
 		code=$?
+		# Checked first: a violation halts even a loop that is stopping.
+		broke=$(violations "$dir/tier$n.record.json" "$code") || broke="cannot check $dir/tier$n.record.json for violations"
+		if [ -n "$broke" ]; then
+			halt_loop "$n" "$dir" "$broke"
+			return
+		fi
 		text=$(report "$dir/tier$n.record.json")
 		word=$(status "$text")
 		log "tier $n: exit $code, status ${word:-none}"
@@ -168,10 +224,11 @@ cycle() {
 	log "tier 3 did not resolve it; the operator must look: $dir"
 }
 
-i=0
+i=0 halted=
 while :; do
 	i=$((i + 1))
 	cycle "$i"
+	[ -n "$halted" ] && exit 3
 	[ -n "$stopping" ] && exit "$(stop_code)"
 	[ "$CLAUDEOPS_CYCLES" -gt 0 ] && [ "$i" -ge "$CLAUDEOPS_CYCLES" ] && exit 0
 	sleep "$CLAUDEOPS_INTERVAL" &

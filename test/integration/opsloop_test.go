@@ -51,18 +51,8 @@ func TestOpsLoop(t *testing.T) {
 		"CLAUDEOPS_INTERVAL=0", "CLAUDEOPS_CYCLES=2", "CLAUDEOPS_REPOS_DIR="+repos, "CLAUDEOPS_STATE_DIR="+state,
 		"CLAUDEOPS_RESULTS_DIR="+results, "CLAUDEOPS_MCP_BASELINE="+filepath.Join(tools, "baseline.json"),
 		"CLAUDEOPS_TIER1_TIMEOUT=60s", "CLAUDEOPS_TIER1_TOOLS=mcp__shared__ping", "CLAUDEOPS_TIER2_TOOLS=Bash,Read")
-	// Under init, as the example's container runs it.
-	args := []string{agentjail, "init", "--", opsLoop}
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}, env...)
-	out, err := cmd.CombinedOutput()
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("ops loop output:\n%s\nthe stand-in saw:\n%s", out, srv.Dump())
-		}
-	})
-	if err != nil {
-		t.Fatalf("the ops loop failed: %v", err)
+	if _, code := runOpsLoop(t, srv, env); code != 0 {
+		t.Fatalf("the ops loop exited %d", code)
 	}
 
 	cycles, _ := filepath.Glob(filepath.Join(results, "*-[0-9]*-[12]"))
@@ -174,6 +164,71 @@ func TestOpsLoop(t *testing.T) {
 	transcripts, _ := filepath.Glob(filepath.Join(results, "transcripts", "*.jsonl"))
 	if len(transcripts) != 3 {
 		t.Errorf("transcripts %v, want one per run", transcripts)
+	}
+}
+
+// runOpsLoop runs the loop to its end under init, as the example's
+// container runs it, and returns its output and exit code; the output and
+// what the stand-in saw are logged when the test fails.
+func runOpsLoop(t *testing.T, srv *fakeapi.Server, env []string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(agentjail, "init", "--", opsLoop)
+	cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}, env...)
+	out, err := cmd.CombinedOutput()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("ops loop output:\n%s\nthe stand-in saw:\n%s", out, srv.Dump())
+		}
+	})
+	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+		t.Fatalf("the ops loop did not start: %v", err)
+	}
+	return string(out), cmd.ProcessState.ExitCode()
+}
+
+// TestOpsLoopHaltsOnViolation: a run that breaks the policy where the jail
+// can only find it afterwards (tier 2 makes a .claude-ops deeper in a
+// repository) halts the loop: no tier 3, no second cycle, exit 3, the
+// violation logged and written to HALTED; a restarted loop runs nothing
+// while HALTED is there.
+func TestOpsLoopHaltsOnViolation(t *testing.T) {
+	jailed(t)
+	bin := testutil.RequireClaude(t)
+	repos, state, results := visibleDir(t), visibleDir(t), visibleDir(t)
+	write(t, repos, map[string]string{"beta/README": "no ops config\n"})
+	srv := fakeapi.New(t,
+		fakeapi.Text("down\nSTATUS: unhealthy"),
+		fakeapi.Tool("Bash", map[string]any{"command": "mkdir -p " + repos + "/beta/sub/.claude-ops && echo '{}' > " + repos + "/beta/sub/.claude-ops/mcp.json"}),
+		fakeapi.Text("fixed\nSTATUS: resolved"))
+	env := append(srv.Env(), "AGENTJAIL="+agentjail, "CLAUDE="+bin, "CLAUDEOPS_USER=1000", "CLAUDEOPS_INTERVAL=0", "CLAUDEOPS_CYCLES=2",
+		"CLAUDEOPS_REPOS_DIR="+repos, "CLAUDEOPS_STATE_DIR="+state, "CLAUDEOPS_RESULTS_DIR="+results, "CLAUDEOPS_TIER2_TOOLS=Bash")
+
+	detail := "protected: " + repos + "/beta/sub/.claude-ops appeared"
+	out, code := runOpsLoop(t, srv, env)
+	if code != 3 || !strings.Contains(out, "violation: "+detail) {
+		t.Errorf("exit %d, want 3 with the violation logged", code)
+	}
+	if b, _ := os.ReadFile(filepath.Join(results, "HALTED")); !strings.Contains(string(b), detail) {
+		t.Errorf("HALTED does not name the violation:\n%s", b)
+	}
+	cycles, _ := filepath.Glob(filepath.Join(results, "*-[0-9]*-[0-9]*"))
+	var got []string
+	if len(cycles) == 1 {
+		entries, _ := os.ReadDir(cycles[0])
+		for _, e := range entries {
+			got = append(got, e.Name())
+		}
+	}
+	if want := []string{"mcp.json", "tier1.log", "tier1.record.json", "tier2.log", "tier2.record.json"}; len(cycles) != 1 || !slices.Equal(got, want) {
+		t.Errorf("cycles %v holding %v, want one holding %v", cycles, got, want)
+	}
+
+	out, code = runOpsLoop(t, srv, env)
+	if code != 3 || !strings.Contains(out, "halted") {
+		t.Errorf("restarted while HALTED: exit %d, want 3, saying it is halted", code)
+	}
+	if again, _ := filepath.Glob(filepath.Join(results, "*-[0-9]*-[0-9]*")); len(again) != 1 || len(srv.Messages()) != 3 {
+		t.Errorf("restarted while HALTED, the loop ran: cycles %v, %d model calls, want 3", again, len(srv.Messages()))
 	}
 }
 
