@@ -3,9 +3,10 @@
 #
 # Every CLAUDEOPS_INTERVAL seconds, one cycle:
 #   1. merge the baseline MCP config with each repository's
-#      .claude-ops/mcp.json (a shallow merge of mcpServers: a repository's
-#      server replaces the baseline's of the same name; repositories in
-#      name order) into the cycle's own mcp.json;
+#      .claude-ops/mcp.json that was there when the loop started (a
+#      shallow merge of mcpServers: a repository's server replaces the
+#      baseline's of the same name; repositories in name order) into the
+#      cycle's own mcp.json;
 #   2. run tier 1 (observe) jailed by `agentjail run --profile tier1`, with
 #      its timeouts; when it reports failure — a non-zero exit (an error, a
 #      timeout) or a last STATUS line other than "healthy" — run tier 2
@@ -30,7 +31,14 @@
 # claude starts there, so no project settings or CLAUDE.md of an agent's
 # making are read either.
 #
-# A run that broke the policy halts the loop: what the jail could not
+# Two guards for what a jail could not prevent. First, the per-repo configs
+# merged are only those there when the loop started, before any run: a
+# .claude-ops/mcp.json that appears later, by whatever route, is ignored
+# (and said so) until the operator restarts the loop. (The file, not its
+# contents, is fixed at the start: a config there at the start is read-only
+# to every run, and the operator's edits to it are taken at the next cycle.)
+#
+# Second, a run that broke the policy halts the loop: what the jail could not
 # prevent, it can no longer trust. A run's record with reason "violation"
 # (e.g. a protected path made deeper in a repository), or agentjail's exit
 # 125 with no readable record to say why, means no further tier and no
@@ -47,6 +55,8 @@
 #   CLAUDEOPS_RESULTS_DIR   logs, records, transcripts, merged configs [/results]
 #   CLAUDEOPS_PROMPTS_DIR   tier1.md, tier2.md, tier3.md [beside this script]
 #   CLAUDEOPS_MCP_BASELINE  the baseline MCP config [mcp.baseline.json beside this script]
+#                           (both where no run may write: not under the state
+#                           directory or a repository)
 #   CLAUDEOPS_TIERn_MODEL   claude's --model per tier [haiku, sonnet, opus]
 #   CLAUDEOPS_TIERn_TOOLS   claude's --allowedTools per tier
 #   CLAUDEOPS_TIERn_PROFILE agentjail profile per tier [tier1, tier2, tier3]
@@ -199,7 +209,12 @@ cycle() {
 	mkdir -p "$dir" "$CLAUDEOPS_RESULTS_DIR/transcripts" && chmod 755 "$dir" || return
 	set -- "$CLAUDEOPS_MCP_BASELINE"
 	for repo in "$CLAUDEOPS_REPOS_DIR"/*/; do
-		[ -f "$repo.claude-ops/mcp.json" ] && set -- "$@" "$repo.claude-ops/mcp.json"
+		f=$repo.claude-ops/mcp.json
+		[ -f "$f" ] || continue
+		case $nl$configs in
+		*"$nl$f$nl"*) set -- "$@" "$f" ;;
+		*) log "ignoring $f: it was not there when the loop started (restart the loop to take it)" ;;
+		esac
 	done
 	merge_mcp "$dir/mcp.json" "$@" || { log "cannot merge the MCP configs; cycle skipped"; return; }
 	reports=
@@ -223,6 +238,15 @@ cycle() {
 	done
 	log "tier 3 did not resolve it; the operator must look: $dir"
 }
+
+# The per-repo MCP configs the cycles may merge: those there now, before
+# any run (see the header), one path a line.
+nl='
+'
+configs=
+for repo in "$CLAUDEOPS_REPOS_DIR"/*/; do
+	[ -f "$repo.claude-ops/mcp.json" ] && configs=$configs$repo.claude-ops/mcp.json$nl
+done
 
 i=0 halted=
 while :; do

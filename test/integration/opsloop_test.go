@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -24,7 +25,8 @@ var opsLoop, _ = filepath.Abs("../../examples/claude-ops/ops-loop.sh")
 // MCP server in a repository's .claude-ops are refused: in alpha, whose
 // .claude-ops exists, in beta, which has none, and in a new repository),
 // the second is healthy. Each run is jailed in its tier's profile and
-// leaves a log and a record; each cycle merges the MCP configs.
+// leaves a log and a record; each cycle merges the MCP configs there when
+// the loop started, and not one that appeared during the first cycle.
 func TestOpsLoop(t *testing.T) {
 	jailed(t)
 	bin := testutil.RequireClaude(t)
@@ -34,7 +36,7 @@ func TestOpsLoop(t *testing.T) {
 		return fmt.Sprintf(`{"command":"node","args":[%q,%q]}`, filepath.Join(tools, "mcp-ping.js"), name)
 	}
 	repoConfig := `{"mcpServers":{"shared":` + server("shared-from-alpha") + `,"alpha":` + server("alpha") + "}}\n"
-	write(t, repos, map[string]string{"alpha/.claude-ops/mcp.json": repoConfig, "alpha/checks/http.md": "curl the service\n", "beta/README": "no ops config\n"})
+	write(t, repos, map[string]string{"alpha/.claude-ops/mcp.json": repoConfig, "alpha/checks/http.md": "curl the service\n", "beta/README": "no ops config\n", "delta/README": "no ops config\n"})
 	// The baseline where no run may write (the state directory is every
 	// tier's to write).
 	write(t, tools, map[string]string{"baseline.json": `{"mcpServers":{"shared":` + server("shared-from-baseline") + `,"base":` + server("base") + `},"other":1}`})
@@ -42,7 +44,14 @@ func TestOpsLoop(t *testing.T) {
 	plant := "cd " + repos + "; for r in alpha beta gamma; do mkdir -p $r/.claude-ops && echo '" + evil + "' > $r/.claude-ops/mcp.json && echo planted $r || echo refused $r; done"
 	srv := fakeapi.New(t,
 		fakeapi.Tool("mcp__shared__ping", nil),
-		fakeapi.Text("checked the http service: down\nSTATUS: unhealthy"),
+		// A config that appears after the loop started, by whatever route
+		// (here the host's, as the jail lets none through).
+		fakeapi.Step{Text: "checked the http service: down\nSTATUS: unhealthy", Before: func() {
+			late := filepath.Join(repos, "delta/.claude-ops/mcp.json")
+			if err := errors.Join(os.Mkdir(filepath.Dir(late), 0o755), os.WriteFile(late, []byte(evil), 0o644)); err != nil {
+				t.Error(err) // not Fatal: this runs in the stand-in's goroutine
+			}
+		}},
 		fakeapi.Tool("Bash", map[string]any{"command": plant}),
 		fakeapi.Text("restarted it\nSTATUS: resolved"),
 		fakeapi.Text("all good\nSTATUS: healthy"))
@@ -51,8 +60,12 @@ func TestOpsLoop(t *testing.T) {
 		"CLAUDEOPS_INTERVAL=0", "CLAUDEOPS_CYCLES=2", "CLAUDEOPS_REPOS_DIR="+repos, "CLAUDEOPS_STATE_DIR="+state,
 		"CLAUDEOPS_RESULTS_DIR="+results, "CLAUDEOPS_MCP_BASELINE="+filepath.Join(tools, "baseline.json"),
 		"CLAUDEOPS_TIER1_TIMEOUT=60s", "CLAUDEOPS_TIER1_TOOLS=mcp__shared__ping", "CLAUDEOPS_TIER2_TOOLS=Bash,Read")
-	if _, code := runOpsLoop(t, srv, env); code != 0 {
+	out, code := runOpsLoop(t, srv, env)
+	if code != 0 {
 		t.Fatalf("the ops loop exited %d", code)
+	}
+	if want := "ignoring " + repos + "/delta/.claude-ops/mcp.json: it was not there when the loop started"; strings.Count(out, want) != 1 {
+		t.Errorf("the loop did not say once that it ignores the config that appeared: want %q", want)
 	}
 
 	cycles, _ := filepath.Glob(filepath.Join(results, "*-[0-9]*-[12]"))
@@ -96,8 +109,8 @@ func TestOpsLoop(t *testing.T) {
 	}
 
 	// The merge: the baseline's other keys kept, a repository's server
-	// replacing the baseline's of the same name, and the tier 2 run's
-	// attempts to plant a server refused by the jail.
+	// replacing the baseline's of the same name, the tier 2 run's attempts
+	// to plant a server refused by the jail, delta's late one ignored.
 	var merged struct {
 		Servers map[string]struct {
 			Args []string `json:"args"`
@@ -195,7 +208,7 @@ func TestOpsLoopHaltsOnViolation(t *testing.T) {
 	jailed(t)
 	bin := testutil.RequireClaude(t)
 	repos, state, results := visibleDir(t), visibleDir(t), visibleDir(t)
-	write(t, repos, map[string]string{"beta/README": "no ops config\n"})
+	write(t, repos, map[string]string{"beta/README": "no ops config\n", "delta/README": "no ops config\n"})
 	srv := fakeapi.New(t,
 		fakeapi.Text("down\nSTATUS: unhealthy"),
 		fakeapi.Tool("Bash", map[string]any{"command": "mkdir -p " + repos + "/beta/sub/.claude-ops && echo '{}' > " + repos + "/beta/sub/.claude-ops/mcp.json"}),
