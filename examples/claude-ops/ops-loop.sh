@@ -3,9 +3,10 @@
 #
 # Every CLAUDEOPS_INTERVAL seconds, one cycle:
 #   1. merge the baseline MCP config with each repository's
-#      .claude-ops/mcp.json (a shallow merge of mcpServers: a repository's
-#      server replaces the baseline's of the same name; repositories in
-#      name order) into the cycle's own mcp.json;
+#      .claude-ops/mcp.json that was there when the loop started (a
+#      shallow merge of mcpServers: a repository's server replaces the
+#      baseline's of the same name; repositories in name order) into the
+#      cycle's own mcp.json;
 #   2. run tier 1 (observe) jailed by `agentjail run --profile tier1`, with
 #      its timeouts; when it reports failure — a non-zero exit (an error, a
 #      timeout) or a last STATUS line other than "healthy" — run tier 2
@@ -19,13 +20,32 @@
 #   agentjail init -- examples/claude-ops/ops-loop.sh
 #
 # What a run may write: CLAUDEOPS_STATE_DIR in every tier (the agent's own
-# notes, e.g. cooldown.json), and the repositories in tiers 2 and 3. Their
-# .claude-ops/ directories stay read-only in every tier (the profiles
-# re-protect them), so no run can plant an MCP server or a prompt that a
-# later, more privileged tier would load; the cycle's mcp.json, logs and
+# notes, e.g. cooldown.json), and in tiers 2 and 3 each repository, given to
+# agentjail as a writable root of its own (--write REPOS/alpha --write
+# REPOS/beta ...), never CLAUDEOPS_REPOS_DIR itself: no run can make a new
+# repository, and each repository's .claude-ops is protected at the top of
+# its root, read-only when it exists and uncreatable when it does not (the
+# profiles re-protect it), so no run can plant an MCP server or a prompt that
+# a later, more privileged tier would load. The cycle's mcp.json, logs and
 # records live under CLAUDEOPS_RESULTS_DIR, which no run may write, and
 # claude starts there, so no project settings or CLAUDE.md of an agent's
 # making are read either.
+#
+# Two guards for what a jail could not prevent. First, the per-repo configs
+# merged are only those there when the loop started, before any run: a
+# .claude-ops/mcp.json that appears later, by whatever route, is ignored
+# (and said so) until the operator restarts the loop. (The file, not its
+# contents, is fixed at the start: a config there at the start is read-only
+# to every run, and the operator's edits to it are taken at the next cycle.)
+#
+# Second, a run that broke the policy halts the loop: what the jail could not
+# prevent, it can no longer trust. A run's record with reason "violation"
+# (e.g. a protected path made deeper in a repository), or agentjail's exit
+# 125 with no readable record to say why, means no further tier and no
+# further cycle: the loop logs each violation's detail, writes them to
+# CLAUDEOPS_RESULTS_DIR/HALTED and exits 3, and while that file exists it
+# refuses to start (exit 3 again). The operator checks and removes what the
+# run made (the details name it), then removes HALTED.
 #
 # Environment (defaults in brackets):
 #   CLAUDEOPS_INTERVAL      seconds between cycles [3600]
@@ -35,6 +55,8 @@
 #   CLAUDEOPS_RESULTS_DIR   logs, records, transcripts, merged configs [/results]
 #   CLAUDEOPS_PROMPTS_DIR   tier1.md, tier2.md, tier3.md [beside this script]
 #   CLAUDEOPS_MCP_BASELINE  the baseline MCP config [mcp.baseline.json beside this script]
+#                           (both where no run may write: not under the state
+#                           directory or a repository)
 #   CLAUDEOPS_TIERn_MODEL   claude's --model per tier [haiku, sonnet, opus]
 #   CLAUDEOPS_TIERn_TOOLS   claude's --allowedTools per tier
 #   CLAUDEOPS_TIERn_PROFILE agentjail profile per tier [tier1, tier2, tier3]
@@ -46,7 +68,8 @@
 #   AGENTJAIL, CLAUDE       the two programs [agentjail, claude on the PATH]
 #
 # Needs node (there wherever Claude Code was installed with npm) for the
-# JSON work. Exits 0 after CLAUDEOPS_CYCLES cycles, 128+n on signal n.
+# JSON work. Exits 0 after CLAUDEOPS_CYCLES cycles, 3 when halted (see
+# above), 128+n on signal n.
 
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -60,6 +83,15 @@ here=$(cd "$(dirname "$0")" && pwd)
 : "${CLAUDEOPS_DRY_RUN:=false}" "${AGENTJAIL:=agentjail}" "${CLAUDE:=claude}"
 
 log() { printf '%s ops-loop: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*" >&2; }
+
+# A run broke the policy in an earlier life of the loop: nothing starts
+# until the operator has looked.
+halt=$CLAUDEOPS_RESULTS_DIR/HALTED
+if [ -e "$halt" ]; then
+	log "halted: a run broke the jail's policy. $halt says what; check and remove what it made, then remove $halt"
+	cat "$halt" >&2
+	exit 3
+fi
 
 # The API key from a file: a Kubernetes Secret (or any secret) mounted
 # read-only, rather than a value in the pod's environment.
@@ -104,17 +136,48 @@ process.stdout.write((r.claude && r.claude.result) || "");
 ' "$1" 2>/dev/null
 }
 
+# violations RECORD CODE: what a run did against the policy, a line each:
+# its record's violations when the reason is "violation", or, for agentjail's
+# exit 125 with no readable record, that. Nothing for any other run.
+violations() {
+	node -e '
+const [file, code] = process.argv.slice(1);
+let r;
+try { r = JSON.parse(require("fs").readFileSync(file, "utf8")); }
+catch (e) {
+	if (code === "125") console.log(`agentjail exited 125 and its record cannot tell why: ${e.message}`);
+	process.exit(0);
+}
+if (r.reason !== "violation") process.exit(0);
+const v = r.violations || [];
+if (v.length === 0) console.log("reason violation, none listed");
+v.forEach((x) => console.log(`${x.what}: ${x.detail}`));
+' "$1" "$2"
+}
+
+# halt_loop N CYCLE_DIR VIOLATIONS: stop for good (see the header).
+halt_loop() {
+	log "tier $1 broke the jail's policy; no further tier, no further cycle until the operator removes $halt:"
+	printf '%s\n' "$3" | while IFS= read -r v; do log "violation: $v"; done
+	{
+		printf 'tier %s of %s broke the policy (its record: %s):\n%s\n' "$1" "$2" "$2/tier$1.record.json" "$3"
+		printf 'Nothing was restored. Check and remove what the run made, then remove this file.\n'
+	} >"$halt" || log "cannot write $halt"
+	halted=1
+}
+
 # status TEXT: the word of the last "STATUS: word" line.
 status() { printf '%s\n' "$1" | sed -n 's/^[[:space:]]*STATUS:[[:space:]]*\([A-Za-z]*\).*/\1/p' | tail -n 1; }
 
 # run_tier N CYCLE_DIR REPORTS: one jailed claude run, told the earlier
 # tiers' reports; its exit code is agentjail's (claude's own, 124 for a
-# timeout, 125 for a jail that could not be made).
+# timeout, 125 for a jail that could not be made or a policy violation),
+# or 1 when the tier's prompt cannot be read.
 run_tier() {
 	n=$1 dir=$2 reports=$3
 	eval "model=\$CLAUDEOPS_TIER${n}_MODEL tools=\$CLAUDEOPS_TIER${n}_TOOLS"
 	eval "profile=\${CLAUDEOPS_TIER${n}_PROFILE:-tier$n} timeout=\${CLAUDEOPS_TIER${n}_TIMEOUT:-} idle=\${CLAUDEOPS_TIER${n}_IDLE:-}"
-	prompt=$(cat "$CLAUDEOPS_PROMPTS_DIR/tier$n.md") || return 125
+	prompt=$(cat "$CLAUDEOPS_PROMPTS_DIR/tier$n.md") || return 1 # no run, no record: no violation either
 	if [ -n "$reports" ]; then
 		prompt=$(printf '%s\n\nThe earlier tiers escalated to you. Their reports:\n%s\n' "$prompt" "$reports")
 	fi
@@ -123,7 +186,15 @@ run_tier() {
 	# before the first model call (claude -p otherwise starts without them).
 	set -- run --profile "$profile" --write "$CLAUDEOPS_STATE_DIR" --chdir "$dir" --env MCP_CONNECTION_NONBLOCKING=false \
 		--log "$dir/tier$n.log" --record "$dir/tier$n.record.json" --results "$CLAUDEOPS_RESULTS_DIR/transcripts"
-	[ "$n" -gt 1 ] && set -- "$@" --write "$CLAUDEOPS_REPOS_DIR"
+	# Each repository a root of its own, not their parent: agentjail makes
+	# a protected name missing at the top of a root uncreatable, but below
+	# the top it only finds one made after the run (README, "The promise,
+	# exactly"), too late for a .claude-ops/mcp.json the next tier merges.
+	if [ "$n" -gt 1 ]; then
+		for repo in "$CLAUDEOPS_REPOS_DIR"/*/; do
+			[ -d "$repo" ] && set -- "$@" --write "${repo%/}"
+		done
+	fi
 	[ -n "${CLAUDEOPS_USER:-}" ] && set -- "$@" --user "$CLAUDEOPS_USER"
 	[ -n "$timeout" ] && set -- "$@" --timeout "$timeout"
 	[ -n "$idle" ] && set -- "$@" --idle-timeout "$idle"
@@ -138,13 +209,24 @@ cycle() {
 	mkdir -p "$dir" "$CLAUDEOPS_RESULTS_DIR/transcripts" && chmod 755 "$dir" || return
 	set -- "$CLAUDEOPS_MCP_BASELINE"
 	for repo in "$CLAUDEOPS_REPOS_DIR"/*/; do
-		[ -f "$repo.claude-ops/mcp.json" ] && set -- "$@" "$repo.claude-ops/mcp.json"
+		f=$repo.claude-ops/mcp.json
+		[ -f "$f" ] || continue
+		case $nl$configs in
+		*"$nl$f$nl"*) set -- "$@" "$f" ;;
+		*) log "ignoring $f: it was not there when the loop started (restart the loop to take it)" ;;
+		esac
 	done
 	merge_mcp "$dir/mcp.json" "$@" || { log "cannot merge the MCP configs; cycle skipped"; return; }
 	reports=
 	for n in 1 2 3; do
 		run_tier "$n" "$dir" "$reports"
 		code=$?
+		# Checked first: a violation halts even a loop that is stopping.
+		broke=$(violations "$dir/tier$n.record.json" "$code") || broke="cannot check $dir/tier$n.record.json for violations"
+		if [ -n "$broke" ]; then
+			halt_loop "$n" "$dir" "$broke"
+			return
+		fi
 		text=$(report "$dir/tier$n.record.json")
 		word=$(status "$text")
 		log "tier $n: exit $code, status ${word:-none}"
@@ -157,10 +239,20 @@ cycle() {
 	log "tier 3 did not resolve it; the operator must look: $dir"
 }
 
-i=0
+# The per-repo MCP configs the cycles may merge: those there now, before
+# any run (see the header), one path a line.
+nl='
+'
+configs=
+for repo in "$CLAUDEOPS_REPOS_DIR"/*/; do
+	[ -f "$repo.claude-ops/mcp.json" ] && configs=$configs$repo.claude-ops/mcp.json$nl
+done
+
+i=0 halted=
 while :; do
 	i=$((i + 1))
 	cycle "$i"
+	[ -n "$halted" ] && exit 3
 	[ -n "$stopping" ] && exit "$(stop_code)"
 	[ "$CLAUDEOPS_CYCLES" -gt 0 ] && [ "$i" -ge "$CLAUDEOPS_CYCLES" ] && exit 0
 	sleep "$CLAUDEOPS_INTERVAL" &

@@ -52,6 +52,11 @@ type Step struct {
 	// error body instead of a message. An error step is sticky: it
 	// answers every later request too (the CLI retries).
 	Status int
+	// Before, when set, runs on the stand-in's side (the test's, on the
+	// host) before the answer goes out (an error step's, before each
+	// answer): a test's hook for changing the world at a known point of a
+	// run.
+	Before func()
 }
 
 // ToolCall is one tool_use block.
@@ -262,7 +267,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusBadRequest, apiError("invalid_request_error", "body is not JSON: "+err.Error()))
 			return
 		}
-		s.answer(w, r, req, s.take())
+		st := s.take()
+		if st.Before != nil {
+			st.Before()
+		}
+		s.answer(w, r, req, st)
 	default:
 		writeJSON(w, http.StatusNotFound, apiError("not_found_error", "the stand-in does not serve "+r.Method+" "+path))
 	}

@@ -54,6 +54,19 @@ func TestStreaming(t *testing.T) {
 	}
 }
 
+// TestBefore: a step's Before has run when its answer arrives.
+func TestBefore(t *testing.T) {
+	t.Parallel()
+	ran := make(chan struct{})
+	s := New(t, Step{Text: "after", Before: func() { close(ran) }})
+	post(t, s.URL+"/v1/messages", `{"model":"m","messages":[]}`)
+	select {
+	case <-ran:
+	default:
+		t.Error("the answer came before Before ran")
+	}
+}
+
 func TestJSONAndErrors(t *testing.T) {
 	t.Parallel()
 	s := New(t, Text("one"), Fail(529))
