@@ -116,15 +116,13 @@ func KillMarked(procRoot, runID string) ([]Proc, error) {
 	return killVerified(procRoot, runID, procs)
 }
 
-// killVerified kills those of procs (found carrying runID) that still run
-// and still carry it.
 // killDescendants SIGKILLs what is left below this process once the jail
 // has ended: without a pid namespace of its own (the /proc fallback) a
 // daemon the agent started outlives bwrap, re-parented to agentjail (a
-// subreaper), and a marker sweep misses one started with `env -i`. Each is
-// held by a pidfd and its parent and start time checked again before the
-// kill, so a pid reused meanwhile is never hit. Processes forked while it
-// runs are caught by the next round.
+// subreaper), and a marker sweep misses one started with `env -i`. Each
+// keeps its parent and start time until the kill (killHeld), so a pid
+// reused meanwhile is never hit. Processes forked while it runs are caught
+// by the next round.
 func killDescendants(procRoot string) ([]Proc, error) {
 	var killed []Proc
 	var errs []error
@@ -134,25 +132,21 @@ func killDescendants(procRoot string) ([]Proc, error) {
 			return killed, errors.Join(append(errs, err)...)
 		}
 		for _, p := range procs {
-			fd, err := unix.PidfdOpen(p.PID, 0)
+			ok, err := killHeld(procRoot, p, func(now Proc) bool { return now.PPID == p.PPID })
+			if ok {
+				killed = append(killed, p)
+			}
 			if err != nil {
-				continue // gone
+				errs = append(errs, err)
 			}
-			if now, err := readProc(procRoot, p.PID); err == nil && now.Start == p.Start && now.PPID == p.PPID {
-				switch err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); {
-				case err == nil:
-					killed = append(killed, p)
-				case !errors.Is(err, unix.ESRCH):
-					errs = append(errs, fmt.Errorf("kill pid %d: %w", p.PID, err))
-				}
-			}
-			unix.Close(fd)
 		}
 		waitGone(procRoot, procs, time.Second)
 	}
 	return killed, errors.Join(errs...)
 }
 
+// killVerified kills those of procs (found carrying runID) that still run
+// and still carry it.
 func killVerified(procRoot, runID string, procs []Proc) ([]Proc, error) {
 	if len(procs) == 0 {
 		return nil, nil
@@ -165,24 +159,41 @@ func killVerified(procRoot, runID string, procs []Proc) ([]Proc, error) {
 		if never[p.PID] {
 			continue
 		}
-		fd, err := unix.PidfdOpen(p.PID, 0)
+		ok, err := killHeld(procRoot, p, func(Proc) bool {
+			var id string
+			id, buf = readMarker(filepath.Join(procRoot, strconv.Itoa(p.PID), "environ"), buf)
+			return id == runID && !zombie(procRoot, p.PID)
+		})
+		if ok {
+			killed = append(killed, p)
+		}
 		if err != nil {
-			continue // gone
+			errs = append(errs, err)
 		}
-		var id string
-		id, buf = readMarker(filepath.Join(procRoot, strconv.Itoa(p.PID), "environ"), buf)
-		now, err := readProc(procRoot, p.PID)
-		if err == nil && id == runID && now.Start == p.Start && !zombie(procRoot, p.PID) {
-			switch err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); {
-			case err == nil:
-				killed = append(killed, p)
-			case !errors.Is(err, unix.ESRCH):
-				errs = append(errs, fmt.Errorf("kill pid %d: %w", p.PID, err))
-			}
-		}
-		unix.Close(fd)
 	}
 	return killed, errors.Join(errs...)
+}
+
+// killHeld SIGKILLs p through a pidfd opened before p is checked again: its
+// start time, and still (its parent, its marker). A process that has gone,
+// or is no longer p, is left alone and reported as not killed.
+func killHeld(procRoot string, p Proc, still func(now Proc) bool) (bool, error) {
+	fd, err := unix.PidfdOpen(p.PID, 0)
+	if err != nil {
+		return false, nil // gone
+	}
+	defer unix.Close(fd)
+	if now, err := readProc(procRoot, p.PID); err != nil || now.Start != p.Start || !still(now) {
+		return false, nil
+	}
+	switch err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, unix.ESRCH):
+		return false, nil
+	default:
+		return false, fmt.Errorf("kill pid %d: %w", p.PID, err)
+	}
 }
 
 // waitGone polls until none of procs runs any more (a zombie counts as
