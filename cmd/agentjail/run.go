@@ -59,7 +59,7 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return failed(err)
 	}
-	defer closeAll(j.seccomp)
+	defer j.release()
 	rec.RunID = j.runID
 	rec.User = &supervise.User{UID: j.user.UID, GID: j.user.GID, Name: j.user.Name}
 	rec.BwrapVersion = j.bwrap.Version.String()
