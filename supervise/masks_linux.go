@@ -50,7 +50,7 @@ func HoldMasks(dir string, paths []string) (*Masks, error) {
 		return nil, fmt.Errorf("mask registry: %w", err)
 	}
 	for _, p := range paths {
-		f, err := lockEntry(registryName(dir, p), unix.LOCK_SH)
+		f, err := lockEntry(registryName(dir, p), os.O_RDWR|os.O_CREATE, unix.LOCK_SH)
 		if err == nil {
 			_, err = f.WriteAt([]byte(p), 0)
 		}
@@ -63,11 +63,13 @@ func HoldMasks(dir string, paths []string) (*Masks, error) {
 	return m, nil
 }
 
-// lockEntry opens (creating) name and flocks it, retrying when the entry
-// was unlinked between open and lock (another run removing it).
-func lockEntry(name string, how int) (*os.File, error) {
+// lockEntry opens name (with os.OpenFile's flag, mode 0600 if it creates
+// it) and flocks it, retrying when the entry was unlinked between open and
+// lock (another run removing it). Without os.O_CREATE, an entry that is
+// gone is fs.ErrNotExist.
+func lockEntry(name string, flag, how int) (*os.File, error) {
 	for {
-		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+		f, err := os.OpenFile(name, flag, 0o600)
 		if err != nil {
 			return nil, err
 		}

@@ -74,7 +74,7 @@ func probeJail(cmd *cli.Command) doctor.Jail {
 		dj.Err = err
 		return dj
 	}
-	defer closeAll(j.seccomp)
+	defer j.release()
 	dj.Sealed = j.policy.InnerSandbox == policy.InnerSealed
 	dj.User = fmt.Sprintf("%s (uid %d)", j.user.Name, j.user.UID)
 	dj.Covers = hostProcCovers(j.bwrap, j.policy)

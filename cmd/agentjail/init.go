@@ -66,7 +66,10 @@ func (e appEnv) initAction(ctx context.Context, cmd *cli.Command) error {
 // sweepDeadRuns ends what runs whose supervisor died left behind (their
 // marked processes, cgroups, staging directories, state files) and the mask
 // placeholders of killed runs, and logs each process it had to kill. Runs
-// of other pid namespaces are left alone (supervise.SweepDead).
+// of other pid namespaces are left alone (supervise.SweepDead). init calls
+// it periodically, every run at its start: with nothing dead it costs
+// about 15 µs, plus about 50 µs per live run (one state file and its
+// supervisor's /proc/PID/stat read).
 func sweepDeadRuns(logf func(string, ...any)) {
 	if err := checkRunDir(false); err != nil {
 		logf("sweep: %v", err)

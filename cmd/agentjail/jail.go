@@ -31,6 +31,9 @@ type jail struct {
 	bwrap   bwrap.Info
 	plan    mounts.Plan
 	seccomp []*os.File // compiled filters, for --add-seccomp-fd
+	// exeCopy holds the copy of agentjail bound as the exec stage, nil when
+	// none was made (supervise.StageExecutable).
+	exeCopy *os.File
 	env     []string
 	argv    []string
 }
@@ -144,12 +147,13 @@ func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error
 	}
 	exe, err := os.Executable()
 	if err == nil && inv.UID == 0 && j.user.UID != 0 {
-		exe, err = supervise.StageExecutable(exe, filepath.Join(runDir(), "bin"))
+		exe, j.exeCopy, err = supervise.StageExecutable(exe, filepath.Join(runDir(), "bin"))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cannot provide the agentjail binary to the jail's exec stage: %w", err)
 	}
 	if j.seccomp, err = seccompFiles(j.policy); err != nil {
+		j.release()
 		return nil, err
 	}
 	var covers []string
@@ -178,7 +182,7 @@ func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error
 		ProcCovers:    covers,
 	})
 	if err != nil {
-		closeAll(j.seccomp)
+		j.release()
 		return nil, err
 	}
 	defaults := map[string]string{"HOME": j.plan.Home, "USER": j.user.Name, "LOGNAME": j.user.Name}
@@ -187,6 +191,15 @@ func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error
 	}
 	j.env = j.policy.Environment.Apply(os.Environ(), defaults, map[string]string{"AGENTJAIL_RUN": j.runID})
 	return j, nil
+}
+
+// release closes the seccomp filters and lets go of the exec stage's copy:
+// call it once no jail of j will start any more.
+func (j *jail) release() {
+	closeAll(j.seccomp)
+	if j.exeCopy != nil {
+		j.exeCopy.Close()
+	}
 }
 
 // hostProcCovers lists what keeps bwrap from mounting a fresh /proc here

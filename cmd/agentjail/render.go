@@ -22,7 +22,7 @@ func (e appEnv) renderAction(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	closeAll(j.seccomp) // render only shows where they would go
+	j.release() // render only shows where they would go
 	for _, w := range j.plan.Warnings {
 		fmt.Fprintf(e.stderr, "agentjail: warning: %s\n", w)
 	}

@@ -51,15 +51,11 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	if err := checkRunDir(true); err != nil {
 		return failed(err)
 	}
-	// Placeholders that runs killed with SIGKILL could not remove.
-	if err := supervise.SweepMasks(maskDir()); err != nil {
-		fmt.Fprintf(e.stderr, "agentjail: warning: %v\n", err)
-	}
 	j, err := prepare(cmd, argv)
 	if err != nil {
 		return failed(err)
 	}
-	defer closeAll(j.seccomp)
+	defer j.release()
 	rec.RunID = j.runID
 	rec.User = &supervise.User{UID: j.user.UID, GID: j.user.GID, Name: j.user.Name}
 	rec.BwrapVersion = j.bwrap.Version.String()
@@ -92,6 +88,10 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	if err := checkResults(results); err != nil {
 		return failed(err)
 	}
+	// What runs killed with SIGKILL left, without waiting for an init;
+	// once the command line is known good, so that a mistake gets its one
+	// message alone.
+	sweepDeadRuns(func(format string, args ...any) { fmt.Fprintf(e.stderr, "agentjail: "+format+"\n", args...) })
 	if err := reaper.Begin(); err != nil {
 		return failed(err)
 	}

@@ -72,6 +72,68 @@ func TestInitSweepsDeadRuns(t *testing.T) {
 	}
 }
 
+// TestRunSweepsDeadRuns: `agentjail run` ends what a run whose supervisor
+// died left (a process carrying its marker, its staging directory with
+// copied credentials, its state file) before it starts its own, and says
+// so. The run has a private /run/agentjail (a tmpfs in a mount namespace of
+// its own) where the dead run's files go: no concurrent agentjail can sweep
+// them first, so this run's log must show the kill.
+func TestRunSweepsDeadRuns(t *testing.T) {
+	jailed(t)
+	id := "deadrun" + strings.ToLower(token())
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	ns, _ := os.Readlink("/proc/self/ns/pid")
+	stage := filepath.Join("/run/agentjail", id)
+	state, _ := json.Marshal(supervise.State{RunID: id, PID: gone.Process.Pid, PIDStart: 1, PIDNS: ns, Stage: stage})
+	left := exec.Command("sleep", "300")
+	left.Env = []string{"AGENTJAIL_RUN=" + id}
+	if err := left.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { left.Wait(); close(exited) }()
+	t.Cleanup(func() { left.Process.Kill() })
+
+	// $1 is agentjail, the rest its arguments (invocation.wrap).
+	script := `set -e
+mkdir -p /run/agentjail
+mount -t tmpfs -o mode=0700 tmpfs /run/agentjail
+mkdir -m 0700 /run/agentjail/runs
+mkdir -p "$STAGE/credentials"
+echo secret > "$STAGE/credentials/token"
+printf '%s' "$STATE" > "/run/agentjail/runs/$ID.json"
+set +e
+"$@"
+echo "exit $?"
+ls -A /run/agentjail/runs
+[ -e "$STAGE" ] && echo "stage left"
+true`
+	r := invocation{
+		env:  []string{"ID=" + id, "STAGE=" + stage, "STATE=" + string(state)},
+		wrap: []string{"unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh"},
+	}.run(t, "run", "--", "true")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "exit 0" {
+		t.Errorf("the run exited %d; after it its namespace held (want only \"exit 0\"):\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	waitFor(t, func() bool {
+		select {
+		case <-exited:
+			return true
+		default:
+			return false
+		}
+	})
+	if ws := left.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Errorf("the dead run's process ended with %v, want killed", ws)
+	}
+	if want := fmt.Sprintf("agentjail: swept run %s (its supervisor died): killed pid %d (sleep 300)", id, left.Process.Pid); !strings.Contains(r.stderr, want) {
+		t.Errorf("the run's stderr lacks %q:\n%s", want, r.stderr)
+	}
+}
+
 // TestInitInAPidNamespaceLeavesHostRunsAlone: an init that is PID 1 of a
 // fresh pid namespace but shares /run/agentjail with the host (a container
 // with the host's /run) sees the host's supervisors' pids as nothing; it

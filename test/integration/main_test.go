@@ -117,8 +117,8 @@ func jailed(t *testing.T) {
 }
 
 // jailedAlone is jailed for a test that must not overlap the others: every
-// `agentjail init` sweeps /run/agentjail/runs, so a concurrent test's init
-// could take this test's dead run first. Go runs the non-parallel tests of
+// `agentjail init` and `agentjail run` sweeps /run/agentjail/runs, so a
+// concurrent test's init or run could take this test's dead run first. Go runs the non-parallel tests of
 // a package one at a time, before the parallel ones start.
 func jailedAlone(t *testing.T) {
 	t.Helper()

@@ -192,8 +192,11 @@ func TestSweepSparesDecoysAndKillsEscapees(t *testing.T) {
 	}
 }
 
+// TestSIGKILLOfAgentjailLeavesNoJailedProcess runs alone: every `agentjail
+// run` sweeps dead runs at its start, so a concurrent test's run could take
+// the killed run's leftovers (and kill its processes) before this test looks.
 func TestSIGKILLOfAgentjailLeavesNoJailedProcess(t *testing.T) {
-	jailed(t)
+	jailedAlone(t)
 	ws := workspace(t)
 	tok := token()
 	b := start(t, nil, "run", "--write", ws, "--chdir", ws, "--", "sh", "-c",
@@ -209,7 +212,7 @@ func TestSIGKILLOfAgentjailLeavesNoJailedProcess(t *testing.T) {
 	waitFor(t, func() bool { return len(procsWith(tok)) == 0 })
 
 	// What the dead supervisor left, its state file and empty cgroup, is
-	// what `agentjail init` sweeps.
+	// what `agentjail init` and the next run sweep.
 	runs, _ := supervise.Runs("/run/agentjail/runs", "/proc")
 	var dead []supervise.State
 	for _, st := range runs {
