@@ -98,9 +98,13 @@ func (l *Live) open(cgroup string) error {
 	}
 	st := l.state
 	st.PID, st.Cgroup = os.Getpid(), cgroup
-	if p, err := readProc("/proc", st.PID); err == nil {
-		st.PIDStart = p.Start
+	// Without its start time a state file would tell every sweeper that
+	// this live run is dead: publish none rather than that.
+	p, err := readProc("/proc", st.PID)
+	if err != nil {
+		return fmt.Errorf("read agentjail's own start time: %w", err)
 	}
+	st.PIDStart = p.Start
 	st.PIDNS = pidNamespace("/proc", "self")
 	st.Socket = filepath.Join(l.dir, st.RunID+".sock")
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: st.Socket, Net: "unix"})
