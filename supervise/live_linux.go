@@ -226,7 +226,15 @@ func Runs(dir, procRoot string) ([]State, error) {
 		return nil, err
 	}
 	var out []State
+	// The namespace procRoot numbers: its pid 1's, or, where that link is
+	// not ours to read (a root without CAP_SYS_PTRACE over PID 1, as in
+	// many containers), our own, which it is whenever procRoot is our
+	// procfs. A state of another namespace, or of one that cannot be told,
+	// is never taken for dead: its pid means nothing here.
 	here := pidNamespace(procRoot, "1")
+	if here == "" {
+		here = pidNamespace(procRoot, "self")
+	}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -236,7 +244,7 @@ func Runs(dir, procRoot string) ([]State, error) {
 		if json.Unmarshal(data, &st) != nil || st.RunID == "" {
 			continue
 		}
-		if st.PIDNS != "" && here != "" && st.PIDNS != here {
+		if st.PIDNS != "" && st.PIDNS != here {
 			st.Foreign = true
 			out = append(out, st)
 			continue

@@ -101,10 +101,7 @@ func TestRunsTellsDeadSupervisorsAndSweepDeadCleansUp(t *testing.T) {
 // nothing here; the sweep must not take that run for dead.
 func TestSweepDeadLeavesOtherPidNamespaces(t *testing.T) {
 	t.Parallel()
-	here := pidNamespace("/proc", "1")
-	if here == "" {
-		t.Skip("cannot read /proc/1/ns/pid (needs root)")
-	}
+	here := pidNamespace("/proc", "self")
 	dir := t.TempDir()
 	stage := filepath.Join(t.TempDir(), "elsewhere")
 	os.MkdirAll(stage, 0o700)
@@ -137,6 +134,38 @@ func TestSweepDeadLeavesOtherPidNamespaces(t *testing.T) {
 	for _, st := range runs {
 		if st.RunID == "mine" && (st.PIDNS != pidNamespace("/proc", "self") || st.Foreign || !st.Alive) {
 			t.Errorf("own run: %+v", st)
+		}
+	}
+}
+
+// TestRunsWithoutPID1sNamespace: where /proc/1/ns/pid is not readable (a
+// root without CAP_SYS_PTRACE over PID 1, as in many containers) the
+// namespace is the caller's own; a run of another namespace must still be
+// foreign, never dead (it was taken for dead, and its jail killed by any
+// run's sweep, before).
+func TestRunsWithoutPID1sNamespace(t *testing.T) {
+	t.Parallel()
+	proc := t.TempDir()
+	os.MkdirAll(filepath.Join(proc, "self", "ns"), 0o755)
+	if err := os.Symlink("pid:[111]", filepath.Join(proc, "self", "ns", "pid")); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, st := range []State{
+		{RunID: "other", PID: 3, PIDStart: 42, PIDNS: "pid:[222]"},
+		{RunID: "mine", PID: 3, PIDStart: 42, PIDNS: "pid:[111]"},
+	} {
+		if err := writeJSON(filepath.Join(dir, st.RunID+".json"), st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runs, err := Runs(dir, proc)
+	if err != nil || len(runs) != 2 {
+		t.Fatalf("Runs: %+v %v", runs, err)
+	}
+	for _, st := range runs {
+		if foreign := st.RunID == "other"; st.Foreign != foreign || st.Alive {
+			t.Errorf("%s: foreign %v alive %v", st.RunID, st.Foreign, st.Alive)
 		}
 	}
 }
