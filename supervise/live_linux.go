@@ -310,7 +310,10 @@ func SweepDead(dir, procRoot string) (map[string][]Proc, error) {
 		}
 		if st.Stage != "" {
 			if err := removeStage(st.Stage); err != nil {
+				// The state file stays: it is what leads the next sweep
+				// (and the operator) to the staged credentials.
 				errs = append(errs, err)
+				continue
 			}
 		}
 		os.Remove(st.Socket)
