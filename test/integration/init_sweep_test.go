@@ -21,31 +21,15 @@ const liveRuns = "/run/agentjail/runs"
 // process and removes the state, and says so.
 func TestInitSweepsDeadRuns(t *testing.T) {
 	jailedAlone(t)
-	id := "deadrun" + strings.ToLower(token())
-	// The dead supervisor: a process that has exited (its pid and start
-	// time no longer match anything).
-	gone := exec.Command("true")
-	if err := gone.Run(); err != nil {
-		t.Fatal(err)
-	}
-	ns, _ := os.Readlink("/proc/self/ns/pid")
-	state, _ := json.Marshal(supervise.State{RunID: id, PID: gone.Process.Pid, PIDStart: 1, PIDNS: ns})
+	d := newDeadRun(t, "")
 	if err := os.MkdirAll(liveRuns, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	stateFile := filepath.Join(liveRuns, id+".json")
-	if err := os.WriteFile(stateFile, state, 0o600); err != nil {
+	stateFile := filepath.Join(liveRuns, d.id+".json")
+	if err := os.WriteFile(stateFile, d.stateJSON, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.Remove(stateFile) })
-	left := exec.Command("sleep", "300")
-	left.Env = []string{"AGENTJAIL_RUN=" + id}
-	if err := left.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { left.Wait(); close(exited) }()
-	t.Cleanup(func() { left.Process.Kill() })
 
 	p := startInit(t, false, []string{"init", "--", "sh", "-c", "sleep 0.2"})
 	p.stdin.Close()
@@ -53,21 +37,11 @@ func TestInitSweepsDeadRuns(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("init exited %d:\n%s", code, stderr)
 	}
-	waitFor(t, func() bool {
-		select {
-		case <-exited:
-			return true
-		default:
-			return false
-		}
-	})
-	if ws := left.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-		t.Errorf("the dead run's process ended with %v, want killed", ws)
-	}
+	d.waitKilled(t)
 	if fileExists(stateFile) {
 		t.Error("the dead run's state file is left")
 	}
-	if want := fmt.Sprintf("swept run %s (its supervisor died): killed pid %d (sleep 300)", id, left.Process.Pid); !strings.Contains(stderr, want) {
+	if want := fmt.Sprintf("swept run %s (its supervisor died): killed pid %d (sleep 300)", d.id, d.proc.Process.Pid); !strings.Contains(stderr, want) {
 		t.Errorf("init's log lacks %q:\n%q", want, stderr)
 	}
 }
@@ -80,22 +54,8 @@ func TestInitSweepsDeadRuns(t *testing.T) {
 // them first, so this run's log must show the kill.
 func TestRunSweepsDeadRuns(t *testing.T) {
 	jailed(t)
-	id := "deadrun" + strings.ToLower(token())
-	gone := exec.Command("true")
-	if err := gone.Run(); err != nil {
-		t.Fatal(err)
-	}
-	ns, _ := os.Readlink("/proc/self/ns/pid")
-	stage := filepath.Join("/run/agentjail", id)
-	state, _ := json.Marshal(supervise.State{RunID: id, PID: gone.Process.Pid, PIDStart: 1, PIDNS: ns, Stage: stage})
-	left := exec.Command("sleep", "300")
-	left.Env = []string{"AGENTJAIL_RUN=" + id}
-	if err := left.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { left.Wait(); close(exited) }()
-	t.Cleanup(func() { left.Process.Kill() })
+	d := newDeadRun(t, "/run/agentjail")
+	id, state, stage := d.id, d.stateJSON, filepath.Join("/run/agentjail", d.id)
 
 	// $1 is agentjail, the rest its arguments (invocation.wrap).
 	script := `set -e
@@ -118,18 +78,8 @@ true`
 	if r.code != 0 || strings.TrimSpace(r.stdout) != "exit 0" {
 		t.Errorf("the run exited %d; after it its namespace held (want only \"exit 0\"):\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
-	waitFor(t, func() bool {
-		select {
-		case <-exited:
-			return true
-		default:
-			return false
-		}
-	})
-	if ws := left.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-		t.Errorf("the dead run's process ended with %v, want killed", ws)
-	}
-	if want := fmt.Sprintf("agentjail: swept run %s (its supervisor died): killed pid %d (sleep 300)", id, left.Process.Pid); !strings.Contains(r.stderr, want) {
+	d.waitKilled(t)
+	if want := fmt.Sprintf("agentjail: swept run %s (its supervisor died): killed pid %d (sleep 300)", id, d.proc.Process.Pid); !strings.Contains(r.stderr, want) {
 		t.Errorf("the run's stderr lacks %q:\n%s", want, r.stderr)
 	}
 }
@@ -217,9 +167,37 @@ func TestInitSweepsPeriodically(t *testing.T) {
 // deadRun is what a run whose supervisor died leaves: a process carrying
 // its marker and its state file.
 type deadRun struct {
-	id, state string
+	id, state string // state: the state file's path, once written
+	stateJSON []byte
 	proc      *exec.Cmd
 	exited    chan struct{}
+}
+
+// newDeadRun leaves a dead run's process in this namespace and returns its
+// state (for the caller to place) naming a supervisor that has exited (its
+// pid and start time match nothing); with runDir set, the state names a
+// staging directory there (not made).
+func newDeadRun(t *testing.T, runDir string) deadRun {
+	t.Helper()
+	r := deadRun{id: "deadrun" + strings.ToLower(token()), exited: make(chan struct{})}
+	stage := ""
+	if runDir != "" {
+		stage = filepath.Join(runDir, r.id)
+	}
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	ns, _ := os.Readlink("/proc/self/ns/pid")
+	r.stateJSON, _ = json.Marshal(supervise.State{RunID: r.id, PID: gone.Process.Pid, PIDStart: 1, PIDNS: ns, Stage: stage})
+	r.proc = exec.Command("sleep", "300")
+	r.proc.Env = []string{"AGENTJAIL_RUN=" + r.id}
+	if err := r.proc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { r.proc.Wait(); close(r.exited) }()
+	t.Cleanup(func() { r.proc.Process.Kill() })
+	return r
 }
 
 // deadRunIn leaves a dead run in the namespaces of process pid: its
@@ -267,7 +245,7 @@ func (r deadRun) waitKilled(t *testing.T) {
 			return false
 		}
 	})
-	// nsenter raises the signal that ended its child.
+	// nsenter raises the signal that ended its child, as sleep's own.
 	if ws := r.proc.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 		t.Errorf("run %s's process ended with %v, want killed", r.id, ws)
 	}
