@@ -500,8 +500,11 @@ func (r *renderer) hideRunDir(roots []string) {
 	if d == "" || !exists(r.in.Disk, d) || underAny(d, r.plan.Denied) {
 		return
 	}
+	// A tmpfs of the jail's own above it hides it, unless a writable root
+	// or a read-only bind at or above it brings the host's back.
+	exposed := underAny(d, roots) || underAny(d, r.p.Filesystem.Read)
 	for mp := range r.p.Filesystem.Tmpfs {
-		if under(d, mp) && !underAny(d, roots) {
+		if under(d, mp) && !exposed {
 			return
 		}
 	}

@@ -542,10 +542,14 @@ func TestRenderHidesRunDir(t *testing.T) {
 		{"under a denied path", "/run/user/1000/agentjail", nil, "--tmpfs /run/user --remount-ro /run/user", "--tmpfs /run/user/1000/agentjail"},
 		{"under the jail's /tmp", "/tmp/agentjail-1000", nil, "", "--tmpfs /tmp/agentjail-1000"},
 		{"under /tmp and a writable root", "/tmp/agentjail-1000", []string{"/tmp"}, "--tmpfs /tmp/agentjail-1000 --remount-ro /tmp/agentjail-1000", ""},
+		{"under /tmp and a read bind", "/tmp/agentjail-1000", nil, "--tmpfs /tmp/agentjail-1000 --remount-ro /tmp/agentjail-1000", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			in := input(t, "tier1", c.write...)
+			if c.name == "under /tmp and a read bind" {
+				in.Policy.Filesystem.Read = append(in.Policy.Filesystem.Read, "/tmp")
+			}
 			disk := in.Disk.(fstest.MapFS)
 			for p := c.runDir; p != "/"; p = path.Dir(p) {
 				if _, ok := disk[p[1:]]; !ok {
