@@ -59,6 +59,10 @@ func newStream(src *os.File, dst, log io.Writer, headCap, tailCap int, act *acti
 	return &stream{src: src, dst: dst, log: log, headCap: headCap, tailCap: tailCap, activity: act}
 }
 
+// writePiece is the most one write to agentjail's own output carries: a
+// pipe's default capacity (pipe(7)).
+const writePiece = 64 << 10
+
 // firstRead is the buffer of a stream's first read. The big buffers come
 // with the first bytes: a run that prints little allocates little (and
 // does not start the garbage collector).
@@ -120,12 +124,16 @@ func (s *stream) chunk(p []byte) {
 		_, err := s.log.Write(p)
 		s.setErr(&s.logErr, err)
 	}
-	if s.dstErr == nil {
+	// In pieces of a pipe's capacity: a slow reader that keeps taking
+	// bytes restarts the clock with each piece, and written stays exact.
+	for off := 0; off < len(p) && s.dstErr == nil; {
+		end := min(off+writePiece, len(p))
 		s.writing.Store(max(1, int64(time.Since(s.activity.start))))
-		n, err := s.dst.Write(p)
+		n, err := s.dst.Write(p[off:end])
 		s.writing.Store(0)
 		s.written.Add(int64(n))
 		s.setErr(&s.dstErr, err)
+		off += n
 	}
 	if s.tap != nil {
 		s.tap.Write(p)

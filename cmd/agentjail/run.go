@@ -133,7 +133,7 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	rec, runErr := supervise.Run(spec)
 	// From here on agentjail speaks after the agent, on a line of its own;
 	// not at all where the reader stopped reading (a paused terminal
-	// blocks every write to it): the record has it all.
+	// blocks every write to it): the record has the messages.
 	e.stderr = &newlineFirst{w: e.stderr, pending: rec.StderrMidLine()}
 	if rec.Abandoned(0) || rec.Abandoned(1) {
 		e.stderr = io.Discard

@@ -85,3 +85,41 @@ func TestStalledReaderDoesNotHangTheRun(t *testing.T) {
 		})
 	}
 }
+
+// TestSlowReaderIsWaitedFor: a reader of agentjail's stdout that is slow
+// but keeps taking bytes (16 KiB a second, so the 700 kB take 43 s, and
+// one write of agentjail's, up to 1 MiB, would outlast the 30 s stall
+// limit) is never given up on: every byte arrives.
+func TestSlowReaderIsWaitedFor(t *testing.T) {
+	jailed(t)
+	const size = 700_000
+	rp := recordPath(t)
+	cmd := exec.Command(agentjail, "run", "--record", rp, "--", "head", "-c", "700000", "/dev/zero")
+	cmd.Env, cmd.Dir = []string{"PATH=/usr/bin:/bin"}, "/"
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	got := 0
+	buf := make([]byte, 8<<10)
+	for {
+		n, err := out.Read(buf)
+		got += n
+		if err != nil {
+			break
+		}
+		time.Sleep(500 * time.Millisecond) // the slow reader itself, not a synchronisation
+	}
+	cmd.Wait()
+	if got != size {
+		t.Errorf("the reader got %d bytes of %d", got, size)
+	}
+	rec := readRecord(t, rp, 0)
+	if w := strings.Join(rec.Warnings, "\n"); strings.Contains(w, "stopped taking") {
+		t.Errorf("a reader that kept reading was given up on:\n%s", w)
+	}
+}
