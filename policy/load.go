@@ -200,7 +200,7 @@ func decode(name string, data []byte) (Policy, error) {
 			break
 		}
 		errs = append(errs, fe)
-		if !dropField(docs[0], fe.Field) {
+		if !dropField(docs[0], fe.Field, originPosition(fe.Origin)) {
 			break
 		}
 	}
@@ -211,27 +211,57 @@ func decode(name string, data []byte) (Policy, error) {
 	return p, nil
 }
 
+// originPosition reads line and column from a "file:line:col" origin.
+func originPosition(origin string) position {
+	var at position
+	parts := strings.Split(origin, ":")
+	if len(parts) >= 3 {
+		at.line, _ = strconv.Atoi(parts[len(parts)-2])
+		at.col, _ = strconv.Atoi(parts[len(parts)-1])
+	}
+	return at
+}
+
 // maxDecodeErrors bounds how many wrong values one decoding reports.
 const maxDecodeErrors = 32
 
 // dropField removes the mapping entry at path from the document (for an
 // entry of a list, the whole list: removing one element would renumber the
 // rest). It reports whether anything was removed.
-func dropField(doc *ast.DocumentNode, path string) bool {
-	for p := path; p != ""; p = parentPath(p) {
-		if removeEntry(doc, p) {
-			return true
+// The entry is the one holding the error's position (at) where one does:
+// two entries may share a path string (a top-level key "filesystem.x" and
+// x under filesystem).
+func dropField(doc *ast.DocumentNode, path string, at position) bool {
+	for _, exact := range []bool{true, false} {
+		for p := path; p != ""; p = parentPath(p) {
+			if removeEntry(doc, p, func(v *ast.MappingValueNode) bool { return !exact || holds(v, at) }) {
+				return true
+			}
 		}
 	}
 	return false
 }
 
-func removeEntry(doc *ast.DocumentNode, path string) bool {
+// holds reports whether the entry's key or any node under it starts at at.
+func holds(v *ast.MappingValueNode, at position) bool {
+	found := false
+	walkFields(v, func(_ string, key, value ast.Node) {
+		for _, n := range []ast.Node{key, value} {
+			if n != nil && n.GetToken() != nil {
+				pos := n.GetToken().Position
+				found = found || position{pos.Line, pos.Column} == at
+			}
+		}
+	})
+	return found
+}
+
+func removeEntry(doc *ast.DocumentNode, path string, match func(*ast.MappingValueNode) bool) bool {
 	var walk func(prefix string, n ast.Node, replace func(ast.Node)) bool
 	// entry looks at one key: value; drop takes it out of its mapping.
 	entry := func(prefix string, v *ast.MappingValueNode, drop func()) bool {
 		p := joinKey(prefix, v.Key.String())
-		if p == path {
+		if p == path && match(v) {
 			drop()
 			return true
 		}

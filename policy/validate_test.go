@@ -140,3 +140,19 @@ namespaces:
 		t.Errorf("not ErrSyntax: %v", err)
 	}
 }
+
+// TestDecodeCutsTheEntryAtTheErrorsPosition: a top-level key spelled
+// "filesystem.x" and x under filesystem share a path string; each is
+// reported once, at its own line.
+func TestDecodeCutsTheEntryAtTheErrorsPosition(t *testing.T) {
+	t.Parallel()
+	_, err := Decode("p.yaml", []byte("filesystem.x: 1\nfilesystem:\n  x: 1\n"))
+	if err == nil {
+		t.Fatal("Decode accepted unknown keys")
+	}
+	for _, want := range []string{"p.yaml:1:1:", "p.yaml:3:3:"} {
+		if strings.Count(err.Error(), want) != 1 {
+			t.Errorf("want one error at %s:\n%s", want, err)
+		}
+	}
+}
