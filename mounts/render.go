@@ -169,7 +169,7 @@ func Render(in Input) (Plan, error) {
 	r.deny(roots)
 	r.hideRunDir(roots)
 	r.credentials()
-	r.claude()
+	r.claude(roots)
 	r.tail()
 	// Emit only what the detected bwrap understands: an option it lacks
 	// would fail the launch with bwrap's "Unknown option", or worse, be
@@ -479,14 +479,21 @@ func (r *renderer) deny(roots []string) {
 			continue
 		}
 		if fi.IsDir() {
-			r.arg("--perms", "0000", "--size", "4096")
-			r.mount("--tmpfs", d)
-			r.arg("--remount-ro", d)
+			r.hideDir(d)
 		} else {
 			r.mount("--ro-bind", "/dev/null", d)
+			r.plan.Denied = append(r.plan.Denied, d)
 		}
-		r.plan.Denied = append(r.plan.Denied, d)
 	}
+}
+
+// hideDir covers a directory with an empty, read-only tmpfs no one may
+// enter.
+func (r *renderer) hideDir(d string) {
+	r.arg("--perms", "0000", "--size", "4096")
+	r.mount("--tmpfs", d)
+	r.arg("--remount-ro", d)
+	r.plan.Denied = append(r.plan.Denied, d)
 }
 
 // hideRunDir covers agentjail's run directory with an empty, read-only
@@ -508,10 +515,7 @@ func (r *renderer) hideRunDir(roots []string) {
 			return
 		}
 	}
-	r.arg("--perms", "0000", "--size", "4096")
-	r.mount("--tmpfs", d)
-	r.arg("--remount-ro", d)
-	r.plan.Denied = append(r.plan.Denied, d)
+	r.hideDir(d)
 }
 
 // credentials makes each ~/path of the operator's appear under the agent's
@@ -545,13 +549,13 @@ func (r *renderer) credentials() {
 // home is a tmpfs, so bwrap can make the mount point) and plans the copies
 // of the operator's login into it: the first operator home that has each
 // file provides it.
-func (r *renderer) claude() {
+func (r *renderer) claude(roots []string) {
 	c := r.p.Claude
 	if !policy.On(c.Home) || r.in.ClaudeDir == "" {
 		return
 	}
 	home := &ClaudeHome{Dir: r.in.ClaudeDir, Jail: path.Join(r.plan.Home, ".claude")}
-	if underAny(home.Jail, WritableRoots(r.p)) {
+	if underAny(home.Jail, roots) {
 		if fi, err := fs.Stat(r.in.Disk, rel(home.Jail)); err != nil || !fi.IsDir() {
 			// Under a writable root the mount point is the host's own
 			// ~/.claude; a missing one is masked as a protected name, and

@@ -318,13 +318,8 @@ func (s *supervisor) awaitDelivery(copied <-chan struct{}) {
 		case <-copied:
 			return
 		case sig := <-s.spec.Signals:
-			n, ok := sig.(syscall.Signal)
-			if !ok || n == syscall.SIGPIPE || n == syscall.SIGURG {
-				continue
-			}
-			s.rec.SignalsReceived = append(s.rec.SignalsReceived, SignalEvent{Signal: signalName(n), At: Time(time.Now())})
-			switch n {
-			case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
+			n, ok := s.received(sig)
+			if ok && ends(n) {
 				give = "on " + signalName(n)
 			}
 		case <-tick.C:
@@ -342,6 +337,24 @@ func (s *supervisor) awaitDelivery(copied <-chan struct{}) {
 			s.rec.abandoned[i] = true
 		}
 	}
+}
+
+// received records a signal agentjail got, and returns it, unless it is
+// one caught only for its side effect: SIGPIPE (so that writes report
+// EPIPE) or SIGURG (the Go runtime's).
+func (s *supervisor) received(sig os.Signal) (syscall.Signal, bool) {
+	n, ok := sig.(syscall.Signal)
+	if !ok || n == syscall.SIGPIPE || n == syscall.SIGURG {
+		return 0, false
+	}
+	s.rec.SignalsReceived = append(s.rec.SignalsReceived, SignalEvent{Signal: signalName(n), At: Time(time.Now())})
+	return n, true
+}
+
+// ends reports whether a signal to agentjail ends the run (after the
+// grace): SIGINT, SIGTERM, SIGHUP, SIGQUIT.
+func ends(n syscall.Signal) bool {
+	return n == syscall.SIGINT || n == syscall.SIGTERM || n == syscall.SIGHUP || n == syscall.SIGQUIT
 }
 
 // procAttr starts bwrap as the run user, killed when agentjail's thread
@@ -423,13 +436,12 @@ func (s *supervisor) watch(done <-chan syscall.WaitStatus, childPIDs <-chan int,
 		case <-stops:
 			escalate(ReasonStopped, syscall.SIGTERM)
 		case sig := <-sp.Signals:
-			n, ok := sig.(syscall.Signal)
-			if !ok || n == syscall.SIGPIPE || n == syscall.SIGURG {
-				continue // SIGPIPE is caught only so writes report EPIPE; SIGURG is the Go runtime's
+			n, ok := s.received(sig)
+			if !ok {
+				continue
 			}
-			s.rec.SignalsReceived = append(s.rec.SignalsReceived, SignalEvent{Signal: signalName(n), At: Time(time.Now())})
-			switch n {
-			case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
+			switch {
+			case ends(n):
 				if s.cause != "" && (n == syscall.SIGINT || n == syscall.SIGTERM) && !s.killed {
 					// A second SIGINT or SIGTERM: no more grace.
 					s.kill()

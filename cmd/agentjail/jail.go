@@ -26,8 +26,7 @@ type jail struct {
 	runID   string
 	profile string
 	policy  policy.Policy // merged, validated, expanded
-	user    mounts.User
-	userWhy string
+	user    mounts.User   // Why: how the run-user rule chose it
 	bwrap   bwrap.Info
 	plan    mounts.Plan
 	seccomp []*os.File // compiled filters, for --add-seccomp-fd
@@ -117,8 +116,6 @@ func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error
 	if j.user, err = lookupUser(choice); err != nil {
 		return nil, err
 	}
-	j.userWhy = choice.Why
-	j.user.Why = choice.Why
 	if inv.UID != 0 && j.user.UID != inv.UID {
 		return nil, fmt.Errorf("cannot run as %s (uid %d, chosen by %s): agentjail was started by uid %d without root; run it as root, or as that user",
 			j.user.Name, j.user.UID, choice.Why, inv.UID)

@@ -124,8 +124,8 @@ func TestHelpGoesToStdoutAndUsageErrorsToStderr(t *testing.T) {
 func TestRenderHeader(t *testing.T) {
 	t.Parallel()
 	j := &jail{
-		runID: "<run-id>", userWhy: "--user",
-		user: mounts.User{UID: 1000, GID: 1001, Name: "agent", Groups: []int{4, 27}},
+		runID: "<run-id>",
+		user:  mounts.User{UID: 1000, GID: 1001, Name: "agent", Groups: []int{4, 27}, Why: "--user"},
 		plan: mounts.Plan{
 			Masks:  []string{"/w/.env", "/w/a b"},
 			Dirs:   []mounts.Dir{{Path: stageDir("<run-id>") + "/claude", Size: 512}},

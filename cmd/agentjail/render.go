@@ -44,7 +44,7 @@ func (e appEnv) renderAction(ctx context.Context, cmd *cli.Command) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(renderJSON{
 			Argv: append([]string{j.bwrap.Path}, j.plan.Args...), FDs: fds, Env: names,
-			User: supervise.User{UID: j.user.UID, GID: j.user.GID, Name: j.user.Name}, UserReason: j.userWhy,
+			User: supervise.User{UID: j.user.UID, GID: j.user.GID, Name: j.user.Name}, UserReason: j.user.Why,
 			Profile: j.profile, Home: j.plan.Home, Masks: j.plan.Masks, Warnings: j.plan.Warnings,
 			Degradations: j.plan.Degradations,
 		})
@@ -92,7 +92,7 @@ func (j *jail) renderHeader() string {
 			groups = "--groups=" + strings.Join(ids, ",")
 		}
 		fmt.Fprintf(&b, "# Run this line as the run user, %s (%s; %s), never as root: prefix it with\n#   setpriv --reuid=%d --regid=%d %s --\n# and give it the environment named in `# env:` below.\n",
-			who, j.user.Name, j.userWhy, j.user.UID, j.user.GID, groups)
+			who, j.user.Name, j.user.Why, j.user.UID, j.user.GID, groups)
 	}
 	var made []string
 	if len(j.plan.Masks) > 0 {

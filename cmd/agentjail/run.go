@@ -48,10 +48,7 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 		}
 		return err
 	}
-	if err := checkRunDir(true); err != nil {
-		return failed(err)
-	}
-	j, err := prepare(cmd, argv)
+	j, err := prepare(cmd, argv) // checks the run directory too
 	if err != nil {
 		return failed(err)
 	}

@@ -128,7 +128,7 @@ func lookupUser(c policy.UserChoice) (mounts.User, error) {
 	if g, err := strconv.Atoi(c.GID); err == nil {
 		a.GID = g
 	}
-	return mounts.User{UID: a.UID, GID: a.GID, Name: a.Name, Home: a.Home, Groups: a.Groups}, nil
+	return mounts.User{UID: a.UID, GID: a.GID, Name: a.Name, Home: a.Home, Groups: a.Groups, Why: c.Why}, nil
 }
 
 // homeOf is the home of a user name or uid, or "" when unknown.

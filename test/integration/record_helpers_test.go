@@ -44,12 +44,8 @@ type runRecord struct {
 	SignalsSent     []signalEvent `json:"signals_sent"`
 	SignalsReceived []signalEvent `json:"signals_received"`
 	KillWaitExpired bool          `json:"kill_wait_expired"`
-	Orphans         []struct {
-		PID  int    `json:"pid"`
-		PPID int    `json:"ppid"`
-		Cmd  string `json:"cmd"`
-	} `json:"orphans"`
-	Bytes struct {
+	Orphans         []orphan      `json:"orphans"`
+	Bytes           struct {
 		Stdout int64 `json:"stdout"`
 		Stderr int64 `json:"stderr"`
 	} `json:"bytes"`
@@ -362,6 +358,13 @@ func wantDegradationsPrinted(t *testing.T, stderr string, rec runRecord) {
 	if !slices.Equal(printed, want) {
 		t.Errorf("degradations printed:\n%s\nrecorded:\n%s", strings.Join(printed, "\n"), strings.Join(want, "\n"))
 	}
+}
+
+// orphan is a process of the run killed after the jail ended.
+type orphan struct {
+	PID  int    `json:"pid"`
+	PPID int    `json:"ppid"`
+	Cmd  string `json:"cmd"`
 }
 
 // withoutDegradations removes from stderr the lines agentjail printed for

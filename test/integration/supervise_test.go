@@ -788,13 +788,7 @@ exit $code`, "sh"}
 		t.Errorf("the agent's daemon outlived the run:\n%s%s", r.stdout, r.stderr)
 	}
 	rec := readRecord(t, rp, 0)
-	if !slices.ContainsFunc(rec.Orphans, func(o struct {
-		PID  int    `json:"pid"`
-		PPID int    `json:"ppid"`
-		Cmd  string `json:"cmd"`
-	}) bool {
-		return strings.Contains(o.Cmd, "sleep "+tok)
-	}) {
+	if !slices.ContainsFunc(rec.Orphans, func(o orphan) bool { return strings.Contains(o.Cmd, "sleep "+tok) }) {
 		t.Errorf("the record's orphans lack the daemon: %+v", rec.Orphans)
 	}
 }
