@@ -169,3 +169,22 @@ func TestRunsWithoutPID1sNamespace(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepDeadKeepsStateWhileStageStays: a dead run whose staging
+// directory cannot be removed keeps its state file, which is what leads
+// the next sweep (and the operator) to the staged credentials. The stage
+// here is a file of /proc, which no one may unlink.
+func TestSweepDeadKeepsStateWhileStageStays(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	st := State{RunID: "stuck", PID: 1, PIDStart: 999999999, PIDNS: pidNamespace("/proc", "self"), Stage: "/proc/self/comm"}
+	if err := writeJSON(filepath.Join(dir, "stuck.json"), st); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := SweepDead(dir, "/proc"); err == nil {
+		t.Error("SweepDead reported no error for a stage it could not remove")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "stuck.json")); err != nil {
+		t.Errorf("the state file went while its stage stays: %v", err)
+	}
+}
