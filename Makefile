@@ -67,7 +67,11 @@ demo: deps-runtime build
 	@./examples/demo.sh $(BIN)
 
 # test runs every test; those needing root and bubblewrap run here (as root),
-# then each fuzz target briefly (make fuzz runs them longer).
+# then each fuzz target briefly (make fuzz runs them longer). The brief runs
+# are budgeted in executions (about 8 s each here), not seconds: Go 1.26's
+# fuzz coordinator can fail a target with "context deadline exceeded" when a
+# duration -fuzztime ends while a worker is mid-input (go.dev/issue/75804,
+# fixed in Go 1.27); a count has no deadline to race.
 # test/packaging runs on its own, after the rest: it compiles release builds
 # (arm64 with cgo), which on 2 cores would starve the timing-sensitive jail
 # tests (idle timeouts) running beside it.
@@ -77,9 +81,9 @@ test: deps profiles claude
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m $$($(GO) list ./... | grep -v /test/packaging)
 	$(GO) test -count=1 -timeout 10m ./test/packaging/
-	$(GO) test -run '^$$' -fuzz '^FuzzImport$$' -fuzztime 10s -fuzzminimizetime 2s ./seccomp/
-	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime 10s -fuzzminimizetime 2s ./policy/
-	$(GO) test -run '^$$' -fuzz '^FuzzParser$$' -fuzztime 10s -fuzzminimizetime 2s ./claude/
+	$(GO) test -run '^$$' -fuzz '^FuzzImport$$' -fuzztime 120000x -fuzzminimizetime 1000x ./seccomp/
+	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime 80000x -fuzzminimizetime 1000x ./policy/
+	$(GO) test -run '^$$' -fuzz '^FuzzParser$$' -fuzztime 250000x -fuzzminimizetime 1000x ./claude/
 
 # profiles fetches Docker's and Podman's default seccomp profiles (unpacked
 # from Debian's packages, not installed) for the import tests.
