@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -225,5 +226,64 @@ func TestInitRunsTheSweep(t *testing.T) {
 	t.Parallel()
 	if got := runHelper(t, "sweep"); got != "code=3 err=<nil>" {
 		t.Errorf("helper reported %q", got)
+	}
+}
+
+// TestDeliverTellsChildFromOrphan: the reaping goroutine takes a status
+// before it looks the pid up, so a registered child still running must not
+// be handed the status of an orphan that held its pid before it (pid
+// reuse); its pidfd decides. Run in this process: deliver needs no Begin.
+func TestDeliverTellsChildFromOrphan(t *testing.T) {
+	live := exec.Command("sleep", "60")
+	if err := live.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { live.Process.Kill(); live.Wait() }()
+	gone := exec.Command("true")
+	if err := gone.Start(); err != nil {
+		t.Fatal(err)
+	}
+	goneFD, err := unix.PidfdOpen(gone.Process.Pid, 0)
+	if err != nil {
+		t.Skipf("no pidfd here: %v", err)
+	}
+	gone.Wait() // reaped: its pidfd now answers ESRCH
+	liveFD, err := unix.PidfdOpen(live.Process.Pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pidLive, pidGone, pidNoFD = 1 << 30, 1<<30 + 1, 1<<30 + 2 // never real pids
+	mu.Lock()
+	for pid, fd := range map[int]int{pidLive: liveFD, pidGone: goneFD, pidNoFD: -1} {
+		children[pid] = &child{status: make(chan syscall.WaitStatus, 1), pidfd: fd}
+	}
+	before := orphans
+	mu.Unlock()
+	defer func() {
+		mu.Lock()
+		for _, pid := range []int{pidLive, pidGone, pidNoFD} {
+			if fd := children[pid].pidfd; fd >= 0 {
+				unix.Close(fd)
+			}
+			delete(children, pid)
+		}
+		mu.Unlock()
+	}()
+
+	for _, pid := range []int{pidLive, pidGone, pidNoFD} {
+		deliver(pid, syscall.WaitStatus(7<<8))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if c := children[pidLive]; c.reaped || len(c.status) != 0 {
+		t.Error("a running child was handed the status of an orphan that held its pid")
+	}
+	if got := orphans - before; got != 1 {
+		t.Errorf("orphans counted: %d, want 1 (the status the running child was not given)", got)
+	}
+	for _, pid := range []int{pidGone, pidNoFD} {
+		if c := children[pid]; !c.reaped || len(c.status) != 1 {
+			t.Errorf("child %d (pidfd %d): its own status was not delivered", pid, c.pidfd)
+		}
 	}
 }
