@@ -88,7 +88,7 @@ func probeJail(cmd *cli.Command) doctor.Jail {
 		dj.Err = err
 		return dj
 	}
-	masks, err := supervise.HoldMasks(maskDir(), j.plan.Masks)
+	masks, err := supervise.HoldMasks(supervise.MaskDir(), j.plan.Masks)
 	if err != nil {
 		dj.Err = err
 		return dj

@@ -45,7 +45,7 @@ func (e appEnv) initAction(ctx context.Context, cmd *cli.Command) error {
 		o.Logf = logf
 	}
 	if o.SweepEvery = cmd.Value("sweep-every").(time.Duration); o.SweepEvery > 0 {
-		o.Sweep = func() { sweepDeadRuns(logf) }
+		o.Sweep = func() { supervise.SweepDeadRuns(logf) }
 	}
 	c := exec.Command(argv[0], argv[1:]...)
 	c.Stdin, c.Stdout, c.Stderr = e.stdin, e.stdout, e.stderr
@@ -61,32 +61,6 @@ func (e appEnv) initAction(ctx context.Context, cmd *cli.Command) error {
 		*e.code = startFailure(err)
 	}
 	return nil
-}
-
-// sweepDeadRuns ends what runs whose supervisor died left behind (their
-// marked processes, cgroups, staging directories, state files) and the mask
-// placeholders of killed runs, and logs each process it had to kill. Runs
-// of other pid namespaces are left alone (supervise.SweepDead). init calls
-// it periodically, every run at its start: with nothing dead it costs
-// about 15 µs, plus about 50 µs per live run (one state file and its
-// supervisor's /proc/PID/stat read).
-func sweepDeadRuns(logf func(string, ...any)) {
-	if err := checkRunDir(false); err != nil {
-		logf("sweep: %v", err)
-		return
-	}
-	killed, err := supervise.SweepDead(liveDir(), "/proc")
-	for id, procs := range killed {
-		for _, p := range procs {
-			logf("swept run %s (its supervisor died): killed pid %d (%s)", id, p.PID, p.Cmd)
-		}
-	}
-	if err != nil {
-		logf("sweep: %v", err)
-	}
-	if err := supervise.SweepMasks(maskDir()); err != nil {
-		logf("sweep: %v", err)
-	}
 }
 
 // startFailure is the shell's code for a command that could not be

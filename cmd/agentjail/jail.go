@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -139,12 +138,12 @@ func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error
 	if j.bwrap, err = bwrap.Detect(cacheDir()); err != nil {
 		return nil, err
 	}
-	if err := checkRunDir(true); err != nil {
+	if err := supervise.CheckRunDir(true); err != nil {
 		return nil, err
 	}
 	exe, err := os.Executable()
 	if err == nil && inv.UID == 0 && j.user.UID != 0 {
-		exe, j.exeCopy, err = supervise.StageExecutable(exe, filepath.Join(runDir(), "bin"))
+		exe, j.exeCopy, err = supervise.StageExecutable(exe, filepath.Join(supervise.RunDir(), "bin"))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cannot provide the agentjail binary to the jail's exec stage: %w", err)
@@ -172,8 +171,8 @@ func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error
 		EmptyFile:     emptyFile(),
 		StagingDir:    filepath.Join(stageDir(j.runID), "credentials"),
 		ClaudeDir:     claudeDir,
-		RunDir:        runDir(),
-		IsPlaceholder: func(p string) bool { return supervise.IsMask(maskDir(), p) },
+		RunDir:        supervise.RunDir(),
+		IsPlaceholder: func(p string) bool { return supervise.IsMask(supervise.MaskDir(), p) },
 		Seccomp:       len(j.seccomp),
 		Argv:          argv,
 		ProcCovers:    covers,
@@ -233,116 +232,12 @@ func compact(list []string) []string {
 // newRunID is the run's id and the marker value of AGENTJAIL_RUN.
 func newRunID() string { return strings.ToLower(rand.Text()) }
 
-// runDir holds per-run state: /run/agentjail as root, else
-// $XDG_RUNTIME_DIR/agentjail.
-func runDir() string {
-	if os.Getuid() != 0 {
-		if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" {
-			return filepath.Join(x, "agentjail")
-		}
-		return filepath.Join(os.TempDir(), "agentjail-"+strconv.Itoa(os.Getuid()))
-	}
-	return "/run/agentjail"
-}
-
-// runSubdirs are the directories agentjail makes in the run directory
-// (the run's own staging directory, named by its fresh id, is made later).
-var runSubdirs = []string{"bin", "masks", "runs"}
-
-// checkRunDir refuses a run directory that is not the caller's alone, and
-// creates it (0700) when create is set and it is missing. Without
-// $XDG_RUNTIME_DIR a non-root run uses /tmp/agentjail-UID, which any user
-// can make first: its owner could then swap the masks' empty file, plant
-// mask registry entries and control sockets, or read and redirect staged
-// credentials. So the directory, each one agentjail makes in it and the
-// empty file must be owned by the caller (root's /run/agentjail by root)
-// and writable by no one else, checked with lstat (a symlink is refused,
-// never followed). Once that holds, nobody else can create or replace
-// anything inside, and /tmp's sticky bit keeps the directory itself from
-// being renamed away.
-func checkRunDir(create bool) error {
-	dir := runDir()
-	fi, err := os.Lstat(dir)
-	if errors.Is(err, fs.ErrNotExist) && create {
-		if err = os.Mkdir(dir, 0o700); err == nil || errors.Is(err, fs.ErrExist) {
-			fi, err = os.Lstat(dir)
-		}
-	}
-	switch {
-	case errors.Is(err, fs.ErrNotExist) && !create:
-		return nil
-	case err != nil:
-		return fmt.Errorf("agentjail's run directory %s: %w; %s", dir, err, runDirFix(dir))
-	}
-	if err := ownedAlone(dir, fi, true); err != nil {
-		return err
-	}
-	for _, name := range append(slices.Clone(runSubdirs), "empty") {
-		p := filepath.Join(dir, name)
-		fi, err := os.Lstat(p)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("agentjail's run directory: %s: %w; %s", p, err, runDirFix(dir))
-		}
-		if err := ownedAlone(p, fi, name != "empty"); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// ownedAlone checks that p (lstat'ed as fi) is a directory (else a regular
-// file), owned by the caller and writable by no one else.
-func ownedAlone(p string, fi fs.FileInfo, dir bool) error {
-	uid := int(fi.Sys().(*syscall.Stat_t).Uid)
-	var problem string
-	switch {
-	case fi.Mode()&fs.ModeSymlink != 0:
-		problem = "is a symlink"
-	case dir && !fi.IsDir():
-		problem = "is not a directory"
-	case !dir && !fi.Mode().IsRegular():
-		problem = "is not a regular file"
-	case uid != os.Geteuid():
-		problem = fmt.Sprintf("is owned by %s, not by you (uid %d)", userName(uid), os.Geteuid())
-	case fi.Mode().Perm()&0o022 != 0:
-		problem = fmt.Sprintf("is writable by others (mode %04o)", fi.Mode().Perm())
-	default:
-		return nil
-	}
-	return fmt.Errorf("%w: %s %s: whoever made it could swap the files agentjail binds into the jail, its control sockets and staged credentials; %s",
-		errRunDir, p, problem, runDirFix(runDir()))
-}
-
-// runDirFix says how to get a run directory of one's own.
-func runDirFix(dir string) string {
-	if os.Geteuid() == 0 {
-		return fmt.Sprintf("remove it (rm -rf %s) and run agentjail again: it recreates it owned by root, mode 0711", dir)
-	}
-	return fmt.Sprintf("remove it (its owner or root: rm -rf %s), or set XDG_RUNTIME_DIR to a directory only you can write (such as /run/user/%d)", dir, os.Geteuid())
-}
-
-// userName is "uid N (name)", or "uid N" without a user database entry.
-func userName(uid int) string {
-	if a, err := users.lookup(strconv.Itoa(uid)); err == nil {
-		return fmt.Sprintf("uid %d (%s)", uid, a.Name)
-	}
-	return fmt.Sprintf("uid %d", uid)
-}
-
-var errRunDir = errors.New("agentjail's run directory is not yours alone")
-
 // stageDir holds what one run copies in: credentials, the private Claude
 // Code directory. It is removed when the run ends.
-func stageDir(runID string) string { return filepath.Join(runDir(), runID) }
+func stageDir(runID string) string { return filepath.Join(supervise.RunDir(), runID) }
 
 // emptyFile is the empty file masks are bound from.
-func emptyFile() string { return filepath.Join(runDir(), "empty") }
-
-// maskDir is the registry of mask placeholders shared by concurrent runs.
-func maskDir() string { return filepath.Join(runDir(), "masks") }
+func emptyFile() string { return filepath.Join(supervise.RunDir(), "empty") }
 
 // cacheDir holds the detected bwrap version.
 func cacheDir() string {

@@ -19,10 +19,10 @@ func (e appEnv) psAction(ctx context.Context, cmd *cli.Command) error {
 	if cmd.Args().Len() > 0 {
 		return usageError{fmt.Sprintf("unknown argument %q: write `agentjail ps [--json]`", cmd.Args().First())}
 	}
-	if err := checkRunDir(false); err != nil {
+	if err := supervise.CheckRunDir(false); err != nil {
 		return err
 	}
-	runs, err := supervise.Runs(liveDir(), "/proc")
+	runs, err := supervise.Runs(supervise.LiveDir(), "/proc")
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -88,7 +87,7 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	// What runs killed with SIGKILL left, without waiting for an init;
 	// once the command line is known good, so that a mistake gets its one
 	// message alone.
-	sweepDeadRuns(func(format string, args ...any) { fmt.Fprintf(e.stderr, "agentjail: "+format+"\n", args...) })
+	supervise.SweepDeadRuns(func(format string, args ...any) { fmt.Fprintf(e.stderr, "agentjail: "+format+"\n", args...) })
 	if err := reaper.Begin(); err != nil {
 		return failed(err)
 	}
@@ -114,11 +113,11 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 			spec.StdoutTap = parser
 		}
 	}
-	masks, err := supervise.HoldMasks(maskDir(), j.plan.Masks)
+	masks, err := supervise.HoldMasks(supervise.MaskDir(), j.plan.Masks)
 	if err != nil {
 		return failed(err)
 	}
-	live := supervise.NewLive(liveDir(), supervise.State{
+	live := supervise.NewLive(supervise.LiveDir(), supervise.State{
 		RunID: j.runID, Profile: j.profile, StartedAt: rec.StartedAt, User: rec.User,
 		StopWaitMS: (spec.Grace + supervise.KillWait).Milliseconds(),
 		Stage:      staged.Path(),
@@ -327,11 +326,8 @@ func secretValues(env []string) []string {
 // protectedSnapshot records the protected paths under the writable roots
 // (mask placeholders, agentjail's own, do not count).
 func (j *jail) protectedSnapshot() mounts.Snapshot {
-	return mounts.TakeSnapshot(os.DirFS("/").(mounts.Disk), j.policy, func(p string) bool { return supervise.IsMask(maskDir(), p) })
+	return mounts.TakeSnapshot(os.DirFS("/").(mounts.Disk), j.policy, func(p string) bool { return supervise.IsMask(supervise.MaskDir(), p) })
 }
-
-// liveDir holds the state files and control sockets of live runs.
-func liveDir() string { return filepath.Join(runDir(), "runs") }
 
 func uint32s(in []int) []uint32 {
 	out := make([]uint32, len(in))

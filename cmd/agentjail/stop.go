@@ -17,10 +17,10 @@ func (e appEnv) stopAction(ctx context.Context, cmd *cli.Command) error {
 		return usageError{"write `agentjail stop ID` (see `agentjail ps`)"}
 	}
 	id := cmd.Args().First()
-	if err := checkRunDir(false); err != nil {
+	if err := supervise.CheckRunDir(false); err != nil {
 		return err
 	}
-	st, err := supervise.Find(liveDir(), "/proc", id)
+	st, err := supervise.Find(supervise.LiveDir(), "/proc", id)
 	if err != nil {
 		return fmt.Errorf("%w; `agentjail ps` lists the live runs", err)
 	}
