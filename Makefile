@@ -4,6 +4,7 @@
 
 GO        ?= go
 BIN       := bin/agentjail
+INIT_BIN  := bin/agentjail-init
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
 
@@ -48,6 +49,7 @@ claude:
 build:
 	@GO=$(GO) ./.ci/gocheck
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/agentjail
+	CGO_ENABLED=0 $(GO) build -o $(INIT_BIN) ./cmd/agentjail-init
 
 # release builds dist/agentjail-$(VERSION)-linux-{amd64,arm64} with cgo and
 # libseccomp and SHA256SUMS, and refuses a binary without them.

@@ -2,17 +2,14 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os/exec"
+	"os"
 	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v3"
 
-	"github.com/agentjail/agentjail/reaper"
-	"github.com/agentjail/agentjail/supervise"
+	"github.com/agentjail/agentjail/internal/initcmd"
 )
 
 // initFlags: each has an environment twin, as tini's do, so an image can
@@ -37,41 +34,22 @@ func (e appEnv) initAction(ctx context.Context, cmd *cli.Command) error {
 	if len(argv) == 0 {
 		return usageError{"no command to run: write `agentjail init [flags] -- CMD [ARG...]`"}
 	}
-	logf := func(format string, args ...any) {
-		fmt.Fprintf(e.stderr, "agentjail: init: "+format+"\n", args...)
+	o := initcmd.Options{
+		Grace: cmd.Value("grace").(time.Duration), SweepEvery: cmd.Value("sweep-every").(time.Duration),
+		ChildOnly: cmd.Bool("child-only"), Verbose: cmd.Bool("verbose"),
 	}
-	o := reaper.InitOptions{Grace: cmd.Value("grace").(time.Duration), ChildOnly: cmd.Bool("child-only"), Warnf: logf}
-	if cmd.Bool("verbose") {
-		o.Logf = logf
+	// Hand over to agentjail-init when this process's own streams are
+	// init's (not when run is called with others, as in tests).
+	if e.stdin == os.Stdin && e.stdout == os.Stdout && e.stderr == os.Stderr {
+		bin, why := initcmd.Binary()
+		if bin != "" {
+			err := syscall.Exec(bin, append([]string{initcmd.Name}, o.Args(argv)...), os.Environ())
+			why = fmt.Sprintf("cannot start %s: %v", bin, err)
+		}
+		if o.Verbose {
+			fmt.Fprintf(e.stderr, "agentjail: init: %s; running in agentjail itself, with about twice the memory resident (put agentjail-init next to agentjail: make build does)\n", why)
+		}
 	}
-	if o.SweepEvery = cmd.Value("sweep-every").(time.Duration); o.SweepEvery > 0 {
-		o.Sweep = func() { supervise.SweepDeadRuns(logf) }
-	}
-	c := exec.Command(argv[0], argv[1:]...)
-	c.Stdin, c.Stdout, c.Stderr = e.stdin, e.stdout, e.stderr
-	code, err := reaper.Init(c, o)
-	switch {
-	case err == nil:
-		*e.code = code
-	case c.Process != nil: // it ran; err reports what it left behind
-		logf("%v", err)
-		*e.code = code
-	default:
-		logf("%s: %v", argv[0], err)
-		*e.code = startFailure(err)
-	}
+	*e.code = initcmd.Run(o, argv, e.stdin, e.stdout, e.stderr)
 	return nil
-}
-
-// startFailure is the shell's code for a command that could not be
-// started: 127 not found, 126 found but not executable, else agentjail's
-// own failure.
-func startFailure(err error) int {
-	switch {
-	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
-		return 127
-	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.ENOEXEC), errors.Is(err, syscall.EISDIR):
-		return 126
-	}
-	return exitSetup
 }

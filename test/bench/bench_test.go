@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentjail/agentjail/internal/testutil"
 	"github.com/agentjail/agentjail/profiles"
 	"github.com/agentjail/agentjail/seccomp"
 )
@@ -29,10 +30,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	os.Chmod(dir, 0o755)
-	agentjail = filepath.Join(dir, "agentjail")
-	build := exec.Command("go", "build", "-o", agentjail, "github.com/agentjail/agentjail/cmd/agentjail")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
+	if agentjail, err = testutil.Build(dir); err != nil {
 		panic(err)
 	}
 	code := m.Run()

@@ -118,11 +118,15 @@ func BenchmarkInitIdleRSS(b *testing.B) {
 			if in.path == agentjail {
 				argv = append(argv, "init")
 			}
-			kib, err := idleRSS(append(argv, "--", "sleep", "1000"))
+			kib, comm, err := idleRSS(append(argv, "--", "sleep", "1000"))
 			if err != nil {
 				b.Fatalf("%s: %v", in.name, err)
 			}
-			line = append(line, fmt.Sprintf("%s %.1f MiB", in.name, float64(kib)/1024))
+			name := in.name
+			if !strings.HasPrefix(in.name, comm) {
+				name += " (PID 1 is " + comm + ")"
+			}
+			line = append(line, fmt.Sprintf("%s %.1f MiB", name, float64(kib)/1024))
 			if in.path == agentjail {
 				b.ReportMetric(float64(kib)/1024, "MiB")
 			}
@@ -132,11 +136,12 @@ func BenchmarkInitIdleRSS(b *testing.B) {
 }
 
 // idleRSS starts argv (unshare … INIT -- sleep), finds the init, and
-// returns its VmRSS in KiB once two readings 200 ms apart agree.
-func idleRSS(argv []string) (int, error) {
+// returns its VmRSS in KiB once two readings 200 ms apart agree, and its
+// name (agentjail init hands over to agentjail-init).
+func idleRSS(argv []string) (int, string, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	if err := cmd.Start(); err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	deadline := time.Now().Add(10 * time.Second)
@@ -147,7 +152,11 @@ func idleRSS(argv []string) (int, error) {
 		sleeper = childOf(init)
 	}
 	if sleeper == 0 {
-		return 0, fmt.Errorf("init or its command did not start")
+		return 0, "", fmt.Errorf("init or its command did not start")
+	}
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", init))
+	if err != nil {
+		return 0, "", err
 	}
 	defer syscall.Kill(init, syscall.SIGKILL) // ends the namespace
 	last := -1
@@ -155,14 +164,14 @@ func idleRSS(argv []string) (int, error) {
 		time.Sleep(200 * time.Millisecond)
 		kib, err := vmRSS(init)
 		if err != nil {
-			return 0, err
+			return 0, "", err
 		}
 		if kib == last {
-			return kib, nil
+			return kib, strings.TrimSpace(string(comm)), nil
 		}
 		last = kib
 	}
-	return last, nil
+	return last, strings.TrimSpace(string(comm)), nil
 }
 
 func vmRSS(pid int) (int, error) {

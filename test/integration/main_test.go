@@ -35,11 +35,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Chmod(dir, 0o755)
-	agentjail = filepath.Join(dir, "agentjail")
-	build := exec.Command("go", "build", "-o", agentjail, "github.com/agentjail/agentjail/cmd/agentjail")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build agentjail:", err)
+	if agentjail, err = testutil.Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()

@@ -1,0 +1,22 @@
+// Command agentjail-init is `agentjail init` after its flags are parsed:
+// the reaper, signal forwarding and dead-run sweep of PID 1, in a binary
+// small enough to stay resident for a container's life (internal/initcmd).
+// agentjail execs it; it is not meant to be run by hand.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/agentjail/agentjail/internal/initcmd"
+	"github.com/agentjail/agentjail/supervise"
+)
+
+func main() {
+	o, argv, err := initcmd.Parse(os.Args[1:])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "agentjail: init: %v\n", err)
+		os.Exit(supervise.ExitSetup)
+	}
+	os.Exit(initcmd.Run(o, argv, os.Stdin, os.Stdout, os.Stderr))
+}

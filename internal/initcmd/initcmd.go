@@ -1,0 +1,147 @@
+// Package initcmd is `agentjail init` once its command line is parsed: one
+// implementation, run by two binaries.
+//
+// agentjail parses init's flags (their environment twins, their usage
+// errors) and then hands over, by exec, to agentjail-init: a small static
+// binary installed next to it (make build, the image, the release). PID 1
+// stays PID 1 and keeps its descriptors, and what stays resident for a
+// container's whole life is agentjail-init — the reaper, the signal
+// forwarding and the dead-run sweep, about 4 MiB — instead of all of
+// agentjail, whose YAML, CLI, policy and seccomp code alone keep about
+// 9 MiB mapped (BenchmarkInitIdleRSS; tini: 1 MiB). agentjail built alone
+// (go install) finds no agentjail-init and runs Run itself.
+package initcmd
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/agentjail/agentjail/reaper"
+	"github.com/agentjail/agentjail/supervise"
+)
+
+// Name is agentjail-init's file name, next to agentjail.
+const Name = "agentjail-init"
+
+// Options are init's flags, as `agentjail init --help` documents them.
+type Options struct {
+	Grace      time.Duration // SIGTERM to SIGKILL for what the command leaves
+	SweepEvery time.Duration // dead-run sweeps: at start and this often; 0: never
+	ChildOnly  bool          // signals to the command alone, not its group
+	Verbose    bool          // log every signal, orphan and straggler
+}
+
+// Args is the command line agentjail-init takes for o and the command
+// argv: every flag spelled out, so that agentjail-init reads no
+// environment of its own, then "--" and argv.
+func (o Options) Args(argv []string) []string {
+	args := []string{
+		"--grace=" + o.Grace.String(),
+		"--sweep-every=" + o.SweepEvery.String(),
+		fmt.Sprintf("--child-only=%t", o.ChildOnly),
+		fmt.Sprintf("--verbose=%t", o.Verbose),
+		"--",
+	}
+	return append(args, argv...)
+}
+
+// Parse reads what Args wrote: the options and the command.
+func Parse(args []string) (Options, []string, error) {
+	var o Options
+	fs := flag.NewFlagSet(Name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.DurationVar(&o.Grace, "grace", 5*time.Second, "")
+	fs.DurationVar(&o.SweepEvery, "sweep-every", 10*time.Second, "")
+	fs.BoolVar(&o.ChildOnly, "child-only", false, "")
+	fs.BoolVar(&o.Verbose, "verbose", false, "")
+	if err := fs.Parse(args); err != nil {
+		return o, nil, fmt.Errorf("%v; %s is started by `agentjail init`, which takes the flags (see agentjail init --help)", err, Name)
+	}
+	if fs.NArg() == 0 {
+		return o, nil, errors.New("no command to run: write `agentjail init [flags] -- CMD [ARG...]`")
+	}
+	if o.Grace < 0 || o.SweepEvery < 0 {
+		return o, nil, errors.New("--grace and --sweep-every cannot be negative")
+	}
+	return o, fs.Args(), nil
+}
+
+// Run runs argv as init's command (reaper.Init), with the periodic sweep
+// of dead runs, and returns init's exit code: the command's, 128+n for
+// death by signal n, 127 or 126 when it cannot be found or executed, 125
+// for init's own failure. Init's messages go to stderr.
+func Run(o Options, argv []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(stderr, "agentjail: init: "+format+"\n", args...)
+	}
+	ro := reaper.InitOptions{Grace: o.Grace, ChildOnly: o.ChildOnly, Warnf: logf, SweepEvery: o.SweepEvery}
+	if o.Verbose {
+		ro.Logf = logf
+	}
+	if o.SweepEvery > 0 {
+		ro.Sweep = func() { supervise.SweepDeadRuns(logf) }
+	}
+	c := exec.Command(argv[0], argv[1:]...)
+	c.Stdin, c.Stdout, c.Stderr = stdin, stdout, stderr
+	code, err := reaper.Init(c, ro)
+	switch {
+	case err == nil:
+		return code
+	case c.Process != nil: // it ran; err reports what it left behind
+		logf("%v", err)
+		return code
+	default:
+		logf("%s: %v", argv[0], err)
+		return startFailure(err)
+	}
+}
+
+// startFailure is the shell's code for a command that could not be
+// started: 127 not found, 126 found but not executable, else init's own
+// failure.
+func startFailure(err error) int {
+	switch {
+	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
+		return 127
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.ENOEXEC), errors.Is(err, syscall.EISDIR):
+		return 126
+	}
+	return supervise.ExitSetup
+}
+
+// Binary returns the path of agentjail-init next to the running
+// executable, or "" and why it is not used: missing, or a file someone
+// other than agentjail's owner (or root) could have put or changed there —
+// it would become PID 1.
+func Binary() (string, string) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", fmt.Sprintf("cannot find agentjail's own executable: %v", err)
+	}
+	p := filepath.Join(filepath.Dir(self), Name)
+	fi, err := os.Stat(p)
+	if err != nil {
+		return "", fmt.Sprintf("no %s next to agentjail (%v)", Name, err)
+	}
+	owner := func(fi fs.FileInfo) uint32 { return fi.Sys().(*syscall.Stat_t).Uid }
+	sfi, err := os.Stat(self)
+	switch {
+	case err != nil:
+		return "", fmt.Sprintf("cannot stat agentjail's own executable: %v", err)
+	case !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0:
+		return "", fmt.Sprintf("%s is not an executable file", p)
+	case fi.Mode().Perm()&0o022 != 0:
+		return "", fmt.Sprintf("%s is writable by others (mode %04o)", p, fi.Mode().Perm())
+	case owner(fi) != 0 && owner(fi) != owner(sfi):
+		return "", fmt.Sprintf("%s is owned by uid %d, neither root nor agentjail's owner", p, owner(fi))
+	}
+	return p, ""
+}

@@ -1,0 +1,74 @@
+package integration
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentjail/agentjail/internal/testutil"
+)
+
+// TestInitHandsOver: `agentjail init` becomes agentjail-init when that is
+// installed next to agentjail — PID 1 is then the small binary, with the
+// flags agentjail parsed, environment twins included — and runs init
+// itself, saying why under --verbose, when agentjail-init is missing or
+// could have been planted by someone else (writable by others).
+func TestInitHandsOver(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	installed := filepath.Dir(agentjail)
+	alone := binDir(t, false)
+	planted := binDir(t, true)
+	for _, c := range []struct {
+		name, dir, comm, stderr string
+	}{
+		{"installed", installed, "agentjail-init", "agentjail: init: started /usr/bin/sh as pid "},
+		{"missing", alone, "agentjail", "agentjail: init: no agentjail-init next to agentjail"},
+		{"writable by others", planted, "agentjail", "agentjail-init is writable by others (mode 0777); running in agentjail itself"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.Command("unshare", "-fp", "--mount-proc", filepath.Join(c.dir, "agentjail"), "init", "--", "sh", "-c", "cat /proc/1/comm; exit 7")
+			cmd.Env = []string{"PATH=/usr/bin:/bin", "AGENTJAIL_INIT_VERBOSE=1"}
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 7 {
+				t.Fatalf("exit: %v, want 7; stderr:\n%s", err, stderr.String())
+			}
+			if got := strings.TrimSpace(string(out)); got != c.comm {
+				t.Errorf("PID 1 is %q, want %q; stderr:\n%s", got, c.comm, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), c.stderr) {
+				t.Errorf("stderr lacks %q:\n%s", c.stderr, stderr.String())
+			}
+		})
+	}
+}
+
+// binDir copies agentjail into a directory of its own, with agentjail-init
+// next to it, world-writable, when plant is set.
+func binDir(t *testing.T, plant bool) string {
+	t.Helper()
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	names := []string{"agentjail"}
+	if plant {
+		names = append(names, "agentjail-init")
+	}
+	for _, name := range names {
+		data, err := os.ReadFile(filepath.Join(filepath.Dir(agentjail), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if plant {
+		os.Chmod(filepath.Join(dir, "agentjail-init"), 0o777)
+	}
+	return dir
+}
