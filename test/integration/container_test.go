@@ -340,7 +340,7 @@ func TestContainerMaskedProc(t *testing.T) {
 				{"inner bwrap with a fresh /proc", innerColumns[1].cmd},
 				{"inner bwrap binding /proc", "bwrap --ro-bind / / --unshare-user --unshare-pid --bind /proc /proc --dev /dev true"},
 				{"masked path stays masked", "test ! -s /proc/timer_list"},
-				{"the container's processes show: pid 1 is agentjail init", `{ tr '\0' ' ' </proc/1/cmdline | grep -q "^/aj/agentjail init -- "; }`},
+				{"the container's processes show: pid 1 is agentjail init (handed over to agentjail-init)", `{ tr '\0' ' ' </proc/1/cmdline | grep -q "^agentjail-init --grace=.* -- "; }`},
 			}
 			rec := filepath.Join(dir, "degraded.json")
 			c.args = slices.Concat(pid1, []string{"/aj/agentjail", "run", "--record", rec, "--profile", filepath.Join(profiles, "weak.yaml")}, user, []string{"--", "sh", "-c", innerScript(cols)})
