@@ -95,6 +95,38 @@ func ms2(d time.Duration) float64 { return float64(d) / float64(time.Millisecond
 // bwrap running the very argv agentjail renders, seccomp filters included
 // (minus the pipes only agentjail passes), as the same run user. Target: ratio <= 1.15.
 func BenchmarkLaunch(b *testing.B) {
+	ref, env := launchReference(b)
+	subject := func() error {
+		cmd := exec.Command(agentjail, "run", "--profile", "tier1", "--", "/bin/true")
+		cmd.Env, cmd.Dir = env, "/"
+		return cmd.Run()
+	}
+	for range b.N {
+		compare(b, "launch (tier1, /bin/true)", samples(300), "bare bwrap, same argv and user", ref, "agentjail run", subject)
+	}
+}
+
+// BenchmarkLaunchFloor: what any supervisor written in Go pays before it
+// does anything — the start and exit of a Go program whose main is empty —
+// against the same reference as BenchmarkLaunch. Its ratio is the share of
+// BenchmarkLaunch's 1.15× budget (0.15 of the reference) that process
+// start-up alone takes, before policy, rendering, fork/exec of bwrap and
+// waiting for it.
+func BenchmarkLaunchFloor(b *testing.B) {
+	ref, _ := launchReference(b)
+	empty := filepath.Join(b.TempDir(), "empty")
+	if out, err := exec.Command("go", "build", "-o", empty, "./testdata/empty").CombinedOutput(); err != nil {
+		b.Fatalf("go build testdata/empty: %v\n%s", err, out)
+	}
+	subject := func() error { return exec.Command(empty).Run() }
+	for range b.N {
+		compare(b, "launch floor", samples(300), "bare bwrap, same argv and user", ref, "an empty Go program", subject)
+	}
+}
+
+// launchReference returns BenchmarkLaunch's reference — bare bwrap with the
+// argv agentjail renders for tier1 — and the environment both run with.
+func launchReference(b *testing.B) (func() error, []string) {
 	if os.Getuid() != 0 {
 		b.Skip("needs root: agentjail drops to the run user, and so must the reference")
 	}
@@ -130,7 +162,7 @@ func BenchmarkLaunch(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer file.Close()
+		b.Cleanup(func() { file.Close() })
 		extra = append(extra, file)
 	}
 	var bare []string
@@ -142,7 +174,7 @@ func BenchmarkLaunch(b *testing.B) {
 			if err := os.MkdirAll(a, 0o755); err != nil {
 				b.Fatal(err)
 			}
-			defer os.RemoveAll(filepath.Dir(a))
+			b.Cleanup(func() { os.RemoveAll(filepath.Dir(a)) })
 		}
 	}
 	for i := 0; i < len(plan.Argv); i++ {
@@ -188,12 +220,5 @@ func BenchmarkLaunch(b *testing.B) {
 		b.Fatalf("the reference jail runs without a seccomp filter: %v", err)
 	}
 	bare = probe
-	subject := func() error {
-		cmd := exec.Command(agentjail, "run", "--profile", "tier1", "--", "/bin/true")
-		cmd.Env, cmd.Dir = env, "/"
-		return cmd.Run()
-	}
-	for range b.N {
-		compare(b, "launch (tier1, /bin/true)", samples(300), "bare bwrap, same argv and user", ref, "agentjail run", subject)
-	}
+	return ref, env
 }

@@ -53,7 +53,7 @@ func BenchmarkReaping(b *testing.B) {
 		present = append(present, i)
 	}
 	for range b.N {
-		for round := range samples(7) {
+		for round := range samples(11) {
 			for k := range present {
 				i := present[(k+round)%len(present)] // each init goes first in turn
 				argv := []string{"unshare", "-fp", "--mount-proc", inits[i].path}
