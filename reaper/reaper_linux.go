@@ -55,9 +55,9 @@ func Begin() error {
 // defaultSIGCHLD sets SIGCHLD's disposition to SIG_DFL. The Go runtime
 // installs a handler for every signal; for SIGCHLD that means each exit
 // below us interrupts a thread to run it, for nothing, since loop waits in
-// waitid. With SIG_DFL the kernel drops SIGCHLD when it is sent
+// wait4. With SIG_DFL the kernel drops SIGCHLD when it is sent
 // (kernel/signal.c: sig_handler_ignored) yet still makes zombies and
-// wakes waitid — unlike SIG_IGN, which would reap children before their
+// wakes wait4 — unlike SIG_IGN, which would reap children before their
 // status could be read (wait(2), NOTES). Measured on a steady stream of
 // orphans: it halves init's CPU per orphan. The runtime is bypassed, so
 // os/signal.Notify of SIGCHLD no longer works in this process: the reaper
