@@ -138,17 +138,23 @@ func loop() {
 }
 
 // deliver hands a reaped status to the waiter of the child it belongs to,
-// or counts an orphan. Start registers a child under mu before it can be
-// reaped and waited for here, so a reaped pid that is registered is that
-// child — unless the child is still alive and the reaped process was an
-// orphan that held the pid before it (pids are reused). The child's
-// pidfd settles it: a pidfd outlives its process, and once the process is
-// reaped, signalling it fails with ESRCH (pidfd_send_signal(2)); a live
-// or zombie child takes signal 0. onOrphan runs after mu is dropped, so
-// it may call back into the package.
+// or counts an orphan. A reaped pid that is registered is that child —
+// unless the child is still alive and the reaped process was an orphan
+// that held the pid before it (pids are reused). The child's pidfd settles
+// it: a pidfd outlives its process, and only while the process is not yet
+// reaped does it take signal 0 (pidfd_send_signal(2)). Any failure counts
+// as reaped — ESRCH, but also a seccomp profile that denies the call
+// (EPERM, ENOSYS): the child's status must reach its waiter, or Init
+// would wait for ever. onOrphan runs after mu is dropped, so it may call
+// back into the package.
+//
+// A child whose exec fails inside cmd.Start (Go then waits for it itself)
+// may be reaped here first: Start holds mu, so deliver waits, finds the
+// pid unregistered, and counts an orphan — a miscount in the verbose log
+// and Orphans, nothing more.
 func deliver(pid int, ws syscall.WaitStatus) {
 	mu.Lock()
-	if c, ok := children[pid]; ok && !c.reaped && (c.pidfd < 0 || unix.PidfdSendSignal(c.pidfd, 0, nil, 0) == unix.ESRCH) {
+	if c, ok := children[pid]; ok && !c.reaped && (c.pidfd < 0 || unix.PidfdSendSignal(c.pidfd, 0, nil, 0) != nil) {
 		c.reaped = true
 		c.status <- ws // buffered: never blocks
 		mu.Unlock()

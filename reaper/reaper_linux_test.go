@@ -252,16 +252,22 @@ func TestDeliverTellsChildFromOrphan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const pidLive, pidGone, pidNoFD = 1 << 30, 1<<30 + 1, 1<<30 + 2 // never real pids
+	// A descriptor the call refuses stands for a seccomp profile that
+	// denies pidfd_send_signal: the child must still get its status.
+	notPidfd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pidLive, pidGone, pidNoFD, pidDenied = 1 << 30, 1<<30 + 1, 1<<30 + 2, 1<<30 + 3 // never real pids
 	mu.Lock()
-	for pid, fd := range map[int]int{pidLive: liveFD, pidGone: goneFD, pidNoFD: -1} {
+	for pid, fd := range map[int]int{pidLive: liveFD, pidGone: goneFD, pidNoFD: -1, pidDenied: notPidfd} {
 		children[pid] = &child{status: make(chan syscall.WaitStatus, 1), pidfd: fd}
 	}
 	before := orphans
 	mu.Unlock()
 	defer func() {
 		mu.Lock()
-		for _, pid := range []int{pidLive, pidGone, pidNoFD} {
+		for _, pid := range []int{pidLive, pidGone, pidNoFD, pidDenied} {
 			if fd := children[pid].pidfd; fd >= 0 {
 				unix.Close(fd)
 			}
@@ -270,7 +276,7 @@ func TestDeliverTellsChildFromOrphan(t *testing.T) {
 		mu.Unlock()
 	}()
 
-	for _, pid := range []int{pidLive, pidGone, pidNoFD} {
+	for _, pid := range []int{pidLive, pidGone, pidNoFD, pidDenied} {
 		deliver(pid, syscall.WaitStatus(7<<8))
 	}
 	mu.Lock()
@@ -281,7 +287,7 @@ func TestDeliverTellsChildFromOrphan(t *testing.T) {
 	if got := orphans - before; got != 1 {
 		t.Errorf("orphans counted: %d, want 1 (the status the running child was not given)", got)
 	}
-	for _, pid := range []int{pidGone, pidNoFD} {
+	for _, pid := range []int{pidGone, pidNoFD, pidDenied} {
 		if c := children[pid]; !c.reaped || len(c.status) != 1 {
 			t.Errorf("child %d (pidfd %d): its own status was not delivered", pid, c.pidfd)
 		}

@@ -108,9 +108,6 @@ func runDirFix(dir string) string {
 	return fmt.Sprintf("remove it (its owner or root: rm -rf %s), or set XDG_RUNTIME_DIR to a directory only you can write (such as /run/user/%d)", dir, os.Geteuid())
 }
 
-// ErrRunDir: the run directory or something in it is not the caller's alone.
-var ErrRunDir = errors.New("agentjail's run directory is not yours alone")
-
 // MaskDir is the registry of mask placeholders shared by concurrent runs.
 func MaskDir() string { return filepath.Join(RunDir(), "masks") }
 

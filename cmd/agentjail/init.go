@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v3"
@@ -42,9 +41,10 @@ func (e appEnv) initAction(ctx context.Context, cmd *cli.Command) error {
 	// init's (not when run is called with others, as in tests).
 	if e.stdin == os.Stdin && e.stdout == os.Stdout && e.stderr == os.Stderr {
 		bin, why := initcmd.Binary()
-		if bin != "" {
-			err := syscall.Exec(bin, append([]string{initcmd.Name}, o.Args(argv)...), os.Environ())
-			why = fmt.Sprintf("cannot start %s: %v", bin, err)
+		if bin != nil {
+			err := initcmd.Exec(bin, o, argv)
+			why = fmt.Sprintf("cannot start %s: %v", bin.Name(), err)
+			bin.Close()
 		}
 		if o.Verbose {
 			fmt.Fprintf(e.stderr, "agentjail: init: %s; running in agentjail itself, with about twice the memory resident (put agentjail-init next to agentjail: make build does)\n", why)

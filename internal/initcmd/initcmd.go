@@ -7,7 +7,7 @@
 // stays PID 1 and keeps its descriptors, and what stays resident for a
 // container's whole life is agentjail-init — the reaper, the signal
 // forwarding and the dead-run sweep, about 4 MiB — instead of all of
-// agentjail, whose YAML, CLI, policy and seccomp code alone keep about
+// agentjail, whose CLI, seccomp (cgo, libc) and other code keep about
 // 9 MiB mapped (BenchmarkInitIdleRSS; tini: 1 MiB). agentjail built alone
 // (go install) finds no agentjail-init and runs Run itself.
 package initcmd
@@ -23,6 +23,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentjail/agentjail/reaper"
 	"github.com/agentjail/agentjail/supervise"
@@ -117,31 +119,65 @@ func startFailure(err error) int {
 	return supervise.ExitSetup
 }
 
-// Binary returns the path of agentjail-init next to the running
-// executable, or "" and why it is not used: missing, or a file someone
-// other than agentjail's owner (or root) could have put or changed there —
-// it would become PID 1.
-func Binary() (string, string) {
+// Binary opens agentjail-init next to the running executable (the real
+// one: os.Executable resolves symlinks) for Exec, or returns nil and why it
+// is not used. It becomes PID 1, so it must be what agentjail's owner put
+// there: a regular executable file, not a symlink, in a directory, itself
+// owned by root or agentjail's owner, that no one else can write (else a
+// rename could swap it); it is opened once and checked and executed
+// through that descriptor, so no swap can come between.
+func Binary() (*os.File, string) {
 	self, err := os.Executable()
 	if err != nil {
-		return "", fmt.Sprintf("cannot find agentjail's own executable: %v", err)
+		return nil, fmt.Sprintf("cannot find agentjail's own executable: %v", err)
 	}
-	p := filepath.Join(filepath.Dir(self), Name)
-	fi, err := os.Stat(p)
+	sfi, err := os.Stat(self)
 	if err != nil {
-		return "", fmt.Sprintf("no %s next to agentjail (%v)", Name, err)
+		return nil, fmt.Sprintf("cannot stat agentjail's own executable: %v", err)
 	}
 	owner := func(fi fs.FileInfo) uint32 { return fi.Sys().(*syscall.Stat_t).Uid }
-	sfi, err := os.Stat(self)
+	trusted := func(fi fs.FileInfo) bool { return owner(fi) == 0 || owner(fi) == owner(sfi) }
+	dir := filepath.Dir(self)
+	p := filepath.Join(dir, Name)
+	dfi, err := os.Stat(dir)
 	switch {
 	case err != nil:
-		return "", fmt.Sprintf("cannot stat agentjail's own executable: %v", err)
-	case !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0:
-		return "", fmt.Sprintf("%s is not an executable file", p)
-	case fi.Mode().Perm()&0o022 != 0:
-		return "", fmt.Sprintf("%s is writable by others (mode %04o)", p, fi.Mode().Perm())
-	case owner(fi) != 0 && owner(fi) != owner(sfi):
-		return "", fmt.Sprintf("%s is owned by uid %d, neither root nor agentjail's owner", p, owner(fi))
+		return nil, fmt.Sprintf("cannot stat %s: %v", dir, err)
+	case !trusted(dfi) || dfi.Mode().Perm()&0o022 != 0:
+		return nil, fmt.Sprintf("%s is owned by uid %d, mode %04o: someone other than root or agentjail's owner could put an %s there", dir, owner(dfi), dfi.Mode().Perm(), Name)
 	}
-	return p, ""
+	fd, err := unix.Open(p, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return nil, fmt.Sprintf("no %s next to agentjail (in %s)", Name, dir)
+	case err != nil:
+		return nil, fmt.Sprintf("%s: %v", p, err)
+	}
+	f := os.NewFile(uintptr(fd), p)
+	fi, err := f.Stat()
+	why := ""
+	switch {
+	case err != nil:
+		why = fmt.Sprintf("%s: %v", p, err)
+	case fi.Mode()&fs.ModeSymlink != 0: // O_PATH|O_NOFOLLOW opens the link itself
+		why = fmt.Sprintf("%s is a symlink; install the binary itself", p)
+	case !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0:
+		why = fmt.Sprintf("%s is not an executable file", p)
+	case fi.Mode().Perm()&0o022 != 0:
+		why = fmt.Sprintf("%s is writable by others (mode %04o)", p, fi.Mode().Perm())
+	case !trusted(fi):
+		why = fmt.Sprintf("%s is owned by uid %d, neither root nor agentjail's owner", p, owner(fi))
+	}
+	if why != "" {
+		f.Close()
+		return nil, why
+	}
+	return f, ""
+}
+
+// Exec replaces this process with the agentjail-init Binary opened, for
+// the command argv under o. It returns only on failure.
+func Exec(bin *os.File, o Options, argv []string) error {
+	// Through the descriptor's /proc link: what was checked is what runs.
+	return syscall.Exec(fmt.Sprintf("/proc/self/fd/%d", bin.Fd()), append([]string{Name}, o.Args(argv)...), os.Environ())
 }

@@ -14,19 +14,30 @@ import (
 // installed next to agentjail — PID 1 is then the small binary, with the
 // flags agentjail parsed, environment twins included — and runs init
 // itself, saying why under --verbose, when agentjail-init is missing or
-// could have been planted by someone else (writable by others).
+// could have been planted or swapped by someone else: writable by others,
+// a symlink (here to /bin/false, which would end the container at once),
+// in a directory others can write.
 func TestInitHandsOver(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
 	installed := filepath.Dir(agentjail)
 	alone := binDir(t, false)
 	planted := binDir(t, true)
+	os.Chmod(filepath.Join(planted, "agentjail-init"), 0o777)
+	linked := binDir(t, false)
+	if err := os.Symlink("/bin/false", filepath.Join(linked, "agentjail-init")); err != nil {
+		t.Fatal(err)
+	}
+	open := binDir(t, true)
+	os.Chmod(open, 0o777)
 	for _, c := range []struct {
 		name, dir, comm, stderr string
 	}{
 		{"installed", installed, "agentjail-init", "agentjail: init: started /usr/bin/sh as pid "},
 		{"missing", alone, "agentjail", "agentjail: init: no agentjail-init next to agentjail"},
 		{"writable by others", planted, "agentjail", "agentjail-init is writable by others (mode 0777); running in agentjail itself"},
+		{"symlink", linked, "agentjail", "agentjail-init is a symlink; install the binary itself; running in agentjail itself"},
+		{"directory writable by others", open, "agentjail", "mode 0777: someone other than root or agentjail's owner could put an agentjail-init there; running in agentjail itself"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -49,13 +60,13 @@ func TestInitHandsOver(t *testing.T) {
 }
 
 // binDir copies agentjail into a directory of its own, with agentjail-init
-// next to it, world-writable, when plant is set.
-func binDir(t *testing.T, plant bool) string {
+// next to it when withInit is set.
+func binDir(t *testing.T, withInit bool) string {
 	t.Helper()
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
 	names := []string{"agentjail"}
-	if plant {
+	if withInit {
 		names = append(names, "agentjail-init")
 	}
 	for _, name := range names {
@@ -66,9 +77,6 @@ func binDir(t *testing.T, plant bool) string {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o755); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if plant {
-		os.Chmod(filepath.Join(dir, "agentjail-init"), 0o777)
 	}
 	return dir
 }
