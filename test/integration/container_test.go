@@ -294,13 +294,7 @@ func TestContainerMaskedProc(t *testing.T) {
 
 			c.args = append([]string{"/aj/agentjail", "doctor", "--json"}, user...)
 			r := c.run(t, "masked-doctor")
-			var rep doctor.Report
-			if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
-				t.Fatalf("doctor --json: %v\n%s\n%s", err, r.stdout, r.stderr)
-			}
-			if r.code != 1 || rep.OK {
-				t.Errorf("doctor: exit %d, ok %v; want 1, false", r.code, rep.OK)
-			}
+			rep := failedDoctor(t, r)
 			hp := check(t, rep, "host-proc")
 			for _, want := range []string{"/proc/timer_list", "/proc/sys", "refuse to start"} {
 				if !strings.Contains(hp.Detail, want) {
@@ -375,13 +369,7 @@ func TestContainerDockerSeccompDoctor(t *testing.T) {
 	c.seccomp = resolved
 	c.args = []string{"/aj/agentjail", "doctor", "--json"}
 	r := c.run(t, "docker-seccomp-doctor")
-	var rep doctor.Report
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
-		t.Fatalf("doctor --json: %v\n%s\n%s", err, r.stdout, r.stderr)
-	}
-	if r.code != 1 || rep.OK {
-		t.Errorf("doctor: exit %d, ok %v; want 1, false", r.code, rep.OK)
-	}
+	rep := failedDoctor(t, r)
 	if sc := check(t, rep, "seccomp"); sc.Status != doctor.Warn || !strings.Contains(sc.Fix, "agentjail seccomp export --for-container") {
 		t.Errorf("seccomp: %+v", sc)
 	}
@@ -412,4 +400,18 @@ func TestContainerStop(t *testing.T) {
 	if r.code != 128+int(syscall.SIGTERM) {
 		t.Errorf("exit code %d, want %d (the run ended by SIGTERM)\nstdout:\n%s\nstderr:\n%s", r.code, 128+int(syscall.SIGTERM), r.stdout, r.stderr)
 	}
+}
+
+// failedDoctor decodes `agentjail doctor --json`'s report, which must say
+// the host fails (exit 1, ok false).
+func failedDoctor(t *testing.T, r result) doctor.Report {
+	t.Helper()
+	var rep doctor.Report
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("doctor --json: %v\n%s\n%s", err, r.stdout, r.stderr)
+	}
+	if r.code != 1 || rep.OK {
+		t.Errorf("doctor: exit %d, ok %v; want 1, false", r.code, rep.OK)
+	}
+	return rep
 }
