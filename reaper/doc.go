@@ -10,6 +10,11 @@
 // ramr/go-reaper#2; canonical/pebble's reaper is the model). cmd.Wait is
 // still called, for its cleanup (pipes, goroutines); its ECHILD is expected.
 //
+// BeginAutoreap hands the reaping to the kernel where it can: SIGCHLD gets
+// SA_NOCLDWAIT, so every child is released as it exits, and a started
+// child's status is read from its pidfd (PIDFD_INFO_EXIT, Linux 6.15)
+// instead. Init uses it unless it must log each orphan.
+//
 // Init is `agentjail init` itself: one command in its own process group
 // (in the terminal's foreground), every signal init receives forwarded to
 // that group, and when the command exits, EndDescendants: whatever it left

@@ -21,7 +21,8 @@ type InitOptions struct {
 	// group (tini's default without -g).
 	ChildOnly bool
 	// Logf, when set, reports each forwarded signal, reaped orphan and
-	// ended straggler (verbose mode).
+	// ended straggler (verbose mode). Without it, orphans are left to the
+	// kernel to release where it can (BeginAutoreap): none is seen.
 	Logf func(format string, args ...any)
 	// Warnf reports what goes wrong without stopping init (a signal that
 	// could not be forwarded); nil discards it.
@@ -39,8 +40,9 @@ type InitOptions struct {
 // Init runs cmd as an init process: it makes this process a subreaper
 // (already the case as PID 1), starts cmd in its own process group — in
 // the terminal's foreground when stdin is the terminal and init holds it
-// — forwards every signal it receives to that group, reaps every zombie,
-// and when cmd exits ends what cmd left behind (EndDescendants).
+// — forwards every signal it receives to that group, reaps every zombie
+// (or has the kernel release every child at exit, see BeginAutoreap), and
+// when cmd exits ends what cmd left behind (EndDescendants).
 //
 // It returns cmd's exit code, 128+n when cmd died by signal n. The error
 // is set when cmd could not be started (the code is then 0), or when
@@ -59,7 +61,13 @@ func Init(cmd *exec.Cmd, o InitOptions) (int, error) {
 		})
 		defer OnOrphan(nil)
 	}
-	if err := Begin(); err != nil {
+	// Verbose init logs every orphan, so it must see each one: it reaps
+	// them itself. Otherwise the kernel does (BeginAutoreap).
+	begin := BeginAutoreap
+	if o.Logf != nil {
+		begin = Begin
+	}
+	if err := begin(); err != nil {
 		return 0, err
 	}
 

@@ -19,6 +19,9 @@ var (
 	children = map[int]*child{}
 	orphans  uint64
 	onOrphan func(pid int, ws syscall.WaitStatus)
+	// autoreap: the kernel releases every child at exit (BeginAutoreap);
+	// no loop runs, and each started child is watched through its pidfd.
+	autoreap bool
 	// wake tells the reaping goroutine, parked while this process has no
 	// child at all, that Start made one.
 	wake = make(chan struct{}, 1)
@@ -34,8 +37,29 @@ type child struct {
 }
 
 // Begin makes this process a child subreaper and starts the one goroutine
-// that reaps. Calling it twice is harmless.
-func Begin() error {
+// that reaps: every status passes through it, so orphans are counted
+// (Orphans) and can be logged (OnOrphan). Calling it twice is harmless;
+// the first call's mode stays.
+func Begin() error { return begin(false) }
+
+// BeginAutoreap is Begin where the kernel releases every child when it
+// exits: no zombie is made and no wait4 is needed (SA_NOCLDWAIT, sigaction(2)),
+// so reaping costs this process nothing per orphan. A child started through
+// Start gets its status from its pidfd, which keeps it after the release
+// (PIDFD_INFO_EXIT, Linux 6.15; see kernelKeepsExitStatus). Orphans are not
+// seen at all: OnOrphan is never called and Orphans stays 0. Where the
+// kernel cannot do this, BeginAutoreap is Begin; Autoreaping tells which.
+func BeginAutoreap() error { return begin(true) }
+
+// Autoreaping reports whether the kernel reaps for this process
+// (BeginAutoreap took effect).
+func Autoreaping() bool {
+	mu.Lock()
+	defer mu.Unlock()
+	return autoreap
+}
+
+func begin(auto bool) error {
 	mu.Lock()
 	defer mu.Unlock()
 	if running {
@@ -44,7 +68,17 @@ func Begin() error {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl(PR_SET_CHILD_SUBREAPER): %w", err)
 	}
-	if err := defaultSIGCHLD(); err != nil {
+	if auto && kernelKeepsExitStatus() && setSIGCHLD(saNoCldWait) == nil {
+		// Zombies made before the flag was set are not released by it.
+		for {
+			if pid, _ := unix.Wait4(-1, nil, unix.WNOHANG, nil); pid <= 0 {
+				break
+			}
+		}
+		autoreap, running = true, true
+		return nil
+	}
+	if err := setSIGCHLD(0); err != nil {
 		return err
 	}
 	running = true
@@ -52,22 +86,30 @@ func Begin() error {
 	return nil
 }
 
-// defaultSIGCHLD sets SIGCHLD's disposition to SIG_DFL. The Go runtime
-// installs a handler for every signal; for SIGCHLD that means each exit
-// below us interrupts a thread to run it, for nothing, since loop waits in
-// wait4. With SIG_DFL the kernel drops SIGCHLD when it is sent
-// (kernel/signal.c: sig_handler_ignored) yet still makes zombies and
-// wakes wait4 — unlike SIG_IGN, which would reap children before their
-// status could be read (wait(2), NOTES). Measured on a steady stream of
-// orphans: it halves init's CPU per orphan. The runtime is bypassed, so
+// saNoCldWait is SA_NOCLDWAIT (asm-generic/signal.h; x86 and arm64 alike).
+const saNoCldWait = 2
+
+// setSIGCHLD sets SIGCHLD's disposition to SIG_DFL with flags (0 or
+// SA_NOCLDWAIT). The Go runtime installs a handler for every signal; for
+// SIGCHLD that means each exit below us interrupts a thread to run it, for
+// nothing, since loop waits in wait4. With SIG_DFL the kernel drops
+// SIGCHLD when it is sent (kernel/signal.c: sig_handler_ignored) yet still
+// makes zombies and wakes wait4 — unlike SIG_IGN, which would reap children
+// before their status could be read (wait(2), NOTES), and which a command
+// would inherit across exec, where SA_NOCLDWAIT is cleared by exec like
+// every flag of a signal not ignored (kernel/signal.c:
+// flush_signal_handlers). Measured on a steady stream of orphans: SIG_DFL
+// halves init's CPU per orphan. The runtime is bypassed, so
 // os/signal.Notify of SIGCHLD no longer works in this process: the reaper
 // owns SIGCHLD.
-func defaultSIGCHLD() error {
-	var act [8]uint64    // struct sigaction, all zero: SIG_DFL, no flags; larger than any arch's
+func setSIGCHLD(flags uint64) error {
+	// struct sigaction as the kernel takes it: handler (0: SIG_DFL),
+	// flags, restorer, mask; larger than any arch's.
+	act := [8]uint64{1: flags}
 	const sigsetSize = 8 // _NSIG/8: 64 signals (mips, with 128, is not supported)
 	_, _, errno := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(unix.SIGCHLD), uintptr(unsafe.Pointer(&act)), 0, sigsetSize, 0, 0)
 	if errno != 0 {
-		return fmt.Errorf("rt_sigaction(SIGCHLD, SIG_DFL): %w", errno)
+		return fmt.Errorf("rt_sigaction(SIGCHLD, SIG_DFL, %#x): %w", flags, errno)
 	}
 	return nil
 }
@@ -195,7 +237,20 @@ func Start(cmd *exec.Cmd) error {
 			pidfd = fd
 		}
 	}
-	children[cmd.Process.Pid] = &child{status: make(chan syscall.WaitStatus, 1), pidfd: pidfd}
+	c := &child{status: make(chan syscall.WaitStatus, 1), pidfd: pidfd}
+	children[cmd.Process.Pid] = c
+	if autoreap {
+		// Nothing waits for it: its pidfd is the only way to its status.
+		// Go asks clone for one whenever SysProcAttr.PidFD is set, and
+		// every kernel that can autoreap gives it: not expected.
+		if pidfd < 0 {
+			delete(children, cmd.Process.Pid)
+			cmd.Process.Kill()
+			return fmt.Errorf("reaper: no pidfd for pid %d, so its exit status could not be known; it was killed", cmd.Process.Pid)
+		}
+		go watch(c)
+		return nil
+	}
 	select {
 	case wake <- struct{}{}:
 	default: // a wake-up is pending already

@@ -19,7 +19,9 @@ import (
 func TestMain(m *testing.M) {
 	switch os.Getenv("REAPER_TEST_HELPER") {
 	case "1":
-		os.Exit(helper())
+		os.Exit(helper(false))
+	case "auto":
+		os.Exit(helper(true))
 	case "end":
 		os.Exit(endHelper())
 	case "sweep":
@@ -30,10 +32,17 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// helper starts children that exit with known codes, among them one that
-// leaves orphans behind, and reports what Wait saw and what was reaped.
-func helper() int {
-	if err := Begin(); err != nil {
+// helper starts children that exit with known codes or die by a signal,
+// one whose own child must still be waitable (nothing of the reaper's
+// SIGCHLD set-up may reach a command), and one that leaves orphans behind;
+// it reports what Wait saw and what became of the orphans. auto begins
+// with BeginAutoreap.
+func helper(auto bool) int {
+	begin := Begin
+	if auto {
+		begin = BeginAutoreap
+	}
+	if err := begin(); err != nil {
 		fmt.Println("begin:", err)
 		return 1
 	}
@@ -46,11 +55,18 @@ func helper() int {
 		}
 		cmds = append(cmds, cmd)
 	}
-	// Double-forked orphans: re-parented to us, reaped, counted.
+	segv := exec.Command("sh", "-c", "kill -SEGV $$")
+	var grandchild strings.Builder
+	waiter := exec.Command("sh", "-c", `sh -c "exit 3" & wait $!; echo $?; grep SigIgn /proc/self/status`)
+	waiter.Stdout = &grandchild
+	// Double-forked orphans: re-parented to us, then reaped and counted,
+	// or released by the kernel.
 	orphanMaker := exec.Command("sh", "-c", "for i in 1 2 3 4 5; do (sleep 0.05 &) ; done; exit 42")
-	if err := Start(orphanMaker); err != nil {
-		fmt.Println("start:", err)
-		return 1
+	for _, cmd := range []*exec.Cmd{segv, waiter, orphanMaker} {
+		if err := Start(cmd); err != nil {
+			fmt.Println("start:", err)
+			return 1
+		}
 	}
 	for i, cmd := range cmds {
 		ws, err := Wait(cmd)
@@ -59,6 +75,8 @@ func helper() int {
 			return 1
 		}
 	}
+	segvWS, _ := Wait(segv)
+	Wait(waiter)
 	ch, err := Done(orphanMaker)
 	if err != nil {
 		fmt.Println("done:", err)
@@ -67,10 +85,16 @@ func helper() int {
 	ws := <-ch
 	Release(orphanMaker)
 	deadline := time.Now().Add(10 * time.Second)
-	for Orphans() < 5 && time.Now().Before(deadline) {
+	for (Orphans() < 5 && !auto || hasChildren()) && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	fmt.Printf("orphan-maker=%d orphans=%d zombies=%d\n", ws.ExitStatus(), Orphans(), zombies(os.Getpid()))
+	// The grandchild's status, and whether the command ignored SIGCHLD.
+	var code int
+	var sigIgn uint64
+	fmt.Sscanf(grandchild.String(), "%d\nSigIgn: %x", &code, &sigIgn)
+	fmt.Printf("autoreap=%v segv=%v grandchild=%d sigchld-ignored=%v orphan-maker=%d orphans=%d children=%v zombies=%d\n",
+		Autoreaping(), segvWS.Signal() == syscall.SIGSEGV, code, sigIgn&(1<<(syscall.SIGCHLD-1)) != 0,
+		ws.ExitStatus(), Orphans(), hasChildren(), zombies(os.Getpid()))
 	return 0
 }
 
@@ -199,9 +223,42 @@ func runHelper(t *testing.T, mode string) string {
 
 func TestReaperDeliversStatusesAndReapsOrphans(t *testing.T) {
 	t.Parallel()
-	if got := runHelper(t, "1"); got != "orphan-maker=42 orphans=5 zombies=0" {
-		t.Errorf("helper reported %q", got)
+	want := `autoreap=false segv=true grandchild=3 sigchld-ignored=false orphan-maker=42 orphans=5 children=false zombies=0`
+	if got := runHelper(t, "1"); got != want {
+		t.Errorf("helper reported\n%s\nwant\n%s", got, want)
 	}
+}
+
+// TestBeginAutoreap: the same children, their statuses now read from
+// their pidfds; the orphans are released by the kernel, so none is
+// counted and none is ever a zombie. The kernel's version, read apart from
+// the probe, says whether autoreap must have taken effect: Linux 6.15
+// brought PIDFD_INFO_EXIT.
+func TestBeginAutoreap(t *testing.T) {
+	t.Parallel()
+	auto, orphans := kernelAtLeast(t, 6, 15), 0
+	if !auto {
+		orphans = 5 // Begin's mode: reaped and counted
+	}
+	want := fmt.Sprintf(`autoreap=%v segv=true grandchild=3 sigchld-ignored=false orphan-maker=42 orphans=%d children=false zombies=0`, auto, orphans)
+	if got := runHelper(t, "auto"); got != want {
+		t.Errorf("helper reported\n%s\nwant\n%s", got, want)
+	}
+}
+
+// kernelAtLeast reports whether the running kernel's release is at least
+// major.minor (uname(2)).
+func kernelAtLeast(t *testing.T, major, minor int) bool {
+	t.Helper()
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	var ma, mi int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); err != nil {
+		t.Fatalf("kernel release %q: %v", u.Release[:], err)
+	}
+	return ma > major || ma == major && mi >= minor
 }
 
 // Every descendant ends — the one ignoring SIGTERM by SIGKILL after the
