@@ -51,7 +51,12 @@ func exitStatus(pidfd int) (ws syscall.WaitStatus, ok bool) {
 func kernelKeepsExitStatus() bool {
 	fds := make(chan int, 1)
 	go endThread(fds)
-	fd := <-fds
+	return keptAtExit(<-fds)
+}
+
+// keptAtExit reports whether fd, a pidfd of a thread that is ending (-1:
+// none), gives the thread's status once the thread is gone; it closes fd.
+func keptAtExit(fd int) bool {
 	if fd < 0 {
 		return false
 	}
@@ -67,11 +72,12 @@ func kernelKeepsExitStatus() bool {
 		}
 		break
 	}
-	for range 100 {
+	// The thread may be preempted between polling readable and its
+	// release (a loaded or CPU-throttled machine): wait up to a second.
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Microsecond) {
 		if _, ok := exitStatus(fd); ok {
 			return true
 		}
-		time.Sleep(100 * time.Microsecond)
 	}
 	return false
 }

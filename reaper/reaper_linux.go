@@ -96,9 +96,8 @@ const saNoCldWait = 2
 // SIGCHLD when it is sent (kernel/signal.c: sig_handler_ignored) yet still
 // makes zombies and wakes wait4 — unlike SIG_IGN, which would reap children
 // before their status could be read (wait(2), NOTES), and which a command
-// would inherit across exec, where SA_NOCLDWAIT is cleared by exec like
-// every flag of a signal not ignored (kernel/signal.c:
-// flush_signal_handlers). Measured on a steady stream of orphans: SIG_DFL
+// would inherit across exec, where exec clears every signal's flags,
+// SA_NOCLDWAIT among them (kernel/signal.c: flush_signal_handlers). Measured on a steady stream of orphans: SIG_DFL
 // halves init's CPU per orphan. The runtime is bypassed, so
 // os/signal.Notify of SIGCHLD no longer works in this process: the reaper
 // owns SIGCHLD.
@@ -242,10 +241,12 @@ func Start(cmd *exec.Cmd) error {
 	if autoreap {
 		// Nothing waits for it: its pidfd is the only way to its status.
 		// Go asks clone for one whenever SysProcAttr.PidFD is set, and
-		// every kernel that can autoreap gives it: not expected.
+		// every kernel that can autoreap gives it; only a failed dup of the
+		// caller's (EMFILE) gets here.
 		if pidfd < 0 {
 			delete(children, cmd.Process.Pid)
 			cmd.Process.Kill()
+			cmd.Wait() // returns once it is gone (ECHILD), and frees its pipes
 			return fmt.Errorf("reaper: no pidfd for pid %d, so its exit status could not be known; it was killed", cmd.Process.Pid)
 		}
 		go watch(c)

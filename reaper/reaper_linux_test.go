@@ -1,10 +1,12 @@
 package reaper
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -13,6 +15,10 @@ import (
 
 	"golang.org/x/sys/unix"
 )
+
+// The main goroutine keeps the main thread (runtime.LockOSThread), so
+// probeMainHelper, run from TestMain, calls endThread on it.
+func init() { runtime.LockOSThread() }
 
 // The reaper takes over wait4(-1) for the whole process, so its tests run
 // in a helper process: the test binary re-executed (os/exec's pattern).
@@ -26,6 +32,10 @@ func TestMain(m *testing.M) {
 		os.Exit(endHelper())
 	case "sweep":
 		os.Exit(sweepHelper())
+	case "init-verbose":
+		os.Exit(initVerboseHelper())
+	case "probe-main":
+		os.Exit(probeMainHelper())
 	case "sweep-at-exit":
 		os.Exit(sweepAtExitHelper())
 	}
@@ -176,7 +186,25 @@ func sweepHelper() int {
 		Sweep:      func() { n++; os.WriteFile(filepath.Join(dir, fmt.Sprint(n)), nil, 0o600) },
 		SweepEvery: 5 * time.Millisecond,
 	})
-	fmt.Printf("code=%d err=%v\n", code, err)
+	fmt.Printf("code=%d err=%v autoreap=%v\n", code, err, Autoreaping())
+	return 0
+}
+
+// initVerboseHelper runs Init with a log: it must reap with wait4 itself,
+// to see each orphan.
+func initVerboseHelper() int {
+	code, err := Init(exec.Command("sh", "-c", "exit 3"), InitOptions{Logf: func(string, ...any) {}})
+	fmt.Printf("code=%d err=%v autoreap=%v\n", code, err, Autoreaping())
+	return 0
+}
+
+// probeMainHelper runs endThread on the main thread, which never ends: it
+// must hand the probe to another thread.
+func probeMainHelper() int {
+	onMain := unix.Gettid() == unix.Getpid()
+	fds := make(chan int, 1)
+	endThread(fds)
+	fmt.Printf("main-thread=%v kept=%v\n", onMain, keptAtExit(<-fds))
 	return 0
 }
 
@@ -212,7 +240,10 @@ func fileThere(p string) bool { _, err := os.Stat(p); return err == nil }
 // printed.
 func runHelper(t *testing.T, mode string) string {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	// A reaper that loses a status would hang the helper: fail instead.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "REAPER_TEST_HELPER="+mode)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -231,12 +262,12 @@ func TestReaperDeliversStatusesAndReapsOrphans(t *testing.T) {
 
 // TestBeginAutoreap: the same children, their statuses now read from
 // their pidfds; the orphans are released by the kernel, so none is
-// counted and none is ever a zombie. The kernel's version, read apart from
-// the probe, says whether autoreap must have taken effect: Linux 6.15
-// brought PIDFD_INFO_EXIT.
+// counted and none is ever a zombie — where the kernel keeps a released
+// process's status for its pidfd, which a process of this test, waited for
+// the usual way, tells apart from the thread probe BeginAutoreap uses.
 func TestBeginAutoreap(t *testing.T) {
 	t.Parallel()
-	auto, orphans := kernelAtLeast(t, 6, 15), 0
+	auto, orphans := releasedStatusKept(t), 0
 	if !auto {
 		orphans = 5 // Begin's mode: reaped and counted
 	}
@@ -246,19 +277,41 @@ func TestBeginAutoreap(t *testing.T) {
 	}
 }
 
-// kernelAtLeast reports whether the running kernel's release is at least
-// major.minor (uname(2)).
-func kernelAtLeast(t *testing.T, major, minor int) bool {
+// TestInitChoosesTheReaping: quiet Init has the kernel reap where it can
+// (TestInitRunsTheSweep's helper is quiet); verbose Init reaps itself.
+func TestInitChoosesTheReaping(t *testing.T) {
+	t.Parallel()
+	if got, want := runHelper(t, "init-verbose"), "code=3 err=<nil> autoreap=false"; got != want {
+		t.Errorf("verbose: helper reported %q, want %q", got, want)
+	}
+}
+
+// TestProbeOnTheMainThread: the probe, started on the main thread (which
+// Go never ends), still ends a thread and reads its status.
+func TestProbeOnTheMainThread(t *testing.T) {
+	t.Parallel()
+	want := fmt.Sprintf("main-thread=true kept=%v", releasedStatusKept(t))
+	if got := runHelper(t, "probe-main"); got != want {
+		t.Errorf("helper reported %q, want %q", got, want)
+	}
+}
+
+// releasedStatusKept reports whether this kernel gives a process's exit
+// status through its pidfd after the process was reaped (PIDFD_INFO_EXIT).
+func releasedStatusKept(t *testing.T) bool {
 	t.Helper()
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		t.Fatal(err)
+	pidfd := -1
+	cmd := exec.Command("sh", "-c", "exit 7")
+	cmd.SysProcAttr = &syscall.SysProcAttr{PidFD: &pidfd}
+	if err := cmd.Run(); cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 7 {
+		t.Fatalf("sh -c 'exit 7': %v", err)
 	}
-	var ma, mi int
-	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); err != nil {
-		t.Fatalf("kernel release %q: %v", u.Release[:], err)
+	defer unix.Close(pidfd)
+	ws, ok := exitStatus(pidfd)
+	if ok && ws.ExitStatus() != 7 {
+		t.Fatalf("the pidfd says exit %d, wait said 7", ws.ExitStatus())
 	}
-	return ma > major || ma == major && mi >= minor
+	return ok
 }
 
 // Every descendant ends — the one ignoring SIGTERM by SIGKILL after the
@@ -281,8 +334,8 @@ func TestInitWaitsForASweepUnderWay(t *testing.T) {
 
 func TestInitRunsTheSweep(t *testing.T) {
 	t.Parallel()
-	if got := runHelper(t, "sweep"); got != "code=3 err=<nil>" {
-		t.Errorf("helper reported %q", got)
+	if got, want := runHelper(t, "sweep"), fmt.Sprintf("code=3 err=<nil> autoreap=%v", releasedStatusKept(t)); got != want {
+		t.Errorf("helper reported %q, want %q", got, want)
 	}
 }
 

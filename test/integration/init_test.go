@@ -32,6 +32,13 @@ var initModes = []struct {
 	pid1 bool
 }{{"subreaper", false}, {"pid1", true}}
 
+// initVerbosity: verbose init reaps with wait4 and names each orphan;
+// quiet init has the kernel reap where it can (reaper.BeginAutoreap).
+var initVerbosity = []struct {
+	name    string
+	verbose bool
+}{{"verbose", true}, {"quiet", false}}
+
 // TestInitExitCodes: every code 0..255 passes through, and death by signal
 // n is 128+n. 256 launches of init and sh take about a second on 8
 // workers: no sampling needed.
@@ -142,12 +149,9 @@ func TestInitCommandLine(t *testing.T) {
 // them at exit (reaper.BeginAutoreap, whose own tests show which mode ran).
 func TestInitReapsOrphans(t *testing.T) {
 	for _, m := range initModes {
-		for _, verbose := range []bool{true, false} {
-			name := m.name + "/quiet"
-			if verbose {
-				name = m.name + "/verbose"
-			}
-			t.Run(name, func(t *testing.T) {
+		for _, v := range initVerbosity {
+			verbose := v.verbose
+			t.Run(m.name+"/"+v.name, func(t *testing.T) {
 				testutil.RequireRoot(t) // unshare, and a fair comparison of both modes
 				t.Parallel()
 				const n = 10000
@@ -260,50 +264,60 @@ while :; do sleep 0.05; done`
 // one ending on SIGTERM and one ignoring it — is ended before init exits:
 // SIGTERM, the grace, SIGKILL. As PID 1, exiting first would have the
 // kernel SIGKILL them unwarned, so "term-handled" proves the order.
+//
+// Quiet, init has the kernel reap (BeginAutoreap) and must still wait for
+// the stragglers; verbose, it reaps them itself and names each step.
 func TestInitEndsStragglers(t *testing.T) {
 	for _, m := range initModes {
-		t.Run(m.name, func(t *testing.T) {
-			testutil.RequireRoot(t)
-			t.Parallel()
-			p := startInit(t, m.pid1, []string{"init", "-v", "--grace", "300ms", "--", "sh", "-c",
-				`setsid sh -c 'trap "echo term-handled; exit 0" TERM; echo s1=$$; while :; do sleep 0.05; done' &
+		for _, v := range initVerbosity {
+			verbose := v.verbose
+			t.Run(m.name+"/"+v.name, func(t *testing.T) {
+				testutil.RequireRoot(t)
+				t.Parallel()
+				args := []string{"init", "--grace", "300ms", "--", "sh", "-c",
+					`setsid sh -c 'trap "echo term-handled; exit 0" TERM; echo s1=$$; while :; do sleep 0.05; done' &
 setsid sh -c 'trap "" TERM; echo s2=$$; while :; do sleep 0.05; done' &
-read x; exit 5`})
-			s1 := strings.TrimPrefix(p.waitLine(t, "s1="), "s1=")
-			s2 := strings.TrimPrefix(p.waitLine(t, "s2="), "s2=")
-			var fds []int
-			if !m.pid1 { // their pids are ours to check only outside a pid namespace
-				for _, s := range []string{s1, s2} {
-					pid, _ := strconv.Atoi(s)
-					fd, err := unix.PidfdOpen(pid, 0)
-					if err != nil {
-						t.Fatalf("pidfd_open(%s): %v", s, err)
+read x; exit 5`}
+				if verbose {
+					args = slices.Insert(args, 1, "-v")
+				}
+				p := startInit(t, m.pid1, args)
+				s1 := strings.TrimPrefix(p.waitLine(t, "s1="), "s1=")
+				s2 := strings.TrimPrefix(p.waitLine(t, "s2="), "s2=")
+				var fds []int
+				if !m.pid1 { // their pids are ours to check only outside a pid namespace
+					for _, s := range []string{s1, s2} {
+						pid, _ := strconv.Atoi(s)
+						fd, err := unix.PidfdOpen(pid, 0)
+						if err != nil {
+							t.Fatalf("pidfd_open(%s): %v", s, err)
+						}
+						t.Cleanup(func() { unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); unix.Close(fd) })
+						fds = append(fds, fd)
 					}
-					t.Cleanup(func() { unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); unix.Close(fd) })
-					fds = append(fds, fd)
 				}
-			}
-			p.stdin.Close()
-			code, stderr := p.wait(t)
-			if code != 5 {
-				t.Errorf("exit %d, want the command's 5\n%s", code, stderr)
-			}
-			if !p.hasLine("term-handled") {
-				t.Errorf("the straggler that handles SIGTERM did not get it: %q\n%s", p.output(), stderr)
-			}
-			want := "sending SIGKILL to pid " + s2
-			if m.pid1 {
-				want = "sending SIGKILL to every process of the pid namespace"
-			}
-			if !strings.Contains(stderr, want) {
-				t.Errorf("stderr lacks %q:\n%s", want, stderr)
-			}
-			for i, fd := range fds {
-				if err := unix.PidfdSendSignal(fd, 0, nil, 0); err != unix.ESRCH {
-					t.Errorf("straggler s%d is still there after init exited (%v)", i+1, err)
+				p.stdin.Close()
+				code, stderr := p.wait(t)
+				if code != 5 {
+					t.Errorf("exit %d, want the command's 5\n%s", code, stderr)
 				}
-			}
-		})
+				if !p.hasLine("term-handled") {
+					t.Errorf("the straggler that handles SIGTERM did not get it: %q\n%s", p.output(), stderr)
+				}
+				want := "sending SIGKILL to pid " + s2
+				if m.pid1 {
+					want = "sending SIGKILL to every process of the pid namespace"
+				}
+				if verbose && !strings.Contains(stderr, want) {
+					t.Errorf("stderr lacks %q:\n%s", want, stderr)
+				}
+				for i, fd := range fds {
+					if err := unix.PidfdSendSignal(fd, 0, nil, 0); err != unix.ESRCH {
+						t.Errorf("straggler s%d is still there after init exited (%v)", i+1, err)
+					}
+				}
+			})
+		}
 	}
 }
 
