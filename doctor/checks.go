@@ -53,6 +53,7 @@ const (
 	CheckInnerUser = "inner-userns"
 	CheckInnerProc = "inner-proc"
 	CheckInnerNet  = "inner-netns"
+	CheckInit      = "init"
 )
 
 // Diagnose turns the facts into the report.
@@ -67,6 +68,7 @@ func Diagnose(h Host, b bwrap.Info, bErr error, j Jail) Report {
 		jailCheck(h, j),
 	}
 	checks = append(checks, innerChecks(h, j)...)
+	checks = append(checks, initCheck(h))
 	r := Report{OK: true, Checks: checks}
 	for _, c := range checks {
 		if c.Status == Fail {
@@ -191,6 +193,25 @@ func cgroupCheck(h Host) Check {
 		c.Status = Pass
 		c.Detail = fmt.Sprintf("cgroup v2 at %s; this process's cgroup %s is writable (controllers: %s)", mp, dir, ctrl)
 	}
+	return c
+}
+
+// initCheck is about `agentjail init` on this machine: which binary stays
+// resident as PID 1, and who reaps.
+func initCheck(h Host) Check {
+	c := Check{Name: CheckInit, Status: Pass}
+	reaping := "the kernel reaps for it (Linux 6.15's PIDFD_INFO_EXIT keeps the command's status), so orphans never linger as zombies"
+	if !h.KernelReaps {
+		reaping = "it reaps orphans with wait4, as tini does (the kernel does not keep a reaped process's status for its pidfd: Linux before 6.15, or pidfd_open or its ioctl denied)"
+	}
+	if h.InitBinary != "" {
+		c.Detail = "agentjail init hands over to " + h.InitBinary + "; " + reaping
+		return c
+	}
+	c.Status = Warn
+	c.Detail = "agentjail init runs in agentjail itself; " + reaping
+	c.Cause = h.InitWhyNot + ": as PID 1, agentjail keeps about twice the memory of agentjail-init resident"
+	c.Fix = "install agentjail-init from the same build next to agentjail (make build puts both in bin/), owned by root, mode 0755, in a directory only root can write"
 	return c
 }
 

@@ -81,6 +81,7 @@ func healthy() (Host, bwrap.Info, Jail) {
 			{ID: 41, Parent: 31, Root: "/", Point: "/sys/fs/cgroup/unified", Options: []string{"rw", "relatime"}, FSType: "cgroup2"},
 		},
 		Cgroup: "/", CgroupWritable: true,
+		InitBinary: "/usr/local/bin/agentjail-init", KernelReaps: true,
 	}
 	b := bwrap.Info{Path: "/usr/bin/bwrap", Version: bwrap.Version{Major: 0, Minor: 8}}
 	ok := Probe{Exit: 0}
@@ -120,6 +121,11 @@ func TestDiagnose(t *testing.T) {
 			*b, *e = bwrap.Info{}, bwrap.ErrNotFound
 			*j = Jail{Profile: "tier1", Err: bwrap.ErrNotFound}
 		}, false, CheckBwrap, Fail, []string{"not found", "apt-get install bubblewrap"}},
+		{"init installed", func(*Host, *bwrap.Info, *error, *Jail) {}, true, CheckInit, Pass,
+			[]string{"hands over to /usr/local/bin/agentjail-init", "the kernel reaps for it"}},
+		{"init alone, older kernel", func(h *Host, _ *bwrap.Info, _ *error, _ *Jail) {
+			h.InitBinary, h.InitWhyNot, h.KernelReaps = "", "no agentjail-init next to agentjail (in /root/go/bin)", false
+		}, true, CheckInit, Warn, []string{"runs in agentjail itself", "reaps orphans with wait4", "no agentjail-init next to agentjail (in /root/go/bin)", "install agentjail-init from the same build next to agentjail"}},
 		{"setuid bwrap", func(_ *Host, b *bwrap.Info, _ *error, _ *Jail) { b.Setuid = true }, true, CheckBwrap, Warn, []string{"setuid root", "chmod u-s"}},
 		{"debian knob", func(h *Host, _ *bwrap.Info, _ *error, _ *Jail) { h.Sysctls["kernel.unprivileged_userns_clone"] = "0" }, false, CheckUserns, Fail,
 			[]string{"kernel.unprivileged_userns_clone=0", "sysctl -w kernel.unprivileged_userns_clone=1"}},

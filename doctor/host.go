@@ -42,6 +42,14 @@ type Host struct {
 	CgroupWritable bool
 	// CgroupControllers lists the controllers of that directory.
 	CgroupControllers []string
+	// InitBinary is the agentjail-init that `agentjail init` would hand
+	// over to; InitWhyNot, when InitBinary is "", says why it would run
+	// init itself (both filled in by the caller: initcmd.Binary).
+	InitBinary, InitWhyNot string
+	// KernelReaps: the kernel keeps a released process's status for its
+	// pidfd, so init lets the kernel reap (filled in by the caller:
+	// reaper.KernelReaps).
+	KernelReaps bool
 }
 
 // UsernsSysctls are the knobs that allow or forbid unprivileged user

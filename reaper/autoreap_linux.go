@@ -41,6 +41,10 @@ func exitStatus(pidfd int) (ws syscall.WaitStatus, ok bool) {
 	return syscall.WaitStatus(info.Exit_code), true
 }
 
+// KernelReaps reports whether BeginAutoreap would have the kernel reap on
+// this machine (for agentjail doctor).
+func KernelReaps() bool { return kernelKeepsExitStatus() }
+
 // kernelKeepsExitStatus reports whether a pidfd still gives the status of
 // its process after the kernel released it (PIDFD_INFO_EXIT, Linux 6.15),
 // which autoreap needs: without it, a child released at exit takes its

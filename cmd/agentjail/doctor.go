@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentjail/agentjail/bwrap"
 	"github.com/agentjail/agentjail/doctor"
+	"github.com/agentjail/agentjail/internal/initcmd"
 	"github.com/agentjail/agentjail/mounts"
 	"github.com/agentjail/agentjail/policy"
 	"github.com/agentjail/agentjail/reaper"
@@ -30,6 +31,13 @@ func (e appEnv) doctorAction(ctx context.Context, cmd *cli.Command) error {
 	if dir := doctor.CgroupDir(h); dir != "" {
 		h.CgroupWritable = unix.Access(dir, unix.W_OK) == nil
 	}
+	if f, why := initcmd.Binary(); f != nil {
+		h.InitBinary = f.Name()
+		f.Close()
+	} else {
+		h.InitWhyNot = why
+	}
+	h.KernelReaps = reaper.KernelReaps()
 	info, bErr := bwrap.Detect(cacheDir())
 	j := probeJail(cmd)
 	// A profile or flag mistake is bad input (125), not a finding.

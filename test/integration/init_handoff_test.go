@@ -1,12 +1,14 @@
 package integration
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/agentjail/agentjail/doctor"
 	"github.com/agentjail/agentjail/internal/testutil"
 )
 
@@ -54,6 +56,21 @@ func TestInitHandsOver(t *testing.T) {
 			}
 			if !strings.Contains(stderr.String(), c.stderr) {
 				t.Errorf("stderr lacks %q:\n%s", c.stderr, stderr.String())
+			}
+			// doctor says the same of it.
+			doc := exec.Command(filepath.Join(c.dir, "agentjail"), "doctor", "--json")
+			doc.Env = cmd.Env
+			out, _ = doc.Output()
+			var rep doctor.Report
+			if err := json.Unmarshal(out, &rep); err != nil {
+				t.Fatalf("doctor --json: %v\n%s", err, out)
+			}
+			ic, want := check(t, rep, "init"), doctor.Pass
+			if c.comm == "agentjail" {
+				want = doctor.Warn
+			}
+			if ic.Status != want || want == doctor.Warn && !strings.Contains(ic.Cause, strings.TrimPrefix(strings.TrimSuffix(c.stderr, "; running in agentjail itself"), "agentjail: init: ")) {
+				t.Errorf("doctor's init check is %s, want %s naming the cause: %+v", ic.Status, want, ic)
 			}
 		})
 	}
