@@ -52,7 +52,8 @@ build:
 	CGO_ENABLED=0 $(GO) build -o $(INIT_BIN) ./cmd/agentjail-init
 
 # release builds dist/agentjail-$(VERSION)-linux-{amd64,arm64} with cgo and
-# libseccomp and SHA256SUMS, and refuses a binary without them.
+# libseccomp, the static dist/agentjail-init-$(VERSION)-linux-{amd64,arm64},
+# and SHA256SUMS, and refuses a binary without them.
 release:
 	@./.ci/provision $(RUNTIME_PKGS) $(RELEASE_PKGS)
 	VERSION=$(VERSION) ./.ci/release dist
@@ -83,9 +84,9 @@ test: deps profiles claude
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m $$($(GO) list ./... | grep -v /test/packaging)
 	$(GO) test -count=1 -timeout 10m ./test/packaging/
-	$(GO) test -run '^$$' -fuzz '^FuzzImport$$' -fuzztime 120000x -fuzzminimizetime 1000x ./seccomp/
-	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime 80000x -fuzzminimizetime 1000x ./policy/
-	$(GO) test -run '^$$' -fuzz '^FuzzParser$$' -fuzztime 250000x -fuzzminimizetime 1000x ./claude/
+	$(call fuzz,FuzzImport,./seccomp/,120000x -fuzzminimizetime 1000x)
+	$(call fuzz,FuzzLoad,./policy/,80000x -fuzzminimizetime 1000x)
+	$(call fuzz,FuzzParser,./claude/,250000x -fuzzminimizetime 1000x)
 
 # profiles fetches Docker's and Podman's default seccomp profiles (unpacked
 # from Debian's packages, not installed) for the import tests.
@@ -104,9 +105,12 @@ bench: deps-bench build
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/
 
 fuzz: profiles
-	$(GO) test -run '^$$' -fuzz '^FuzzImport$$' -fuzztime $${FUZZTIME:-5m} ./seccomp/
-	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $${FUZZTIME:-5m} ./policy/
-	$(GO) test -run '^$$' -fuzz '^FuzzParser$$' -fuzztime $${FUZZTIME:-5m} ./claude/
+	$(call fuzz,FuzzImport,./seccomp/,$${FUZZTIME:-5m})
+	$(call fuzz,FuzzLoad,./policy/,$${FUZZTIME:-5m})
+	$(call fuzz,FuzzParser,./claude/,$${FUZZTIME:-5m})
+
+# fuzz runs one fuzz target (1) of package (2) for -fuzztime (3).
+fuzz = $(GO) test -run '^$$' -fuzz '^$(1)$$' -fuzztime $(3) $(2)
 
 # kubernetes-seccomp regenerates the Localhost seccomp profile the
 # Kubernetes manifests use (a test fails when it is stale).

@@ -24,6 +24,9 @@ type FieldError struct {
 	// Kind is the sentinel the error matches: ErrInvalid when nil (a
 	// rule broken), ErrSyntax for a value the decoder could not read.
 	Kind error
+	// at is where in the file a decoding error was found (Origin's line
+	// and column), for decode to cut that entry and go on.
+	at position
 }
 
 func (e *FieldError) Error() string {

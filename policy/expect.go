@@ -98,7 +98,7 @@ func fieldError(name string, doc ast.Node, err error) error {
 	case msg != "":
 		msg += decodeHint(msg)
 	}
-	return &FieldError{Origin: origin, Field: path, Msg: msg, Kind: ErrSyntax}
+	return &FieldError{Origin: origin, Field: path, Msg: msg, Kind: ErrSyntax, at: at}
 }
 
 // mismatchMsg says what the field at path takes, what it got instead, and

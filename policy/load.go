@@ -200,7 +200,7 @@ func decode(name string, data []byte) (Policy, error) {
 			break
 		}
 		errs = append(errs, fe)
-		if !dropField(docs[0], fe.Field, originPosition(fe.Origin)) {
+		if !dropField(docs[0], fe.Field, fe.at) {
 			break
 		}
 	}
@@ -209,17 +209,6 @@ func decode(name string, data []byte) (Policy, error) {
 	}
 	p.Origins = originsOf(name, docs[0].Body)
 	return p, nil
-}
-
-// originPosition reads line and column from a "file:line:col" origin.
-func originPosition(origin string) position {
-	var at position
-	parts := strings.Split(origin, ":")
-	if len(parts) >= 3 {
-		at.line, _ = strconv.Atoi(parts[len(parts)-2])
-		at.col, _ = strconv.Atoi(parts[len(parts)-1])
-	}
-	return at
 }
 
 // maxDecodeErrors bounds how many wrong values one decoding reports.

@@ -97,10 +97,10 @@ const saNoCldWait = 2
 // makes zombies and wakes wait4 — unlike SIG_IGN, which would reap children
 // before their status could be read (wait(2), NOTES), and which a command
 // would inherit across exec, where exec clears every signal's flags,
-// SA_NOCLDWAIT among them (kernel/signal.c: flush_signal_handlers). Measured on a steady stream of orphans: SIG_DFL
-// halves init's CPU per orphan. The runtime is bypassed, so
-// os/signal.Notify of SIGCHLD no longer works in this process: the reaper
-// owns SIGCHLD.
+// SA_NOCLDWAIT among them (kernel/signal.c: flush_signal_handlers).
+// Measured on a steady stream of orphans: SIG_DFL halves init's CPU per
+// orphan. The runtime is bypassed, so os/signal.Notify of SIGCHLD no
+// longer works in this process: the reaper owns SIGCHLD.
 func setSIGCHLD(flags uint64) error {
 	// struct sigaction as the kernel takes it: handler (0: SIG_DFL),
 	// flags, restorer, mask; larger than any arch's.

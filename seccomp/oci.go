@@ -119,9 +119,12 @@ func Import(source string, data []byte, h Host) (Filter, error) {
 		return Filter{}, fmt.Errorf("%s: %w: more than one JSON value; a profile is one object", source, ErrSyntax)
 	}
 	f := Filter{Source: source}
-	pos := positions(data)
+	var pos offsets // walked on the first error: a good profile never needs it
 	var errs []error
 	fail := func(field string, err error, format string, args ...any) {
+		if pos == nil {
+			pos = positions(data)
+		}
 		errs = append(errs, fmt.Errorf("%s: %s: %w %s", pos.at(source, data, field), field, err, fmt.Sprintf(format, args...)))
 	}
 	var ok bool

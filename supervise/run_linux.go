@@ -298,6 +298,10 @@ func (s *supervisor) run() error {
 	return s.outcome(report)
 }
 
+// streamNames name s.streams, agentjail's own stdout and stderr, in
+// messages.
+var streamNames = [2]string{"stdout", "stderr"}
+
 // stallWait is how long, once the jail has ended, agentjail waits on a
 // reader of its own output that takes nothing (a terminal paused with ^S,
 // a hung log shipper) before it gives up delivering the rest.
@@ -333,7 +337,7 @@ func (s *supervisor) awaitDelivery(copied <-chan struct{}) {
 	for i, st := range s.streams {
 		if left := st.n.Load() - st.written.Load(); st.writing.Load() != 0 && left > 0 {
 			s.rec.Warnings = append(s.rec.Warnings, fmt.Sprintf("agentjail's %s stopped taking the jail's output (a paused terminal, a hung reader); gave up %s with %d bytes read from the jail but not delivered (--log, when given, has them; what the jail wrote after agentjail stopped reading is in neither)",
-				[]string{"stdout", "stderr"}[i], give, left))
+				streamNames[i], give, left))
 			s.rec.abandoned[i] = true
 		}
 	}
@@ -628,7 +632,7 @@ func (s *supervisor) finishOutput() {
 			s.rec.Warnings = append(s.rec.Warnings, "log: "+logErr.Error())
 		}
 		if dstErr != nil {
-			s.rec.Warnings = append(s.rec.Warnings, fmt.Sprintf("agentjail's %s: %v; closed the jail's end", []string{"stdout", "stderr"}[i], dstErr))
+			s.rec.Warnings = append(s.rec.Warnings, fmt.Sprintf("agentjail's %s: %v; closed the jail's end", streamNames[i], dstErr))
 		}
 	}
 }

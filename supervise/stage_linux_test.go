@@ -179,6 +179,8 @@ func TestStageExecutableConcurrent(t *testing.T) {
 				for range 3 {
 					if data, err := os.ReadFile(p); err != nil || string(data) != want {
 						errs <- fmt.Errorf("a held copy %s read %q, %v; want %q", p, data, err, want)
+						hold.Close()
+						return // one error per goroutine: errs never fills
 					}
 				}
 				hold.Close()

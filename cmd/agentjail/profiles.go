@@ -10,9 +10,6 @@ import (
 )
 
 func (e appEnv) profilesAction(ctx context.Context, cmd *cli.Command) error {
-	if cmd.Args().Len() > 0 {
-		return usageError{fmt.Sprintf("unknown argument %q: write `agentjail profiles` or `agentjail profiles show NAME`", cmd.Args().First())}
-	}
 	l := loader()
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	for _, name := range l.BuiltinNames() {

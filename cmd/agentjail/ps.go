@@ -16,9 +16,6 @@ import (
 // root), asking each supervisor for its counters. --json prints one object
 // per line: run_id, profile, pid, child_pid, started_at, idle_ms, bytes.
 func (e appEnv) psAction(ctx context.Context, cmd *cli.Command) error {
-	if cmd.Args().Len() > 0 {
-		return usageError{fmt.Sprintf("unknown argument %q: write `agentjail ps [--json]`", cmd.Args().First())}
-	}
 	if err := supervise.CheckRunDir(false); err != nil {
 		return err
 	}

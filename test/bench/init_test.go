@@ -87,8 +87,8 @@ func BenchmarkReaping(b *testing.B) {
 			rounds = append(rounds, r)
 		}
 	}
-	// of is one quantity of one init, round by round.
-	of := func(i int, f func(r []sample) float64) []float64 {
+	// of is one quantity, round by round, sorted.
+	of := func(f func(r []sample) float64) []float64 {
 		v := make([]float64, len(rounds))
 		for k, r := range rounds {
 			v[k] = f(r)
@@ -100,20 +100,20 @@ func BenchmarkReaping(b *testing.B) {
 	tiniThere := slices.Contains(present, 0) // inits[0] is tini
 	fmt.Printf("reaping %d double-forked orphans in waves of %d as PID 1, pinned to CPU %d, %d rounds, medians:\n", orphans, wave, cpu, len(rounds))
 	for _, i := range present {
-		rate := of(i, func(r []sample) float64 { return r[i].rate })
+		rate := of(func(r []sample) float64 { return r[i].rate })
 		line := fmt.Sprintf("  %-15s %8.0f orphans/s   init CPU %5.1f µs/orphan", inits[i].name, mid(rate),
-			mid(of(i, func(r []sample) float64 { return r[i].cpuUS })))
+			mid(of(func(r []sample) float64 { return r[i].cpuUS })))
 		if tiniThere {
-			rel := of(i, func(r []sample) float64 { return r[i].rate / r[0].rate })
+			rel := of(func(r []sample) float64 { return r[i].rate / r[0].rate })
 			line += fmt.Sprintf("   %.3f× tini (rounds %.3f–%.3f)", mid(rel), rel[0], rel[len(rel)-1])
 		}
 		fmt.Println(line)
 	}
 	aj := len(inits) - 1
-	b.ReportMetric(mid(of(aj, func(r []sample) float64 { return r[aj].rate })), "orphans/s")
-	b.ReportMetric(mid(of(aj, func(r []sample) float64 { return r[aj].cpuUS })), "init-µs/orphan")
+	b.ReportMetric(mid(of(func(r []sample) float64 { return r[aj].rate })), "orphans/s")
+	b.ReportMetric(mid(of(func(r []sample) float64 { return r[aj].cpuUS })), "init-µs/orphan")
 	if tiniThere {
-		b.ReportMetric(mid(of(aj, func(r []sample) float64 { return r[aj].rate / r[0].rate })), "ratio-vs-tini")
+		b.ReportMetric(mid(of(func(r []sample) float64 { return r[aj].rate / r[0].rate })), "ratio-vs-tini")
 	}
 }
 

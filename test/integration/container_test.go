@@ -286,10 +286,9 @@ func TestContainerMaskedProc(t *testing.T) {
 	for _, u := range containerUsers {
 		t.Run(u.name, func(t *testing.T) {
 			t.Parallel()
-			dir, profiles := workspace(t), visibleDir(t)
-			write(t, profiles, map[string]string{"weak.yaml": "extends: tier1\nfilesystem:\n  proc: fresh-or-bind\n"})
+			dir, weak := workspace(t), weakProfile(t)
 			c := u.c
-			c.seccomp, c.masked, c.binds = profile, true, []string{dir, profiles}
+			c.seccomp, c.masked, c.binds = profile, true, []string{dir, filepath.Dir(weak)}
 			user := []string{"--user", strconv.Itoa(runUID)}
 
 			c.args = append([]string{"/aj/agentjail", "doctor", "--json"}, user...)
@@ -337,7 +336,7 @@ func TestContainerMaskedProc(t *testing.T) {
 				{"the container's processes show: pid 1 is agentjail init (handed over to agentjail-init)", `{ tr '\0' ' ' </proc/1/cmdline | grep -q "^agentjail-init --grace=.* -- "; }`},
 			}
 			rec := filepath.Join(dir, "degraded.json")
-			c.args = slices.Concat(pid1, []string{"/aj/agentjail", "run", "--record", rec, "--profile", filepath.Join(profiles, "weak.yaml")}, user, []string{"--", "sh", "-c", innerScript(cols)})
+			c.args = slices.Concat(pid1, []string{"/aj/agentjail", "run", "--record", rec, "--profile", weak}, user, []string{"--", "sh", "-c", innerScript(cols)})
 			r = c.run(t, "masked-fallback")
 			wantCode(t, r, 0)
 			if !strings.Contains(r.stderr, "agentjail: degraded: jail: no fresh /proc") || !strings.Contains(r.stderr, "/proc/timer_list") {
@@ -406,10 +405,7 @@ func TestContainerStop(t *testing.T) {
 // the host fails (exit 1, ok false).
 func failedDoctor(t *testing.T, r result) doctor.Report {
 	t.Helper()
-	var rep doctor.Report
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
-		t.Fatalf("doctor --json: %v\n%s\n%s", err, r.stdout, r.stderr)
-	}
+	rep := decodeDoctor(t, r)
 	if r.code != 1 || rep.OK {
 		t.Errorf("doctor: exit %d, ok %v; want 1, false", r.code, rep.OK)
 	}

@@ -20,14 +20,21 @@ func doctorJSON(t *testing.T, inv invocation, args ...string) (doctor.Report, in
 	if err := testutil.Validate(testutil.CompileSchema(t, doctor.SchemaJSON), []byte(r.stdout)); err != nil {
 		t.Fatalf("doctor --json does not match its schema: %v\n%s\nstderr:\n%s", err, r.stdout, r.stderr)
 	}
-	var rep doctor.Report
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := decodeDoctor(t, r)
 	if want := map[bool]int{true: 0, false: 1}[rep.OK]; r.code != want {
 		t.Errorf("doctor exits %d with ok=%v, want %d", r.code, rep.OK, want)
 	}
 	return rep, r.code
+}
+
+// decodeDoctor reads the report `agentjail doctor --json` printed.
+func decodeDoctor(t *testing.T, r result) doctor.Report {
+	t.Helper()
+	var rep doctor.Report
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("doctor --json: %v\n%s\n%s", err, r.stdout, r.stderr)
+	}
+	return rep
 }
 
 func check(t *testing.T, rep doctor.Report, name string) doctor.Check {
@@ -137,9 +144,7 @@ func TestDoctorUnderMaskedProc(t *testing.T) {
 // mode only, and the rest of it (user and network namespaces) passes.
 func TestDoctorDegradedUnderMaskedProc(t *testing.T) {
 	jailed(t)
-	profiles := visibleDir(t)
-	write(t, profiles, map[string]string{"weak.yaml": "extends: tier1\nfilesystem:\n  proc: fresh-or-bind\n"})
-	rep, code := doctorJSON(t, invocation{wrap: maskedProc}, "--profile", filepath.Join(profiles, "weak.yaml"))
+	rep, code := doctorJSON(t, invocation{wrap: maskedProc}, "--profile", weakProfile(t))
 	if code != 0 || !rep.OK {
 		t.Errorf("doctor: exit %d, ok %v; want 0, true: %+v", code, rep.OK, rep)
 	}
@@ -194,4 +199,14 @@ func TestDoctorProbesTheRunUserOfHere(t *testing.T) {
 	if !strings.Contains(r.stdout, "jail starts as") || !strings.Contains(r.stdout, "(uid 1000)") {
 		t.Errorf("doctor from a directory owned by uid 1000 did not probe as uid 1000:\n%s", r.stdout)
 	}
+}
+
+// weakProfile writes, in a directory the jails can see, a profile that
+// allows the /proc fallback (filesystem.proc: fresh-or-bind), and returns
+// its path.
+func weakProfile(t *testing.T) string {
+	t.Helper()
+	dir := visibleDir(t)
+	write(t, dir, map[string]string{"weak.yaml": "extends: tier1\nfilesystem:\n  proc: fresh-or-bind\n"})
+	return filepath.Join(dir, "weak.yaml")
 }

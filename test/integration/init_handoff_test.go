@@ -1,12 +1,14 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentjail/agentjail/doctor"
 	"github.com/agentjail/agentjail/internal/testutil"
@@ -43,7 +45,10 @@ func TestInitHandsOver(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			cmd := exec.Command("unshare", "-fp", "--mount-proc", filepath.Join(c.dir, "agentjail"), "init", "--", "sh", "-c", "cat /proc/1/comm; exit 7")
+			// A deadline: a broken hand-off must fail the test, not hang it.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, "unshare", "-fp", "--mount-proc", filepath.Join(c.dir, "agentjail"), "init", "--", "sh", "-c", "cat /proc/1/comm; exit 7")
 			cmd.Env = []string{"PATH=/usr/bin:/bin", "AGENTJAIL_INIT_VERBOSE=1"}
 			var stderr strings.Builder
 			cmd.Stderr = &stderr
@@ -58,7 +63,7 @@ func TestInitHandsOver(t *testing.T) {
 				t.Errorf("stderr lacks %q:\n%s", c.stderr, stderr.String())
 			}
 			// doctor says the same of it.
-			doc := exec.Command(filepath.Join(c.dir, "agentjail"), "doctor", "--json")
+			doc := exec.CommandContext(ctx, filepath.Join(c.dir, "agentjail"), "doctor", "--json")
 			doc.Env = cmd.Env
 			out, _ = doc.Output()
 			var rep doctor.Report

@@ -93,17 +93,7 @@ func TestInitInAPidNamespaceLeavesHostRunsAlone(t *testing.T) {
 	ws := workspace(t)
 	host := start(t, nil, "run", "--write", ws, "--chdir", ws, "--", "sh", "-c", "touch up; sleep 300")
 	waitFile(t, host, filepath.Join(ws, "up"))
-	var mine supervise.State
-	waitFor(t, func() bool {
-		runs, _ := supervise.Runs(liveRuns, "/proc")
-		for _, st := range runs {
-			if st.Alive && st.PID == host.cmd.Process.Pid {
-				mine = st
-				return true
-			}
-		}
-		return false
-	})
+	mine := runOf(t, host.cmd.Process.Pid)
 	p := startInit(t, true, []string{"init", "--", "sh", "-c", "sleep 0.2"})
 	p.stdin.Close()
 	if code, stderr := p.wait(t); code != 0 || strings.Contains(stderr, "swept run "+mine.RunID) {
@@ -249,4 +239,22 @@ func (r deadRun) waitKilled(t *testing.T) {
 	if ws := r.proc.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 		t.Errorf("run %s's process ended with %v, want killed", r.id, ws)
 	}
+}
+
+// runOf waits until the live run whose supervisor is pid has published
+// its state, and returns it.
+func runOf(t *testing.T, pid int) supervise.State {
+	t.Helper()
+	var mine supervise.State
+	waitFor(t, func() bool {
+		runs, _ := supervise.Runs(liveRuns, "/proc")
+		for _, st := range runs {
+			if st.Alive && st.PID == pid {
+				mine = st
+				return true
+			}
+		}
+		return false
+	})
+	return mine
 }

@@ -155,9 +155,11 @@ func TestInitReapsOrphans(t *testing.T) {
 				testutil.RequireRoot(t) // unshare, and a fair comparison of both modes
 				t.Parallel()
 				const n = 10000
-				// The witness outlives its parent, then reads its own ppid.
+				// The witness outlives its parent, waits until its parent is
+				// no longer a child of this script (the subshell that started
+				// it), then names its new parent.
 				script := fmt.Sprintf(`echo ppid=$PPID
-(sh -c 'sleep 0.2; read -r _ _ _ ppid _ </proc/$$/stat; echo orphan-ppid=$ppid' &)
+(sh -c 'while read -r _ _ _ ppid _ </proc/$$/stat; read -r _ _ _ pp _ </proc/$ppid/stat; [ "$pp" = '$$' ]; do sleep 0.01; done; echo orphan-ppid=$ppid' &)
 i=0; while [ $i -lt %d ]; do (true &); i=$((i+1)); done; echo made; read x; exit 0`, n)
 				args := []string{"init", "--", "sh", "-c", script}
 				if verbose {

@@ -218,9 +218,7 @@ func TestMaskedProcFailsClosed(t *testing.T) {
 // enableWeakerNestedSandbox binds /proc) but not with a fresh /proc.
 func TestMaskedProcDegradesWhenAllowed(t *testing.T) {
 	jailed(t)
-	profiles := visibleDir(t)
-	write(t, profiles, map[string]string{"weak.yaml": "extends: tier1\nfilesystem:\n  proc: fresh-or-bind\n"})
-	profile := filepath.Join(profiles, "weak.yaml")
+	profile := weakProfile(t)
 	cols := []innerColumn{
 		{"inner unshare -Ur true", "unshare -Ur true"},
 		{"inner bwrap with fresh proc", innerColumns[1].cmd},

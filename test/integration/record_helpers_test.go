@@ -262,55 +262,44 @@ func token() string {
 // procsWith lists the live (not zombie) processes whose command line
 // contains s, other than except.
 func procsWith(s string, except ...int) []string {
-	var out []string
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		var pid int
-		fmt.Sscan(filepath.Base(d), &pid)
-		if pid == os.Getpid() || contains(except, pid) {
-			continue
+	return liveProcs(func(d string, pid int) bool {
+		if pid == os.Getpid() || slices.Contains(except, pid) {
+			return false
 		}
 		cmd, err := os.ReadFile(d + "/cmdline")
-		stat, _ := os.ReadFile(d + "/stat")
-		if err != nil || !bytes.Contains(cmd, []byte(s)) {
-			continue
-		}
-		if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
-			continue
-		}
-		out = append(out, fmt.Sprintf("%d %s", pid, bytes.ReplaceAll(cmd, []byte{0}, []byte{' '})))
-	}
-	return out
+		return err == nil && bytes.Contains(cmd, []byte(s))
+	})
 }
 
 // procsWithEnv lists the live (not zombie) processes whose environment
 // holds the variable kv ("NAME=value", exactly): a run's processes carry
 // AGENTJAIL_RUN=<run id>.
 func procsWithEnv(kv string) []string {
+	return liveProcs(func(d string, _ int) bool {
+		env, err := os.ReadFile(d + "/environ")
+		return err == nil && slices.ContainsFunc(bytes.Split(env, []byte{0}), func(v []byte) bool { return string(v) == kv })
+	})
+}
+
+// liveProcs lists, as "PID CMDLINE", the processes that are not zombies
+// and that match takes (d is the process's /proc directory).
+func liveProcs(match func(d string, pid int) bool) []string {
 	var out []string
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, d := range dirs {
-		env, err := os.ReadFile(d + "/environ")
-		stat, _ := os.ReadFile(d + "/stat")
-		if err != nil || !slices.ContainsFunc(bytes.Split(env, []byte{0}), func(v []byte) bool { return string(v) == kv }) {
+		var pid int
+		fmt.Sscan(filepath.Base(d), &pid)
+		if !match(d, pid) {
 			continue
 		}
+		stat, _ := os.ReadFile(d + "/stat")
 		if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
 			continue
 		}
 		cmd, _ := os.ReadFile(d + "/cmdline")
-		out = append(out, fmt.Sprintf("%s %s", filepath.Base(d), bytes.ReplaceAll(cmd, []byte{0}, []byte{' '})))
+		out = append(out, fmt.Sprintf("%d %s", pid, bytes.ReplaceAll(cmd, []byte{0}, []byte{' '})))
 	}
 	return out
-}
-
-func contains(l []int, v int) bool {
-	for _, x := range l {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // waitFile waits until path exists, while the run is still going.

@@ -8,8 +8,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/agentjail/agentjail/supervise"
 )
 
 // TestStalledReaderDoesNotHangTheRun: agentjail's stdout is a FIFO that is
@@ -56,16 +54,7 @@ func TestStalledReaderDoesNotHangTheRun(t *testing.T) {
 			if c.signal {
 				// Once the jail has ended (no process of the run is left),
 				// agentjail is only waiting on its reader.
-				var id string
-				waitFor(t, func() bool {
-					runs, _ := supervise.Runs(liveRuns, "/proc")
-					for _, st := range runs {
-						if st.PID == cmd.Process.Pid {
-							id = st.RunID
-						}
-					}
-					return id != ""
-				})
+				id := runOf(t, cmd.Process.Pid).RunID
 				waitFor(t, func() bool { return len(procsWithEnv("AGENTJAIL_RUN="+id)) == 0 })
 				cmd.Process.Signal(syscall.SIGTERM)
 			}
@@ -104,6 +93,10 @@ func TestSlowReaderIsWaitedFor(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
+	// A deadline: an agentjail that never closes its stdout must fail the
+	// test (got falls short), not hang it.
+	deadline := time.AfterFunc(3*time.Minute, func() { cmd.Process.Kill() })
+	defer deadline.Stop()
 	got := 0
 	buf := make([]byte, 8<<10)
 	for {

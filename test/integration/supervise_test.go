@@ -517,8 +517,7 @@ func TestRecordRedactsSecretsCutByTheExcerpt(t *testing.T) {
 // would show PPid 1.
 func TestRunIsASubreaper(t *testing.T) {
 	jailed(t)
-	profiles := visibleDir(t)
-	write(t, profiles, map[string]string{"weak.yaml": "extends: tier1\nfilesystem:\n  proc: fresh-or-bind\n"})
+	weak := weakProfile(t)
 	wrap := []string{"unshare", "-mpf", "--mount-proc", "sh", "-c", `mount --bind /dev/null /proc/timer_list && "$@"`, "sh"}
 	ppid := `$(awk '/^PPid:/ {print $2}' /proc/$1/status)`
 	script := `ppid() { echo ` + ppid + `; }
@@ -530,7 +529,7 @@ kill $o
 i=0
 while [ -e /proc/$o ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
 if [ -e /proc/$o ]; then echo "left: $(cat /proc/$o/stat)"; else echo reaped; fi`
-	r := invocation{wrap: wrap}.run(t, "run", "--profile", filepath.Join(profiles, "weak.yaml"), "--", "sh", "-c", script)
+	r := invocation{wrap: wrap}.run(t, "run", "--profile", weak, "--", "sh", "-c", script)
 	wantCode(t, r, 0)
 	if !strings.Contains(r.stderr, "agentjail: degraded: jail: no fresh /proc and no pid namespace") {
 		t.Fatalf("the jail did not share agentjail's pid namespace:\n%s", r.stderr)
@@ -770,15 +769,14 @@ func TestEnvByName(t *testing.T) {
 // returns (the namespace's end would kill the daemon anyway).
 func TestDegradedRunLeavesNothingRunning(t *testing.T) {
 	jailed(t)
-	profiles := visibleDir(t)
-	write(t, profiles, map[string]string{"weak.yaml": "extends: tier1\nfilesystem:\n  proc: fresh-or-bind\n"})
+	weak := weakProfile(t)
 	tok := token()
 	rp := filepath.Join(visibleDir(t), "record.json")
 	wrap := []string{"unshare", "-mpf", "--mount-proc", "sh", "-c", `mount --bind /dev/null /proc/timer_list &&
 setpriv --reuid=1000 --regid=1000 --clear-groups env HOME=/ XDG_RUNTIME_DIR=` + visibleDir(t) + ` "$@"; code=$?
 if pgrep -f "^sleep ` + tok + `" >/dev/null; then echo LEFT-RUNNING; else echo NOTHING-LEFT; fi
 exit $code`, "sh"}
-	r := invocation{wrap: wrap}.run(t, "run", "--profile", filepath.Join(profiles, "weak.yaml"), "--record", rp, "--", "sh", "-c",
+	r := invocation{wrap: wrap}.run(t, "run", "--profile", weak, "--record", rp, "--", "sh", "-c",
 		`setsid env -i /bin/sh -c "sleep `+tok+`" </dev/null >/dev/null 2>&1 & echo started`)
 	wantCode(t, r, 0)
 	if !strings.Contains(r.stderr, "agentjail: degraded: jail: no fresh /proc and no pid namespace") {
