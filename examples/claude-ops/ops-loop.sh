@@ -188,7 +188,7 @@ run_tier() {
 		--log "$dir/tier$n.log" --record "$dir/tier$n.record.json" --results "$CLAUDEOPS_RESULTS_DIR/transcripts"
 	# Each repository a root of its own, not their parent: agentjail makes
 	# a protected name missing at the top of a root uncreatable, but below
-	# the top it only finds one made after the run (README, "The promise,
+	# the top it only finds one made after the run (docs/jail.md, "The promise,
 	# exactly"), too late for a .claude-ops/mcp.json the next tier merges.
 	if [ "$n" -gt 1 ]; then
 		for repo in "$CLAUDEOPS_REPOS_DIR"/*/; do
