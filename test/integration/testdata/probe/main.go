@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -77,7 +78,7 @@ func main() {
 				unix.Close(int(fd))
 			}
 		case "int80":
-			res = fmt.Sprint(int80Getpid())
+			res = int80()
 		case "inject", "inject-high":
 			// Type a line into the terminal on fd 0, as a user would.
 			req := uintptr(unix.TIOCSTI)
@@ -214,4 +215,16 @@ func unescape(s string) string {
 func keyring() uintptr {
 	id := int32(unix.KEY_SPEC_USER_KEYRING) // negative: sign-extend
 	return uintptr(id)
+}
+
+// int80 is getpid through int 0x80, or "SIGSEGV" where the kernel has no
+// IA32 emulation and answers the instruction with a fault.
+func int80() (res string) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if recover() != nil {
+			res = "SIGSEGV"
+		}
+	}()
+	return fmt.Sprint(int80Getpid())
 }
