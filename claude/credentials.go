@@ -1,57 +1,103 @@
 package claude
 
 import (
-	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
 )
 
-// MaxCredentials bounds the credentials file agentjail reads back: a real
-// one is a few hundred bytes.
+// MaxCredentials bounds the operator's credentials file agentjail reads: a
+// real one is a few hundred bytes.
 const MaxCredentials = 1 << 20
 
-// login is the part of ~/.claude/.credentials.json that says which login
-// is newer.
-type login struct {
-	OAuth *struct {
-		AccessToken string `json:"accessToken"`
-		ExpiresAt   int64  `json:"expiresAt"`
-	} `json:"claudeAiOauth"`
+// stagedLogin is as much of a Claude Code login (the claudeAiOauth object
+// of ~/.claude/.credentials.json) as a run gets: what claude reads to use
+// the access token. The refresh token is not among it.
+type stagedLogin struct {
+	AccessToken      string   `json:"accessToken"`
+	ExpiresAt        *int64   `json:"expiresAt,omitempty"` // Unix milliseconds
+	Scopes           []string `json:"scopes,omitempty"`
+	SubscriptionType *string  `json:"subscriptionType,omitempty"`
+	RateLimitTier    *string  `json:"rateLimitTier,omitempty"`
 }
 
-func parseLogin(b []byte) (token string, expires int64, ok bool) {
-	var l login
-	if json.Unmarshal(b, &l) != nil || l.OAuth == nil || l.OAuth.AccessToken == "" {
-		return "", 0, false
-	}
-	return l.OAuth.AccessToken, l.OAuth.ExpiresAt, true
+// Login is the operator's Claude Code login as a run gets it.
+type Login struct {
+	// File is the credentials file the jail gets.
+	File []byte
+	// Expires is when its access token expires; zero when the operator's
+	// file does not say.
+	Expires time.Time
+	// Warning, when set, says the access token expires before the run's
+	// wall limit.
+	Warning string
 }
 
-// WriteBack decides whether the credentials file claude left in the jail
-// (staged) goes back to the operator's file, given what was copied in and
-// what the operator's file holds now (source; nil when it is gone). It
-// returns whether claude refreshed the login, whether to write it back, and
-// why, for the record.
+// StageLogin makes, from the operator's credentials file src, the one a
+// run gets, at now, for a run of at most wall (0: no limit): the access
+// token of its login, with what claude reads beside it (expiresAt, scopes,
+// subscriptionType, rateLimitTier), and nothing else. The refresh token
+// stays out: whoever holds it can mint access tokens for the operator's
+// account until it is revoked, and claude rotates it when it refreshes, so
+// a login refreshed in the jail would either log the operator out or have
+// to be written back, letting the agent choose the operator's login (issue
+// 14). So do the other logins the file may keep (MCP servers' mcpOAuth,
+// with their own refresh tokens and client secrets).
 //
-// Claude Code rotates the refresh token when it refreshes (the old one
-// stops working), so a refreshed login that is not written back logs the
-// operator out at the next expiry. The newer login wins: when the source
-// changed meanwhile (the operator, or another run, refreshed too), the
-// staged file goes back only if its token expires later.
-func WriteBack(copied, staged, source []byte) (refreshed, write bool, why string) {
-	if bytes.Equal(copied, staged) {
-		return false, false, "unchanged: claude did not refresh the login"
+// Claude Code 2.1.197 runs on an access token alone (measured by
+// TestClaudeCopiedLogin and TestClaudeExpiredAccessToken): it uses a valid
+// one and asks for no refresh; an expired one it still sends, and the
+// API's 401 ends the session (exit 1, "Failed to authenticate").
+//
+// It fails with ErrNoLogin when src holds no login, and with
+// ErrLoginExpired when its access token had expired by now; a token that
+// expires before the wall limit gives a Warning.
+func StageLogin(src []byte, now time.Time, wall time.Duration) (Login, error) {
+	var file struct {
+		OAuth *stagedLogin `json:"claudeAiOauth"`
 	}
-	token, expires, ok := parseLogin(staged)
-	if !ok {
-		return false, false, "claude left a credentials file without an OAuth login (claudeAiOauth.accessToken); the source was kept"
+	if err := json.Unmarshal(src, &file); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return Login{}, fmt.Errorf("%w (its %s is a %s, not what claude writes there)", ErrNoLogin, te.Field, te.Value)
+		}
+		return Login{}, fmt.Errorf("%w (not JSON: %v)", ErrNoLogin, err)
 	}
-	if old, _, ok := parseLogin(copied); ok && old == token {
-		return false, false, "the login is unchanged (other fields changed); the source was kept"
+	if file.OAuth == nil || file.OAuth.AccessToken == "" {
+		return Login{}, fmt.Errorf("%w (no claudeAiOauth.accessToken)", ErrNoLogin)
 	}
-	if source != nil && !bytes.Equal(source, copied) {
-		if _, srcExpires, ok := parseLogin(source); ok && srcExpires >= expires {
-			return true, false, "the source was refreshed meanwhile (by the operator or another run) and is as new; it was kept"
+	var l Login
+	if ms := file.OAuth.ExpiresAt; ms != nil {
+		l.Expires = time.UnixMilli(*ms)
+		if !l.Expires.After(now) {
+			return Login{}, fmt.Errorf("%w at %s", ErrLoginExpired, l.Expires.UTC().Format(time.RFC3339))
+		}
+		if end := now.Add(wall); wall > 0 && l.Expires.Before(end) {
+			l.Warning = fmt.Sprintf("its access token expires at %s, %s before the run's wall limit (%s), and the jail gets no refresh token to renew it: claude's model calls then fail",
+				l.Expires.UTC().Format(time.RFC3339), end.Sub(l.Expires).Round(time.Second), wall)
 		}
 	}
-	return true, true, "claude refreshed the login; written back"
+	var err error
+	l.File, err = json.Marshal(map[string]*stagedLogin{"claudeAiOauth": file.OAuth})
+	return l, err
+}
+
+// envLogins are the variables that give claude a login of their own: an
+// API key, a bearer token, a long-lived OAuth token (`claude setup-token`).
+var envLogins = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"}
+
+// EnvLogin returns the first variable of env (NAME=value entries, as the
+// jail gets them) that gives claude a login without a credentials file,
+// "" when none does.
+func EnvLogin(env []string) string {
+	for _, name := range envLogins {
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, name+"="); ok && v != "" {
+				return name
+			}
+		}
+	}
+	return ""
 }

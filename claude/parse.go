@@ -71,15 +71,24 @@ type Summary struct {
 	// ParseError says why json or stream-json output yielded no result: no
 	// result line, a malformed one, one cut off, one too long.
 	ParseError *string `json:"parse_error"`
-	// Credentials is what became of the operator's copied-in login.
+	// Credentials is what the run got of the operator's login.
 	Credentials *Credentials `json:"credentials"`
 	// Transcripts are the session transcripts copied out (--results).
 	Transcripts []string `json:"transcripts"`
 }
 
-// Credentials reports the copied-in credentials file.
+// Credentials reports the operator's login copied in (StageLogin).
 type Credentials struct {
-	Source      string `json:"source"`
+	// Source is the operator's credentials file.
+	Source string `json:"source"`
+	// Copied says whether its login was copied in; ExpiresAt is when that
+	// access token expires (null when none was copied, or the file does
+	// not say).
+	Copied    bool    `json:"copied"`
+	ExpiresAt *string `json:"expires_at"`
+	// Refreshed, WriteBack and WrittenBack are always false: agentjail
+	// no longer writes a login back (the jail gets no refresh token).
+	// They stay for readers of earlier records.
 	Refreshed   bool   `json:"refreshed"`
 	WriteBack   bool   `json:"write_back"`
 	WrittenBack bool   `json:"written_back"`

@@ -175,31 +175,3 @@ func FuzzParser(f *testing.F) {
 		}
 	})
 }
-
-func TestWriteBack(t *testing.T) {
-	t.Parallel()
-	login := func(token string, exp int) []byte {
-		return []byte(`{"claudeAiOauth":{"accessToken":"` + token + `","refreshToken":"r-` + token + `","expiresAt":` + strings.Repeat("9", exp) + `}}`)
-	}
-	old, fresh := login("old", 3), login("new", 4)
-	for _, c := range []struct {
-		name                   string
-		copied, staged, source []byte
-		refreshed, write       bool
-		why                    string
-	}{
-		{"unchanged", old, old, old, false, false, "unchanged"},
-		{"refreshed", old, fresh, old, true, true, "written back"},
-		{"source gone", old, fresh, nil, true, true, "written back"},
-		{"not a login", old, []byte(`{"mcpOAuth":{}}`), old, false, false, "without an OAuth login"},
-		{"garbage", old, []byte("\x00"), old, false, false, "without an OAuth login"},
-		{"other fields", old, append(old[:len(old)-1:len(old)-1], `,"x":1}`...), old, false, false, "login is unchanged"},
-		{"source newer", old, login("new", 4), login("other", 5), true, false, "refreshed meanwhile"},
-		{"source older", old, login("new", 5), login("other", 4), true, true, "written back"},
-	} {
-		refreshed, write, why := WriteBack(c.copied, c.staged, c.source)
-		if refreshed != c.refreshed || write != c.write || !strings.Contains(why, c.why) {
-			t.Errorf("%s: WriteBack = %v %v %q; want %v %v %q", c.name, refreshed, write, why, c.refreshed, c.write, c.why)
-		}
-	}
-}

@@ -125,11 +125,10 @@ type Dir struct {
 type ClaudeHome struct {
 	Dir  string // on the host (Input.ClaudeDir)
 	Jail string // in the jail, ~/.claude: CLAUDE_CONFIG_DIR's value
-	// Credentials is the operator's credentials file copied in as
-	// Dir/.credentials.json, "" when there is none; WriteBack says whether
-	// a refreshed one goes back to it.
+	// Credentials is the operator's credentials file whose login is
+	// copied in as Dir/.credentials.json (its access token only, made by
+	// claude.StageLogin), "" when there is none.
 	Credentials string
-	WriteBack   bool
 }
 
 // Claude Code's files: its credentials under its directory, its global
@@ -582,7 +581,7 @@ func (r *renderer) claude(roots []string) {
 				}
 				r.plan.Copies = append(r.plan.Copies, Copy{Src: src, Dst: path.Join(home.Dir, f.dst)})
 				if f.dst == ClaudeCredentials {
-					home.Credentials, home.WriteBack = src, policy.On(c.WriteBack)
+					home.Credentials = src
 				}
 				break
 			}

@@ -346,22 +346,21 @@ func TestRenderClaudeHome(t *testing.T) {
 	if !slices.Equal(plan.Copies, want) {
 		t.Errorf("copies = %v, want %v", plan.Copies, want)
 	}
-	if c := plan.Claude; c == nil || c.Jail != "/home/agent/.claude" || c.Credentials != "/home/op/.claude/.credentials.json" || !c.WriteBack {
+	if c := plan.Claude; c == nil || c.Jail != "/home/agent/.claude" || c.Credentials != "/home/op/.claude/.credentials.json" {
 		t.Errorf("plan.Claude = %+v", c)
 	}
 
 	in = input(t, "tier1", "/srv/proj")
 	delete(in.Disk.(fstest.MapFS), "home/op/.claude/.credentials.json")
 	delete(in.Disk.(fstest.MapFS), "root/.claude.json")
-	off := false
-	in.Policy.Claude.WriteBack = &off
 	if plan, err = Render(in); err != nil {
 		t.Fatal(err)
 	}
-	if len(plan.Copies) != 0 || plan.Claude == nil || plan.Claude.Credentials != "" || plan.Claude.WriteBack {
+	if len(plan.Copies) != 0 || plan.Claude == nil || plan.Claude.Credentials != "" {
 		t.Errorf("without operator credentials: copies %v, claude %+v", plan.Copies, plan.Claude)
 	}
 
+	off := false
 	in.Policy.Claude.Home = &off
 	if plan, err = Render(in); err != nil {
 		t.Fatal(err)

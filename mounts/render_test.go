@@ -144,7 +144,7 @@ func format(p Plan) string {
 		fmt.Fprintf(&b, "dir: %s (tmpfs of %d)\n", d.Path, d.Size)
 	}
 	if c := p.Claude; c != nil {
-		fmt.Fprintf(&b, "claude: %s at %s, credentials %q, write back %v\n", c.Dir, c.Jail, c.Credentials, c.WriteBack)
+		fmt.Fprintf(&b, "claude: %s at %s, credentials %q\n", c.Dir, c.Jail, c.Credentials)
 	}
 	for _, m := range p.Masks {
 		b.WriteString("mask: " + m + "\n")

@@ -43,6 +43,12 @@ var samples = map[string]string{
 	"limits.rlimits":         "nofile",
 }
 
+// retired are keys a profile may no longer use: why, and the fix. A
+// profile that still has one is refused, not silently run otherwise.
+var retired = map[string]string{
+	"claude.write_back": "agentjail no longer writes a login back to the operator's credentials (whatever the agent wrote there would become the operator's login); remove the key",
+}
+
 var (
 	typeDuration = reflect.TypeFor[Duration]()
 	typeSize     = reflect.TypeFor[Size]()
@@ -116,8 +122,12 @@ func mismatchMsg(path string, got ast.Node) string {
 	return fmt.Sprintf("expected %s, got %s; e.g. `%s`", describe(t, path), kindOf(got), example)
 }
 
-// unknownMsg names the keys the mapping around path takes.
+// unknownMsg names the keys the mapping around path takes, or says why a
+// retired key went.
 func unknownMsg(path string) string {
+	if why, ok := retired[path]; ok {
+		return "removed: " + why
+	}
 	parent := parentPath(path)
 	where := "a profile"
 	if parent != "" {

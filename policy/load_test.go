@@ -16,6 +16,7 @@ func TestDecodeErrorsNamePosition(t *testing.T) {
 		name, src, want string
 	}{
 		{"unknown key", "filesystem:\n  writable: [/x]\n", `p.yaml:2:3: filesystem.writable: unknown key; filesystem takes base, proc, read, write, protect,`},
+		{"retired key", "claude: {home: true, write_back: false}\n", "p.yaml:1:22: claude.write_back: removed: agentjail no longer writes a login back to the operator's credentials (whatever the agent wrote there would become the operator's login); remove the key"},
 		{"unknown top key", "description: x\nbogus: 1\n", `p.yaml:2:1: bogus: unknown key; a profile takes extends, description, user,`},
 		{"string for a list", "filesystem:\n  write: /x\n", "p.yaml:2:10: filesystem.write: expected a list, got a string; e.g. `write: [${PWD}]`"},
 		{"string for an int", "filesystem:\n  protect_depth: deep\n", "p.yaml:2:18: filesystem.protect_depth: expected a whole number, got a string; e.g. `protect_depth: 3`"},

@@ -173,12 +173,10 @@ type Claude struct {
 	// Credentials copies the operator's ~/.claude/.credentials.json and
 	// ~/.claude.json into that directory, owned by the run user (a root-owned
 	// 0600 file bound in would be unreadable to it, and claude rewrites
-	// both). API-key auth through the environment needs none of this.
+	// both): of the login, only its access token (claude.StageLogin). Nothing
+	// is copied back. API-key or CLAUDE_CODE_OAUTH_TOKEN auth through the
+	// environment needs none of this.
 	Credentials *bool `yaml:"credentials,omitempty" json:"credentials,omitempty"`
-	// WriteBack writes the credentials file back to its source, atomically,
-	// when claude refreshed its OAuth tokens during the run (and the copy
-	// is newer than the source), so the operator's login stays valid.
-	WriteBack *bool `yaml:"write_back,omitempty" json:"write_back,omitempty"`
 }
 
 // On reports whether an optional switch is set to true.

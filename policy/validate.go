@@ -98,9 +98,6 @@ func Validate(p Policy) error {
 	if c := p.Claude; On(c.Credentials) && !On(c.Home) {
 		v.add("claude.credentials", "needs claude.home: true (the credentials are copied into the private Claude Code directory)")
 	}
-	if c := p.Claude; On(c.WriteBack) && !On(c.Credentials) {
-		v.add("claude.write_back", "needs claude.credentials: true (only copied-in credentials can be written back)")
-	}
 	return errors.Join(v.errs...)
 }
 

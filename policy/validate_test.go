@@ -33,7 +33,7 @@ environment:
   unset: ["A B"]
 limits:
   rlimits: {nofiles: 10}
-claude: {home: true, write_back: true}
+claude: {home: true}
 `
 	p, err := Decode("v.yaml", []byte(src))
 	if err != nil {
@@ -64,7 +64,6 @@ claude: {home: true, write_back: true}
 		`v.yaml:23:11: environment.unset[0]: "A B" is not a variable name`,
 		`v.yaml:25:13: limits.rlimits[nofiles]: unknown resource "nofiles"`,
 		"v.yaml:26:10: claude.home: needs filesystem.home.private: true",
-		"v.yaml:26:22: claude.write_back: needs claude.credentials: true",
 	}
 	got := strings.Split(err.Error(), "\n")
 	if len(got) != len(want) {

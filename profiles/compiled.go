@@ -56,13 +56,11 @@ var compiled = map[string]func() policy.Policy{
 			Claude: policy.Claude{
 				Home:        ptr(true),
 				Credentials: ptr(true),
-				WriteBack:   ptr(true),
 			},
 			Origins: map[string]string{
 				"claude":                          "profiles/_base.yaml:130:1",
 				"claude.credentials":              "profiles/_base.yaml:132:3",
 				"claude.home":                     "profiles/_base.yaml:131:3",
-				"claude.write_back":               "profiles/_base.yaml:133:3",
 				"description":                     "profiles/_base.yaml:7:1",
 				"environment":                     "profiles/_base.yaml:88:1",
 				"environment.allow":               "profiles/_base.yaml:89:3",
@@ -223,13 +221,11 @@ var compiled = map[string]func() policy.Policy{
 			Claude: policy.Claude{
 				Home:        ptr(true),
 				Credentials: ptr(true),
-				WriteBack:   ptr(true),
 			},
 			Origins: map[string]string{
 				"claude":                          "profiles/_base.yaml:130:1",
 				"claude.credentials":              "profiles/_base.yaml:132:3",
 				"claude.home":                     "profiles/_base.yaml:131:3",
-				"claude.write_back":               "profiles/_base.yaml:133:3",
 				"description":                     "profiles/_no-credentials.yaml:4:1",
 				"environment":                     "profiles/_base.yaml:88:1",
 				"environment.allow":               "profiles/_base.yaml:89:3",
@@ -409,13 +405,11 @@ var compiled = map[string]func() policy.Policy{
 			Claude: policy.Claude{
 				Home:        ptr(true),
 				Credentials: ptr(true),
-				WriteBack:   ptr(true),
 			},
 			Origins: map[string]string{
 				"claude":                          "profiles/_base.yaml:130:1",
 				"claude.credentials":              "profiles/_base.yaml:132:3",
 				"claude.home":                     "profiles/_base.yaml:131:3",
-				"claude.write_back":               "profiles/_base.yaml:133:3",
 				"description":                     "profiles/sealed.yaml:7:1",
 				"environment":                     "profiles/_base.yaml:88:1",
 				"environment.allow":               "profiles/_base.yaml:89:3",
@@ -604,13 +598,11 @@ var compiled = map[string]func() policy.Policy{
 			Claude: policy.Claude{
 				Home:        ptr(true),
 				Credentials: ptr(true),
-				WriteBack:   ptr(true),
 			},
 			Origins: map[string]string{
 				"claude":                          "profiles/_base.yaml:130:1",
 				"claude.credentials":              "profiles/_base.yaml:132:3",
 				"claude.home":                     "profiles/_base.yaml:131:3",
-				"claude.write_back":               "profiles/_base.yaml:133:3",
 				"description":                     "profiles/tier1.yaml:8:1",
 				"environment":                     "profiles/_base.yaml:88:1",
 				"environment.allow":               "profiles/_base.yaml:89:3",
@@ -799,13 +791,11 @@ var compiled = map[string]func() policy.Policy{
 			Claude: policy.Claude{
 				Home:        ptr(true),
 				Credentials: ptr(true),
-				WriteBack:   ptr(true),
 			},
 			Origins: map[string]string{
 				"claude":                          "profiles/_base.yaml:130:1",
 				"claude.credentials":              "profiles/_base.yaml:132:3",
 				"claude.home":                     "profiles/_base.yaml:131:3",
-				"claude.write_back":               "profiles/_base.yaml:133:3",
 				"description":                     "profiles/tier2.yaml:8:1",
 				"environment":                     "profiles/_base.yaml:88:1",
 				"environment.allow":               "profiles/_base.yaml:89:3",
@@ -988,13 +978,11 @@ var compiled = map[string]func() policy.Policy{
 			Claude: policy.Claude{
 				Home:        ptr(true),
 				Credentials: ptr(true),
-				WriteBack:   ptr(true),
 			},
 			Origins: map[string]string{
 				"claude":                          "profiles/_base.yaml:130:1",
 				"claude.credentials":              "profiles/_base.yaml:132:3",
 				"claude.home":                     "profiles/_base.yaml:131:3",
-				"claude.write_back":               "profiles/_base.yaml:133:3",
 				"description":                     "profiles/tier3.yaml:8:1",
 				"environment":                     "profiles/_base.yaml:88:1",
 				"environment.allow":               "profiles/_base.yaml:89:3",

@@ -16,8 +16,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// FileCopy is one file or tree copied into a run's staging directory.
-type FileCopy struct{ Src, Dst string }
+// FileCopy is one file or tree copied into a run's staging directory; with
+// Data, one file made with that content instead, Src only naming where it
+// comes from (the part of the operator's Claude Code login a run gets).
+type FileCopy struct {
+	Src, Dst string
+	Data     []byte
+}
 
 // StageDir is a directory made in a run's staging directory; Size, when
 // not 0, caps it with a tmpfs of that size.
@@ -26,14 +31,11 @@ type StageDir struct {
 	Size int64
 }
 
-// Staged is what Stage made: its root, the tmpfs mounts in it, the
-// content of each regular file copied at the top of a FileCopy, by
-// destination (so that what the run changed can be told afterwards), and
-// what it could not do as asked.
+// Staged is what Stage made: its root, the tmpfs mounts in it, and what it
+// could not do as asked.
 type Staged struct {
 	Root   string
 	Mounts []string
-	Copied map[string][]byte // Dst -> content as copied in
 	// Degradations are the caps that could not be applied.
 	Degradations []Note
 }
@@ -61,7 +63,7 @@ type Staged struct {
 // A source that is a symlink is followed; links inside a copied tree are
 // copied as links; sockets, fifos and devices are skipped.
 func Stage(root string, dirs []StageDir, copies []FileCopy, uid, gid int) (*Staged, error) {
-	st := &Staged{Root: root, Copied: map[string][]byte{}}
+	st := &Staged{Root: root}
 	if err := traversable(filepath.Dir(root)); err != nil {
 		return nil, err
 	}
@@ -116,6 +118,13 @@ func Stage(root string, dirs []StageDir, copies []FileCopy, uid, gid int) (*Stag
 		if err := mkdirs(filepath.Dir(c.Dst)); err != nil {
 			return st, err
 		}
+		if c.Data != nil {
+			if err := writeNew(c.Dst, bytes.NewReader(c.Data)); err != nil {
+				return st, fmt.Errorf("copy %s into the jail: %w", c.Src, err)
+			}
+			made = append(made, c.Dst)
+			continue
+		}
 		src, err := filepath.EvalSymlinks(c.Src)
 		if err != nil {
 			return st, fmt.Errorf("copy %s into the jail: %w", c.Src, err)
@@ -144,12 +153,8 @@ func Stage(root string, dirs []StageDir, copies []FileCopy, uid, gid int) (*Stag
 					return err
 				}
 			case d.Type().IsRegular():
-				data, err := copyFile(p, dst, p == src)
-				if err != nil {
+				if err := copyFile(p, dst); err != nil {
 					return err
-				}
-				if p == src {
-					st.Copied[c.Dst] = data
 				}
 			default:
 				return nil
@@ -175,28 +180,28 @@ func Stage(root string, dirs []StageDir, copies []FileCopy, uid, gid int) (*Stag
 	return st, nil
 }
 
-// copyFile copies a regular file into a new file dst (never through a
-// link); with keep, it returns the content too.
-func copyFile(src, dst string, keep bool) ([]byte, error) {
+// copyFile copies a regular file into a new file dst.
+func copyFile(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer in.Close()
+	return writeNew(dst, in)
+}
+
+// writeNew writes what r holds into a new file dst, 0600 (never through a
+// link).
+func writeNew(dst string, r io.Reader) error {
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var kept bytes.Buffer
-	w := io.Writer(out)
-	if keep {
-		w = io.MultiWriter(out, &kept)
-	}
-	_, err = io.Copy(w, in)
+	_, err = io.Copy(out, r)
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
-	return kept.Bytes(), err
+	return err
 }
 
 // EmptyFile makes sure path is an empty regular file that every user can

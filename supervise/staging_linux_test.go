@@ -26,7 +26,7 @@ func owner(t *testing.T, p string) int {
 // TestStage: the staging directory is traversable but not listable, its
 // copies are the run user's with the source's modes, a source that is a
 // link is followed, links inside a tree stay links, fifos are skipped, and
-// what was copied at the top is kept for later comparison.
+// a copy with Data holds that data, not its source's.
 func TestStage(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
@@ -44,6 +44,7 @@ func TestStage(t *testing.T) {
 	st, err := Stage(root, []StageDir{{Path: filepath.Join(root, "claude"), Size: 1 << 20}}, []FileCopy{
 		{Src: filepath.Join(src, ".ssh"), Dst: filepath.Join(root, "credentials", ".ssh")},
 		{Src: filepath.Join(src, "creds-link"), Dst: filepath.Join(root, "claude", ".credentials.json")},
+		{Src: filepath.Join(src, "creds.json"), Dst: filepath.Join(root, "claude", "staged.json"), Data: []byte(`{"b":2}`)},
 	}, 1000, 1000)
 	if err != nil {
 		t.Fatal(err)
@@ -55,13 +56,14 @@ func TestStage(t *testing.T) {
 		filepath.Join(root, "credentials", ".ssh"):         0o700,
 		filepath.Join(root, "credentials/.ssh/id_ed25519"): 0o600,
 		filepath.Join(root, "claude/.credentials.json"):    0o600,
+		filepath.Join(root, "claude/staged.json"):          0o600,
 	} {
 		fi, err := os.Stat(p)
 		if err != nil || fi.Mode().Perm()&mode != mode || (p != run && p != root && fi.Mode().Perm() != mode) {
 			t.Errorf("%s: %v, %v; want mode %v", p, fi.Mode(), err, mode)
 		}
 	}
-	for _, p := range []string{"claude", "credentials", "credentials/.ssh", "credentials/.ssh/id_ed25519", "credentials/.ssh/link", "claude/.credentials.json"} {
+	for _, p := range []string{"claude", "credentials", "credentials/.ssh", "credentials/.ssh/id_ed25519", "credentials/.ssh/link", "claude/.credentials.json", "claude/staged.json"} {
 		if got := owner(t, filepath.Join(root, p)); got != 1000 {
 			t.Errorf("%s is owned by %d, want 1000", p, got)
 		}
@@ -75,8 +77,10 @@ func TestStage(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(root, "credentials/.ssh/fifo")); err == nil {
 		t.Errorf("a fifo was copied")
 	}
-	if got := string(st.Copied[filepath.Join(root, "claude", ".credentials.json")]); got != `{"a":1}` {
-		t.Errorf("copied content kept as %q", got)
+	for name, want := range map[string]string{".credentials.json": `{"a":1}`, "staged.json": `{"b":2}`} {
+		if got, err := os.ReadFile(filepath.Join(root, "claude", name)); string(got) != want {
+			t.Errorf("claude/%s holds %q (%v), want %q", name, got, err, want)
+		}
 	}
 	// The sized directory is a tmpfs of that size, holding the copy.
 	var fsys unix.Statfs_t

@@ -3,9 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
+	"time"
 
 	"github.com/agentjail/agentjail/claude"
 	"github.com/agentjail/agentjail/mounts"
@@ -15,7 +18,9 @@ import (
 // stage makes what the plan binds from the host and agentjail provides:
 // the masks' empty file, and the run's staging directory with the private
 // Claude Code directory and the copied credentials, owned by the run user
-// (nil when the plan needs none; the caller removes it).
+// (nil when the plan needs none; the caller removes it). Of the operator's
+// Claude Code login it copies only what login kept; nothing when login
+// has not run or kept nothing.
 func (j *jail) stage() (*supervise.Staged, error) {
 	if len(j.plan.Masks) > 0 {
 		if err := supervise.EmptyFile(emptyFile()); err != nil {
@@ -25,9 +30,16 @@ func (j *jail) stage() (*supervise.Staged, error) {
 	if len(j.plan.Dirs) == 0 && len(j.plan.Copies) == 0 {
 		return nil, nil
 	}
-	copies := make([]supervise.FileCopy, len(j.plan.Copies))
-	for i, c := range j.plan.Copies {
-		copies[i] = supervise.FileCopy{Src: c.Src, Dst: c.Dst}
+	var copies []supervise.FileCopy
+	for _, c := range j.plan.Copies {
+		fc := supervise.FileCopy{Src: c.Src, Dst: c.Dst}
+		if j.isLogin(c) {
+			if j.loginFile == nil {
+				continue
+			}
+			fc.Data = j.loginFile
+		}
+		copies = append(copies, fc)
 	}
 	dirs := make([]supervise.StageDir, len(j.plan.Dirs))
 	for i, d := range j.plan.Dirs {
@@ -39,6 +51,13 @@ func (j *jail) stage() (*supervise.Staged, error) {
 		return nil, fmt.Errorf("prepare the run's files: %w", err)
 	}
 	return st, nil
+}
+
+// isLogin reports whether c copies the operator's Claude Code login, of
+// which a run gets only part (login).
+func (j *jail) isLogin(c mounts.Copy) bool {
+	h := j.plan.Claude
+	return h != nil && h.Credentials != "" && c.Dst == filepath.Join(h.Dir, mounts.ClaudeCredentials)
 }
 
 // checkResults makes sure --results names a directory agentjail can write
@@ -58,10 +77,10 @@ func checkResults(dir string) error {
 
 // claudeAfter completes the record's `claude` object once the run has
 // ended: what claude's json output said (parser, nil for other commands),
-// what became of the copied-in login, and the transcripts copied to
-// results. It is set when the command is claude, or when the run's private
-// Claude Code directory held a login or transcripts. Problems are warnings:
-// the run itself is over.
+// what the run got of the operator's login, and the transcripts copied to
+// results. It is set when the command is claude, or when the operator had
+// a login for the run's private Claude Code directory, or it held
+// transcripts. Problems are warnings: the run itself is over.
 func claudeAfter(j *jail, st *supervise.Staged, parser *claude.Parser, results string, rec *supervise.Record, secrets []string) {
 	var sum claude.Summary
 	if parser != nil {
@@ -74,12 +93,7 @@ func claudeAfter(j *jail, st *supervise.Staged, parser *claude.Parser, results s
 	}
 	warn := func(format string, a ...any) { rec.Warnings = append(rec.Warnings, fmt.Sprintf(format, a...)) }
 	home := j.plan.Claude
-	if home != nil && st != nil && home.Credentials != "" {
-		sum.Credentials = writeBack(home, st, j.user.UID)
-		if !sum.Credentials.WrittenBack && sum.Credentials.Refreshed && home.WriteBack {
-			warn("claude refreshed the login, which was not written back to %s: %s", home.Credentials, sum.Credentials.Detail)
-		}
-	}
+	sum.Credentials = j.credentials
 	sum.Transcripts = []string{}
 	switch {
 	case results == "":
@@ -97,36 +111,80 @@ func claudeAfter(j *jail, st *supervise.Staged, parser *claude.Parser, results s
 	}
 }
 
-// writeBack writes the credentials file claude left in the run's directory
-// back to its source when claude refreshed the login (claude.WriteBack
-// decides) and the profile allows it.
-func writeBack(home *mounts.ClaudeHome, st *supervise.Staged, uid int) *claude.Credentials {
-	c := &claude.Credentials{Source: home.Credentials, WriteBack: home.WriteBack}
-	copied := st.Copied[filepath.Join(home.Dir, mounts.ClaudeCredentials)]
-	now, err := supervise.ReadOwned(home.Dir, mounts.ClaudeCredentials, uid, claude.MaxCredentials)
-	if err != nil {
-		c.Detail = "the run's credentials file cannot be read back: " + err.Error()
-		if errors.Is(err, fs.ErrNotExist) {
-			c.Detail = "claude removed its credentials file (a logout); the source was kept"
+// login reads the operator's Claude Code login that the plan copies into
+// the run's private directory, and keeps what the run gets of it
+// (claude.StageLogin: the access token alone) and the record's report.
+// Nothing the run does to its copy ever goes back: the operator's file is
+// only read, here, before the run.
+//
+// When the command is claude and nothing in the jail's environment gives
+// it a login of its own (claude.EnvLogin), a login that has expired is an
+// error (exit 125 before anything runs): claude could only fail, and the
+// jail gets no refresh token to renew it. Otherwise a login that cannot
+// be used is left out with a warning, and one that expires before the
+// wall limit is copied with a warning (the run may end before).
+func (j *jail) login(now time.Time) (warning string, err error) {
+	home := j.plan.Claude
+	if home == nil || home.Credentials == "" {
+		return "", nil
+	}
+	src := home.Credentials
+	c := &claude.Credentials{Source: src}
+	j.credentials = c
+	var wall time.Duration
+	if w := j.policy.Limits.Wall; w != nil {
+		wall = time.Duration(*w)
+	}
+	var l claude.Login
+	data, err := readLogin(src)
+	if err == nil {
+		l, err = claude.StageLogin(data, now, wall)
+	}
+	other := claude.EnvLogin(j.env)
+	if err == nil {
+		j.loginFile, c.Copied = l.File, true
+		c.Detail = "copied in: the access token alone, without the refresh token"
+		if !l.Expires.IsZero() {
+			at := l.Expires.Format(supervise.TimeLayout)
+			c.ExpiresAt = &at
 		}
-		return c
+		if l.Warning == "" || other != "" {
+			return "", nil
+		}
+		return fmt.Sprintf("the Claude Code login in %s: %s; renew it before (run claude on the host), or give the run CLAUDE_CODE_OAUTH_TOKEN", src, l.Warning), nil
 	}
-	source, err := os.ReadFile(home.Credentials)
-	if err != nil {
-		source = nil
-	}
-	var write bool
-	c.Refreshed, write, c.Detail = claude.WriteBack(copied, now, source)
+	c.Detail = fmt.Sprintf("%s %v: not copied in", src, err)
 	switch {
-	case !write:
-	case !home.WriteBack:
-		c.Detail = "claude refreshed the login; not written back (claude.write_back: false)"
-	default:
-		if err := supervise.WriteAtomic(home.Credentials, now); err != nil {
-			c.Detail = "claude refreshed the login; writing it back failed: " + err.Error()
-			return c
-		}
-		c.WrittenBack = true
+	case other != "":
+		c.Detail += "; the run has " + other
+		return "", nil
+	case errors.Is(err, claude.ErrLoginExpired) && claude.Command(j.argv) != "":
+		return "", fmt.Errorf("%s %v, and the jail gets no refresh token to renew it: run claude on the host once (it renews the login), or give the run a token from `claude setup-token` as CLAUDE_CODE_OAUTH_TOKEN, or an ANTHROPIC_API_KEY", src, err)
 	}
-	return c
+	return c.Detail, nil
+}
+
+// readLogin reads the operator's credentials file: a regular file (a FIFO
+// would block the start; a device would never end) of at most
+// claude.MaxCredentials bytes.
+func readLogin(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("cannot be read (%w)", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("cannot be read (%w)", err)
+	case !fi.Mode().IsRegular():
+		return nil, errors.New("is not a regular file")
+	case fi.Size() > claude.MaxCredentials:
+		return nil, fmt.Errorf("is %d bytes, more than the %d agentjail reads", fi.Size(), claude.MaxCredentials)
+	}
+	return io.ReadAll(io.LimitReader(f, claude.MaxCredentials))
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/agentjail/agentjail/bwrap"
+	"github.com/agentjail/agentjail/claude"
 	"github.com/agentjail/agentjail/mounts"
 	"github.com/agentjail/agentjail/policy"
 	"github.com/agentjail/agentjail/profiles"
@@ -34,6 +35,10 @@ type jail struct {
 	exeCopy *os.File
 	env     []string
 	argv    []string
+	// loginFile is what the run gets of the operator's Claude Code login,
+	// nil for none; credentials reports it for the record (login).
+	loginFile   []byte
+	credentials *claude.Credentials
 }
 
 func loader() policy.Loader {

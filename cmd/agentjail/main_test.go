@@ -119,8 +119,9 @@ func TestHelpGoesToStdoutAndUsageErrorsToStderr(t *testing.T) {
 
 // TestRenderHeader: the header names as whom to run the line and every
 // path the line needs that only a run makes: the empty file, the staging
-// directory, its directories and credential copies, and the placeholders
-// bwrap leaves on the host. TestRenderedLineRuns runs a line by it.
+// directory, its directories and credential copies (of a Claude Code
+// login, the part a run gets), and the placeholders bwrap leaves on the
+// host. TestRenderedLineRuns runs a line by it.
 func TestRenderHeader(t *testing.T) {
 	t.Parallel()
 	j := &jail{
@@ -129,7 +130,11 @@ func TestRenderHeader(t *testing.T) {
 		plan: mounts.Plan{
 			Masks:  []string{"/w/.env", "/w/a b"},
 			Dirs:   []mounts.Dir{{Path: stageDir("<run-id>") + "/claude", Size: 512}},
-			Copies: []mounts.Copy{{Src: "/root/.ssh", Dst: stageDir("<run-id>") + "/credentials/.ssh"}},
+			Copies: []mounts.Copy{
+				{Src: "/root/.ssh", Dst: stageDir("<run-id>") + "/credentials/.ssh"},
+				{Src: "/root/.claude/.credentials.json", Dst: stageDir("<run-id>") + "/claude/.credentials.json"},
+			},
+			Claude: &mounts.ClaudeHome{Dir: stageDir("<run-id>") + "/claude", Credentials: "/root/.claude/.credentials.json"},
 		},
 	}
 	got := j.renderHeader()
@@ -138,6 +143,7 @@ func TestRenderHeader(t *testing.T) {
 		"#   '" + stageDir("<run-id>") + "': a directory the run user can traverse (mode 0711)\n",
 		"#   '" + stageDir("<run-id>") + "/claude': a directory owned by uid 1000 gid 1001, mode 0700 (run as root mounts a tmpfs of 512 bytes there)\n",
 		"#   '" + stageDir("<run-id>") + "/credentials/.ssh': a copy of /root/.ssh owned by uid 1000 gid 1001 (files 0600, directories 0700)\n",
+		"#   '" + stageDir("<run-id>") + "/claude/.credentials.json': the login of /root/.claude/.credentials.json without its refresh token (only claudeAiOauth's accessToken, expiresAt, scopes, subscriptionType, rateLimitTier) owned by uid 1000 gid 1001 (files 0600, directories 0700)\n",
 		"remove them after running this line:\n#   /w/.env '/w/a b'\n",
 	}
 	if os.Getuid() == 0 {

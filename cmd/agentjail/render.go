@@ -109,7 +109,11 @@ func (j *jail) renderHeader() string {
 		made = append(made, line)
 	}
 	for _, c := range j.plan.Copies {
-		made = append(made, fmt.Sprintf("%s: a copy of %s owned by %s (files 0600, directories 0700)", shellQuote(c.Dst), shellQuote(c.Src), who))
+		what := "a copy of " + shellQuote(c.Src)
+		if j.isLogin(c) {
+			what = "the login of " + shellQuote(c.Src) + " without its refresh token (only claudeAiOauth's accessToken, expiresAt, scopes, subscriptionType, rateLimitTier)"
+		}
+		made = append(made, fmt.Sprintf("%s: %s owned by %s (files 0600, directories 0700)", shellQuote(c.Dst), what, who))
 	}
 	if len(made) > 0 {
 		b.WriteString("# agentjail run makes these before it starts bwrap (and removes the run's own directory after it); make them first (<run-id> stands for the run's fresh id: any unused name does):\n")

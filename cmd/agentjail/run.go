@@ -84,6 +84,14 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	if err := checkResults(results); err != nil {
 		return failed(err)
 	}
+	warning, err := j.login(time.Now())
+	if err != nil {
+		return failed(err)
+	}
+	if warning != "" {
+		fmt.Fprintf(e.stderr, "agentjail: warning: %s\n", warning)
+		rec.Warnings = append(rec.Warnings, warning)
+	}
 	// What runs killed with SIGKILL left, without waiting for an init;
 	// once the command line is known good, so that a mistake gets its one
 	// message alone.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,6 +28,7 @@ type claudeJail struct {
 	env     []string // more environment for agentjail
 	noKey   bool     // no ANTHROPIC_API_KEY: claude must log in with copied credentials
 	home    string   // the operator's $HOME ("" for an empty one)
+	before  string   // shell commands the jail runs before it execs claude
 }
 
 // run jails `claude ARGS` and returns the result and the record.
@@ -40,6 +42,9 @@ func (c claudeJail) run(t *testing.T, srv *fakeapi.Server, args ...string) (resu
 	aj := []string{"run", "--profile", c.profile, "--user", "1000", "--write", c.dir, "--chdir", c.dir,
 		"--record", rec, "--env", "DISABLE_AUTOUPDATER=1"}
 	aj = append(append(aj, c.flags...), "--", bin)
+	if c.before != "" {
+		aj = append(aj[:len(aj)-1], "sh", "-c", c.before+` && exec "$0" "$@"`, bin)
+	}
 	env := []string{"HOME=" + c.home}
 	for _, e := range srv.Env() {
 		if !c.noKey || !strings.HasPrefix(e, "ANTHROPIC_API_KEY=") {
@@ -307,27 +312,45 @@ func operatorLogin(t *testing.T, access string, expires time.Time) (home, creds 
 }
 
 // TestClaudeCopiedLogin: without an API key, the jailed claude (uid 1000)
-// logs in with the operator's credentials, which are root's and 0600 on
-// the host: agentjail copied them into the run's own Claude directory. A
-// login claude did not refresh is left alone.
+// logs in with the operator's login, whose file is root's and 0600 on the
+// host: agentjail copied into the run's own Claude directory the access
+// token alone. Measured with Claude Code 2.1.197: a valid access token
+// without a refresh token is enough: claude uses it, and asks for no
+// refresh (the stand-in, as its HTTPS proxy, plays every host but the API
+// and would see one).
 func TestClaudeCopiedLogin(t *testing.T) {
 	jailed(t)
 	home, creds := operatorLogin(t, "sk-ant-oat01-operator", time.Now().Add(8*time.Hour))
 	before, _ := os.ReadFile(creds)
-	srv := fakeapi.New(t, fakeapi.Text("logged in"))
-	r, rec := claudeJail{profile: "tier1", dir: visibleDir(t), noKey: true, home: home}.run(t, srv, "--print", "--output-format", "json", "hi")
+	dir := visibleDir(t)
+	srv := fakeapi.New(t,
+		fakeapi.Tool("Bash", map[string]any{"command": `cat "$CLAUDE_CONFIG_DIR/.credentials.json"`, "description": "show the login"}),
+		fakeapi.Text("logged in"))
+	srv.RefreshTo("sk-ant-oat01-fresh", "sk-ant-ort01-fresh", 8*time.Hour)
+	r, rec := claudeJail{profile: "tier1", dir: dir, noKey: true, home: home, env: srv.ProxyEnv(t, dir)}.run(t, srv,
+		"--allowedTools=Bash", "--print", "--output-format", "json", "hi")
 	wantCode(t, r, 0)
-	var auth []string
+	calls := 0
 	for _, q := range srv.Requests() {
-		if q.Method == http.MethodPost {
-			auth = append(auth, q.Header.Get("Authorization"))
+		switch {
+		case q.Path == "/v1/oauth/token":
+			t.Errorf("claude asked for a refresh: %s %s", q.Method, q.Body)
+		case q.Method == http.MethodPost && strings.HasPrefix(q.Path, "/v1/messages"):
+			calls++
+			if auth := q.Header.Get("Authorization"); auth != "Bearer sk-ant-oat01-operator" {
+				t.Errorf("claude did not use the copied login: Authorization %q", auth)
+			}
 		}
 	}
-	if len(auth) == 0 || auth[0] != "Bearer sk-ant-oat01-operator" {
-		t.Errorf("claude did not use the copied login: Authorization %q", auth)
+	if calls < 2 {
+		t.Errorf("%d model calls, want 2", calls)
+	}
+	if tr := srv.ToolResults(); len(tr) != 1 || !strings.Contains(tr[0].Content, `"accessToken":"sk-ant-oat01-operator"`) || strings.Contains(tr[0].Content, "refreshToken") {
+		t.Errorf("the jail's credentials file is not the access token alone: %+v", tr)
 	}
 	c := claudeOf(t, rec, "json")
-	if cr := c.Credentials; cr == nil || cr.Source != creds || cr.Refreshed || cr.WrittenBack || !cr.WriteBack || !strings.Contains(cr.Detail, "unchanged") {
+	if cr := c.Credentials; cr == nil || cr.Source != creds || !cr.Copied || cr.ExpiresAt == nil || cr.Refreshed || cr.WriteBack || cr.WrittenBack ||
+		!strings.Contains(cr.Detail, "without the refresh token") {
 		t.Errorf("record.claude.credentials %+v", cr)
 	}
 	if after, _ := os.ReadFile(creds); string(after) != string(before) {
@@ -338,75 +361,153 @@ func TestClaudeCopiedLogin(t *testing.T) {
 	}
 }
 
-// TestClaudeRefreshedLoginWrittenBack: an expired login makes the jailed
-// claude refresh it (at platform.claude.com, which the stand-in plays
-// through an HTTPS proxy); agentjail writes the new credentials back to the
-// operator's file, atomically, keeping its owner and mode — unless the
-// profile says claude.write_back: false.
-func TestClaudeRefreshedLoginWrittenBack(t *testing.T) {
+// TestClaudeExpiredAccessToken measures what Claude Code 2.1.197 does with
+// an access token that has expired and no refresh token (the agent writes
+// one into its own directory: agentjail itself refuses to start claude on
+// such a login, TestClaudeLoginChecks): it asks for no refresh, sends the
+// expired token, and the API's 401 (the stand-in answers it as the API
+// does) ends the session with its exit 1, "Failed to authenticate".
+func TestClaudeExpiredAccessToken(t *testing.T) {
 	jailed(t)
-	for _, writeBack := range []bool{true, false} {
-		t.Run(fmt.Sprint("write_back=", writeBack), func(t *testing.T) {
-			t.Parallel()
-			home, creds := operatorLogin(t, "sk-ant-oat01-expired", time.Now().Add(-time.Hour))
-			before, _ := os.ReadFile(creds)
-			dir := visibleDir(t)
-			srv := fakeapi.New(t, fakeapi.Text("refreshed"))
-			srv.RefreshTo("sk-ant-oat01-fresh", "sk-ant-ort01-fresh", 8*time.Hour)
-			cj := claudeJail{profile: "tier1", dir: dir, noKey: true, home: home, env: srv.ProxyEnv(t, dir)}
-			if !writeBack {
-				write(t, dir, map[string]string{"keep.yaml": "extends: tier1\nclaude: {write_back: false}\n"})
-				cj.profile = filepath.Join(dir, "keep.yaml")
-			}
-			r, rec := cj.run(t, srv, "--print", "--output-format", "json", "hi")
-			wantCode(t, r, 0)
-			if last := srv.Messages(); len(last) == 0 {
-				t.Fatalf("claude never called the API")
-			}
-			after, _ := os.ReadFile(creds)
-			cr := claudeOf(t, rec, "json").Credentials
-			if cr == nil || !cr.Refreshed || cr.WrittenBack != writeBack {
-				t.Fatalf("record.claude.credentials %+v", cr)
-			}
-			if !writeBack {
-				if string(after) != string(before) || !strings.Contains(cr.Detail, "write_back: false") {
-					t.Errorf("written back although switched off (%s):\n%s", cr.Detail, after)
-				}
-				return
-			}
-			if !strings.Contains(string(after), `"accessToken":"sk-ant-oat01-fresh"`) || !strings.Contains(string(after), `"refreshToken":"sk-ant-ort01-fresh"`) {
-				t.Errorf("the refreshed login was not written back:\n%s", after)
-			}
-			if fi, _ := os.Stat(creds); fi.Mode().Perm() != 0o600 || fi.Sys().(*syscall.Stat_t).Uid != 0 {
-				t.Errorf("written back as %v, uid %d; want the source's 0600 root", fi.Mode(), fi.Sys().(*syscall.Stat_t).Uid)
-			}
-			if left, _ := filepath.Glob(filepath.Join(home, ".claude", ".*agentjail*")); len(left) > 0 {
-				t.Errorf("temporary files left: %v", left)
-			}
-		})
+	dir := visibleDir(t)
+	write(t, dir, map[string]string{"expired.json": fmt.Sprintf(`{"claudeAiOauth":{"accessToken":"sk-ant-oat01-expired","expiresAt":%d,"scopes":["user:inference","user:profile"],"subscriptionType":"max"}}`,
+		time.Now().Add(-time.Hour).UnixMilli())})
+	srv := fakeapi.New(t, fakeapi.Fail(http.StatusUnauthorized))
+	srv.RefreshTo("sk-ant-oat01-fresh", "sk-ant-ort01-fresh", 8*time.Hour)
+	cj := claudeJail{profile: "tier1", dir: dir, noKey: true, env: append(srv.ProxyEnv(t, dir), "CLAUDE_CODE_MAX_RETRIES=0"),
+		before: `cp expired.json "$CLAUDE_CONFIG_DIR/.credentials.json"`}
+	r, rec := cj.run(t, srv, "--print", "--output-format", "json", "hi")
+	if r.code != 1 || rec.AgentExitCode == nil || *rec.AgentExitCode != 1 {
+		t.Errorf("exit %d, agent_exit_code %v; want claude's own 1", r.code, rec.AgentExitCode)
+	}
+	var sent []string
+	for _, q := range srv.Requests() {
+		if q.Path == "/v1/oauth/token" {
+			t.Errorf("claude asked for a refresh without a refresh token: %s", q.Body)
+		}
+		if q.Method == http.MethodPost && strings.HasPrefix(q.Path, "/v1/messages") {
+			sent = append(sent, q.Header.Get("Authorization"))
+		}
+	}
+	if len(sent) == 0 || sent[0] != "Bearer sk-ant-oat01-expired" {
+		t.Errorf("model calls sent with %q, want the expired token", sent)
+	}
+	var out struct {
+		IsError        bool   `json:"is_error"`
+		APIErrorStatus int    `json:"api_error_status"`
+		Result         string `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || !out.IsError || out.APIErrorStatus != http.StatusUnauthorized || !strings.Contains(out.Result, "Failed to authenticate") {
+		t.Errorf("claude's result: %v\n%s", err, r.stdout)
 	}
 }
 
-// TestClaudeCredentialsNotReadThroughLinks: a run that replaces its
-// credentials file by a link to a host secret gets nothing written back:
-// agentjail reads back only a plain file of the run user's own.
-func TestClaudeCredentialsNotReadThroughLinks(t *testing.T) {
+// TestClaudeOAuthTokenEnv: the long-lived token of `claude setup-token`
+// passes the environment allowlist (CLAUDE_CODE_*) and the jailed claude
+// logs in with it; the operator's login, expired here, neither stops the
+// run nor is copied in.
+func TestClaudeOAuthTokenEnv(t *testing.T) {
 	jailed(t)
-	home, creds := operatorLogin(t, "sk-ant-oat01-operator", time.Now().Add(8*time.Hour))
-	before, _ := os.ReadFile(creds)
-	rec := recordPath(t)
-	dir := visibleDir(t)
-	r := invocation{env: []string{"HOME=" + home}, dir: dir}.run(t, "run", "--user", "1000", "--write", dir, "--record", rec, "--",
-		"sh", "-c", `cd "$CLAUDE_CONFIG_DIR" && stat -c '%u %a' .credentials.json && ln -sf /etc/shadow .credentials.json`)
+	home, creds := operatorLogin(t, "sk-ant-oat01-operator", time.Now().Add(-time.Hour))
+	srv := fakeapi.New(t, fakeapi.Text("logged in"))
+	r, rec := claudeJail{profile: "tier1", dir: visibleDir(t), noKey: true, home: home,
+		env: []string{"CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-longlived"}}.run(t, srv, "--print", "--output-format", "json", "hi")
 	wantCode(t, r, 0)
-	if r.stdout != "1000 600\n" {
-		t.Errorf("the copied credentials are %q in the jail, want the run user's, 0600", r.stdout)
+	msgs := 0
+	for _, q := range srv.Requests() {
+		if q.Method == http.MethodPost && strings.HasPrefix(q.Path, "/v1/messages") {
+			msgs++
+			if auth := q.Header.Get("Authorization"); auth != "Bearer sk-ant-oat01-longlived" {
+				t.Errorf("Authorization %q, want the CLAUDE_CODE_OAUTH_TOKEN", auth)
+			}
+		}
 	}
-	got := readRecord(t, rec, 0)
-	if got.Claude == nil || got.Claude.Credentials == nil || got.Claude.Credentials.WrittenBack || !strings.Contains(got.Claude.Credentials.Detail, "cannot be read back") {
-		t.Errorf("record.claude %+v", got.Claude)
+	if msgs == 0 || strings.Contains(r.stderr, "warning") {
+		t.Errorf("%d model calls; stderr:\n%s", msgs, r.stderr)
 	}
-	if after, _ := os.ReadFile(creds); string(after) != string(before) {
-		t.Errorf("the operator's credentials changed:\n%s", after)
+	cr := claudeOf(t, rec, "json").Credentials
+	if cr == nil || cr.Source != creds || cr.Copied || !strings.Contains(cr.Detail, "expired") || !strings.HasSuffix(cr.Detail, "the run has CLAUDE_CODE_OAUTH_TOKEN") {
+		t.Errorf("record.claude.credentials %+v", cr)
+	}
+}
+
+// TestClaudeLoginChecks: a run that cannot be given a valid login says so
+// before it starts, without the network. An expired login stops `claude`
+// (exit 125, one line naming the file and the ways out) unless the jail's
+// environment gives it a login of its own; another command runs, warned,
+// without it. A login that expires before the wall limit is copied in,
+// with a warning. claude here is a script of that name: agentjail knows a
+// claude run by its program's base name.
+func TestClaudeLoginChecks(t *testing.T) {
+	jailed(t)
+	bin := visibleDir(t)
+	write(t, bin, map[string]string{"claude": "#!/bin/sh\necho fake claude ran\n"})
+	os.Chmod(filepath.Join(bin, "claude"), 0o755)
+	fake := []string{filepath.Join(bin, "claude"), "--print", "hi"}
+	probe := []string{"sh", "-c", `test -e "$CLAUDE_CONFIG_DIR/.credentials.json" && echo copied || echo absent`}
+	for _, c := range []struct {
+		name    string
+		expires time.Duration // from now
+		env     []string
+		argv    []string
+		code    int
+		stdout  string
+		stderr  string // what stderr says after the credentials file's path; "" for nothing
+		copied  bool
+	}{
+		{"expired", -time.Hour, nil, fake, 125, "",
+			" holds a Claude Code login that expired at ", false},
+		{"expired with an API key", -time.Hour, []string{"ANTHROPIC_API_KEY=sk-ant-test"}, fake, 0, "fake claude ran\n", "", false},
+		{"expired, not claude", -time.Hour, nil, probe, 0, "absent\n", " holds a Claude Code login that expired at ", false},
+		{"expires before the wall limit", 2 * time.Minute, nil, probe, 0, "copied\n", ": its access token expires at ", true},
+		{"valid", 8 * time.Hour, nil, probe, 0, "copied\n", "", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			home, creds := operatorLogin(t, "sk-ant-oat01-operator", time.Now().Add(c.expires))
+			ws, rec := workspace(t), recordPath(t)
+			args := append([]string{"run", "--user", "1000", "--write", ws, "--timeout", "10m", "--record", rec, "--"}, c.argv...)
+			r := invocation{env: append([]string{"HOME=" + home}, c.env...), dir: ws}.run(t, args...)
+			got := readRecord(t, rec, c.code)
+			if r.code != c.code || r.stdout != c.stdout {
+				t.Fatalf("exit %d, stdout %q; want %d, %q\nstderr:\n%s", r.code, r.stdout, c.code, c.stdout, r.stderr)
+			}
+			if _, err := os.Stat(filepath.Join("/run/agentjail", got.RunID)); err == nil {
+				t.Errorf("the run's staging directory is left")
+			}
+			// What this host degrades (a lower nofile limit) is not at stake.
+			var lines []string
+			for _, l := range strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n") {
+				if l != "" && !strings.HasPrefix(l, "agentjail: degraded: ") {
+					lines = append(lines, l)
+				}
+			}
+			switch {
+			case c.stderr == "":
+				if len(lines) > 0 {
+					t.Errorf("stderr:\n%s", r.stderr)
+				}
+			case len(lines) != 1 || !strings.Contains(lines[0], creds+c.stderr):
+				t.Errorf("stderr is not one line saying %q:\n%s", creds+c.stderr, r.stderr)
+			case c.code == 125:
+				want := ", and the jail gets no refresh token to renew it: run claude on the host once (it renews the login), or give the run a token from `claude setup-token` as CLAUDE_CODE_OAUTH_TOKEN, or an ANTHROPIC_API_KEY"
+				if !strings.HasPrefix(lines[0], "agentjail: "+creds) || !strings.HasSuffix(lines[0], want) || got.Reason != "setup_failed" || got.Error != strings.TrimPrefix(lines[0], "agentjail: ") {
+					t.Errorf("stderr %q, record reason %s error %q", lines[0], got.Reason, got.Error)
+				}
+			default:
+				if !strings.HasPrefix(lines[0], "agentjail: warning: ") || !slices.Contains(got.Warnings, strings.TrimPrefix(lines[0], "agentjail: warning: ")) {
+					t.Errorf("stderr %q is no warning kept in the record (%q)", lines[0], got.Warnings)
+				}
+			}
+			if c.code == 125 {
+				return
+			}
+			if got.Claude == nil || got.Claude.Credentials == nil {
+				t.Fatalf("the record has no claude.credentials")
+			}
+			if cr := got.Claude.Credentials; cr.Source != creds || cr.Copied != c.copied || (cr.ExpiresAt != nil) != c.copied {
+				t.Errorf("record.claude.credentials %+v", cr)
+			}
+		})
 	}
 }

@@ -29,6 +29,7 @@ package integration
 //	another user's run directory      TestEscapeRunDirectory
 //	socket files in /run/user         TestEscapeUserRuntimeSockets
 //	the run directory from a jail     TestEscapeRunDirectoryInTheJail
+//	the operator's Claude Code login  TestEscapeClaudeLogin (issue 14; no baseline: the door was agentjail's)
 //	symlinked protected paths         TestSymlinkedProtectedPaths (jail_test.go)
 
 import (

@@ -87,11 +87,13 @@ type claudeRecord struct {
 	ResultBytes    int             `json:"result_bytes"`
 	ParseError     *string         `json:"parse_error"`
 	Credentials    *struct {
-		Source      string `json:"source"`
-		Refreshed   bool   `json:"refreshed"`
-		WriteBack   bool   `json:"write_back"`
-		WrittenBack bool   `json:"written_back"`
-		Detail      string `json:"detail"`
+		Source      string  `json:"source"`
+		Copied      bool    `json:"copied"`
+		ExpiresAt   *string `json:"expires_at"`
+		Refreshed   bool    `json:"refreshed"`
+		WriteBack   bool    `json:"write_back"`
+		WrittenBack bool    `json:"written_back"`
+		Detail      string  `json:"detail"`
 	} `json:"credentials"`
 	Transcripts []string `json:"transcripts"`
 }

@@ -1,0 +1,86 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestEscapeClaudeLogin (issue 14, item 2): agentjail copies the
+// operator's Claude Code login into the run. It used to write the file
+// back when the agent had changed its access token, so an agent that
+// wrote its own login (its account's token, a far-future expiresAt so it
+// wins every later comparison) became the operator's: their next claude
+// sent their prompts to the agent's account. Plain bwrap copies no login,
+// so there is no baseline to show; this test fails on the tree before the
+// fix. Now nothing the agent writes goes back, and the refresh token, which
+// would let it mint the operator's access tokens, never enters the jail:
+// neither in the run's Claude directory nor in any process's environment
+// or command line, and the operator's file stays unreadable.
+func TestEscapeClaudeLogin(t *testing.T) {
+	jailed(t)
+	home, creds := operatorLogin(t, "sk-ant-oat01-operator", time.Now().Add(8*time.Hour))
+	before, _ := os.ReadFile(creds)
+	shadow, _ := os.ReadFile("/etc/shadow")
+	ws := workspace(t)
+	// The refresh token reaches grep through a file: on grep's command
+	// line it would be found in /proc/*/cmdline.
+	write(t, ws, map[string]string{"pattern": "sk-ant-ort01-old\n"})
+	forged := `{"claudeAiOauth":{"accessToken":"sk-ant-oat01-agent","refreshToken":"sk-ant-ort01-agent","expiresAt":99999999999999,` +
+		`"scopes":["user:inference","user:profile"],"subscriptionType":"max","agentField":true},"mcpOAuth":{"x":{"accessToken":"a"}}}`
+	run := func(script string) (result, runRecord) {
+		t.Helper()
+		rec := recordPath(t)
+		r := invocation{env: []string{"HOME=" + home}, dir: ws}.run(t, "run", "--user", "1000", "--write", ws, "--record", rec, "--", "sh", "-c", script)
+		wantCode(t, r, 0)
+		return r, readRecord(t, rec, 0)
+	}
+	unchanged := func(when string) {
+		t.Helper()
+		if after, _ := os.ReadFile(creds); string(after) != string(before) {
+			t.Errorf("%s: the operator's credentials changed:\n%s", when, after)
+		}
+		if fi, err := os.Stat(creds); err != nil || fi.Mode().Perm() != 0o600 || fi.Sys().(*syscall.Stat_t).Uid != 0 {
+			t.Errorf("%s: the operator's credentials are now %v (%v)", when, fi, err)
+		}
+		if left, _ := filepath.Glob(filepath.Join(home, ".claude", ".*agentjail*")); len(left) > 0 {
+			t.Errorf("%s: files left beside the operator's credentials: %v", when, left)
+		}
+		if now, _ := os.ReadFile("/etc/shadow"); string(now) != string(shadow) {
+			t.Errorf("%s: /etc/shadow changed", when)
+		}
+	}
+
+	// Run 1 looks for the refresh token, then forges a login.
+	r, rec := run(`cd "$CLAUDE_CONFIG_DIR" || exit 9
+stat -c 'owner %u mode %a' .credentials.json
+echo "login $(cat .credentials.json)"
+grep -rlF -f ` + ws + `/pattern "$CLAUDE_CONFIG_DIR" "$HOME" /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | sed 's/^/found in /'
+cat ` + creds + ` >/dev/null 2>&1 && echo "read the operator's file"
+printf '%s' '` + forged + `' > .credentials.json.new && mv .credentials.json.new .credentials.json && echo forged`)
+	for _, want := range []string{"owner 1000 mode 600\n", `login {"claudeAiOauth":{"accessToken":"sk-ant-oat01-operator",`, "forged\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("run 1 printed no %q:\n%s", want, r.stdout)
+		}
+	}
+	for _, bad := range []string{"refreshToken", "ort01", "found in", "read the operator's file"} {
+		if strings.Contains(r.stdout, bad) {
+			t.Errorf("the refresh token is readable in the jail (%q):\n%s", bad, r.stdout)
+		}
+	}
+	if c := rec.Claude; c == nil || c.Credentials == nil || !c.Credentials.Copied || c.Credentials.Refreshed || c.Credentials.WrittenBack {
+		t.Errorf("record.claude %+v", c)
+	}
+	unchanged("after a forged login")
+
+	// Run 2 gets the operator's login again, not run 1's, and swaps its
+	// copy for a link to a host secret.
+	r, _ = run(`cat "$CLAUDE_CONFIG_DIR/.credentials.json"; echo; ln -sf /etc/shadow "$CLAUDE_CONFIG_DIR/.credentials.json"`)
+	if !strings.Contains(r.stdout, "sk-ant-oat01-operator") || strings.Contains(r.stdout, "agent") {
+		t.Errorf("run 2 got another login than the operator's:\n%s", r.stdout)
+	}
+	unchanged("after a link")
+}
