@@ -457,10 +457,34 @@ func startInit(t *testing.T, pid1 bool, args []string) *initProc {
 		waitFor(t, func() bool { p.pid = childOf(p.cmd.Process.Pid); return p.pid > 0 })
 	}
 	t.Cleanup(func() {
-		syscall.Kill(p.pid, syscall.SIGKILL) // as PID 1 this ends its namespace
+		// A subreaper's command outlives it (re-parented above): a test that
+		// failed midway must not leave its process tree running. As PID 1,
+		// init's death ends its namespace.
+		for _, pid := range descendantsOf(p.pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		syscall.Kill(p.pid, syscall.SIGKILL)
 		p.cmd.Process.Kill()
 	})
 	return p
+}
+
+// descendantsOf lists every process below pid, stopping them first
+// (SIGSTOP) so that none forks while the tree is walked.
+func descendantsOf(pid int) []int {
+	var out []int
+	seen := map[int]bool{pid: true}
+	for grew := true; grew; {
+		grew = false
+		for _, s := range procStats() {
+			if seen[s.ppid] && !seen[s.pid] {
+				seen[s.pid], grew = true, true
+				syscall.Kill(s.pid, syscall.SIGSTOP)
+				out = append(out, s.pid)
+			}
+		}
+	}
+	return out
 }
 
 // waitLine waits for a line of stdout starting with prefix and returns it.
