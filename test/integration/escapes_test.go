@@ -29,6 +29,8 @@ package integration
 //	another user's run directory      TestEscapeRunDirectory
 //	socket files in /run/user         TestEscapeUserRuntimeSockets
 //	the run directory from a jail     TestEscapeRunDirectoryInTheJail
+//	the operator's outputs            TestEscapeOperatorOutputsRecord, ...Log, ...Results
+//	  in a writable root                (escapes_outputs_test.go)
 //	symlinked protected paths         TestSymlinkedProtectedPaths (jail_test.go)
 
 import (
