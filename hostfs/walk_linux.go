@@ -146,6 +146,13 @@ func (w Walker) split(abs string) (string, []string, error) {
 			done = next
 			continue
 		}
+		if descriptors(done) {
+			// /proc/PID/fd/N (/dev/stderr, a shell's >(...)) names a
+			// descriptor, often no path (pipe:[N]): the kernel follows
+			// it when the file is opened.
+			todo = append([]string{name}, todo...)
+			break
+		}
 		if links++; links > maxLinks {
 			return "", nil, &fs.PathError{Op: "open", Path: abs, Err: unix.ELOOP}
 		}
@@ -168,6 +175,13 @@ func (w Walker) split(abs string) (string, []string, error) {
 		return "", nil, fmt.Errorf("%s: %w", abs, ErrOutside)
 	}
 	return done, strings.Split(rest, "/"), nil
+}
+
+// descriptors reports whether dir is a /proc/PID/fd directory (procfs,
+// proc(5)), whose entries are links to open files.
+func descriptors(dir string) bool {
+	var st unix.Statfs_t
+	return path.Base(dir) == "fd" && unix.Statfs(dir, &st) == nil && st.Type == unix.PROC_SUPER_MAGIC
 }
 
 // walk opens the directory rest below the directory fd (d.Path), without

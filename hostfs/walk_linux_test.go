@@ -2,8 +2,11 @@ package hostfs
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -317,5 +320,35 @@ func TestMkdirAllOwner(t *testing.T) {
 		if st.Uid != 1000 || st.Gid != 1001 || fi.Mode().Perm() != 0o700 {
 			t.Errorf("%s: %d:%d %v", p, st.Uid, st.Gid, fi.Mode())
 		}
+	}
+}
+
+// TestParentOfDescriptor: /dev/stderr and a shell's >(...) name a
+// descriptor, not a path; the log opened through one writes to it.
+func TestParentOfDescriptor(t *testing.T) {
+	t.Parallel()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	d, name, err := Walker{}.Parent(fmt.Sprintf("/dev/fd/%d", w.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if want := fmt.Sprintf("/proc/%d/fd", os.Getpid()); d.Path != want || name != strconv.Itoa(int(w.Fd())) {
+		t.Errorf("Parent = %s %s, want %s", d.Path, name, want)
+	}
+	f, err := d.OpenAppend(name, os.Geteuid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("logged")
+	f.Close()
+	w.Close()
+	if b, _ := io.ReadAll(r); string(b) != "logged" {
+		t.Errorf("the pipe got %q", b)
 	}
 }
