@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"golang.org/x/sys/unix"
 
@@ -40,6 +41,9 @@ func (r *recordFile) open() error {
 		return nil
 	}
 	d, name, err := r.walker.Parent(r.path)
+	if errors.Is(err, hostfs.ErrLink) && slices.Equal(r.walker.Roots, hostfs.Strict.Roots) {
+		return fmt.Errorf("--record %s: the path passes through a symbolic link, and before the profile has loaded agentjail cannot tell which directories an agent may have written, so it follows none; give the path without links", r.path)
+	}
 	if err != nil {
 		return outputError("--record", r.path, err, "choose a writable directory")
 	}

@@ -97,7 +97,7 @@ func TestEscapeOperatorOutputsRecord(t *testing.T) {
 	// Run N+1 writes its record there.
 	r = aj(t, "run", "--write", p, "--chdir", p, "--record", filepath.Join(p, "run.json"), "--", "echo", payload)
 	wantCode(t, r, 0)
-	wantRecordNotVictim(t, filepath.Join(p, "run.json"), script, 0)
+	wantRecordNotVictim(t, filepath.Join(p, "run.json"), script, 0, 0)
 
 	for _, c := range []struct {
 		name string
@@ -121,7 +121,7 @@ func TestEscapeOperatorOutputsRecord(t *testing.T) {
 			// The same run plants the link.
 			r := inv.run(t, "run", "--write", p, "--chdir", p, "--record", rec, "--", "sh", "-c", "ln -s "+script+" run.json; echo '"+payload+"'")
 			wantCode(t, r, 0)
-			wantRecordNotVictim(t, rec, script, c.uid)
+			wantRecordNotVictim(t, rec, script, c.uid, 0)
 
 			// A file of the agent's own, world-writable, at the path.
 			r = inv.run(t, "run", "--write", p, "--chdir", p, "--record", rec, "--", "sh", "-c", `rm -f run.json; echo '{"reason": "forged"}' > run.json; chmod 666 run.json`)
@@ -148,6 +148,34 @@ func TestEscapeOperatorOutputsRecord(t *testing.T) {
 		})
 	}
 
+	// A run that fails before the profile has loaded does not know the
+	// writable roots: it follows no link at all.
+	t.Run("setup failures", func(t *testing.T) {
+		t.Parallel()
+		vdir, script := victim(t)
+		p := workspace(t)
+		r := aj(t, "run", "--write", p, "--chdir", p, "--", "sh", "-c", "ln -s "+script+" run.json; ln -s "+vdir+" out")
+		wantCode(t, r, 0)
+		for _, mistake := range [][]string{{"--profile", "/nonexistent/agentjail.yaml"}, {"--timeout", "soon"}} {
+			rec := filepath.Join(p, "run.json")
+			r := aj(t, append(append([]string{"run", "--write", p, "--record", rec}, mistake...), "--", "true")...)
+			wantCode(t, r, 125)
+			wantRecordNotVictim(t, rec, script, 0, 125)
+			os.Remove(rec)
+			os.Symlink(script, rec)
+
+			rec = filepath.Join(p, "out/run.json")
+			r = aj(t, append(append([]string{"run", "--write", p, "--record", rec}, mistake...), "--", "true")...)
+			wantCode(t, r, 125)
+			if !strings.Contains(r.stderr, "--record "+rec+": the path passes through a symbolic link, and before the profile has loaded agentjail cannot tell") {
+				t.Errorf("%v: stderr:\n%s", mistake, r.stderr)
+			}
+			if got := entries(t, vdir); got != "victim.sh" {
+				t.Errorf("%v: the root-only directory holds %q", mistake, got)
+			}
+		}
+	})
+
 	t.Run("a directory as --record", func(t *testing.T) {
 		t.Parallel()
 		p := workspace(t)
@@ -160,8 +188,9 @@ func TestEscapeOperatorOutputsRecord(t *testing.T) {
 }
 
 // wantRecordNotVictim checks that rec is a regular file holding the run
-// record, owned by uid, and that the victim script is as it was.
-func wantRecordNotVictim(t *testing.T, rec, script string, uid int) {
+// record of a run that exited with code, owned by uid, and that the
+// victim script is as it was.
+func wantRecordNotVictim(t *testing.T, rec, script string, uid, code int) {
 	t.Helper()
 	if b, _ := os.ReadFile(script); string(b) != "echo harmless\n" {
 		t.Errorf("the victim was replaced: %q", b)
@@ -170,7 +199,7 @@ func wantRecordNotVictim(t *testing.T, rec, script string, uid int) {
 	if err != nil || !fi.Mode().IsRegular() || ownerOf(fi) != uid {
 		t.Fatalf("%s is not agentjail's regular file: %v %v", rec, fi, err)
 	}
-	readRecord(t, rec, 0)
+	readRecord(t, rec, code)
 }
 
 // TestEscapeOperatorOutputsLog: a link an earlier run left at --log's path
