@@ -49,6 +49,9 @@ func (d *Dir) Lstat(name string) (unix.Stat_t, error) {
 	return st, err
 }
 
+// Remove removes the entry name from d (a file, or a link itself).
+func (d *Dir) Remove(name string) error { return unix.Unlinkat(d.fd(), name, 0) }
+
 // Where is where the directory is now, as the kernel names it
 // (/proc/self/fd): its Path, unless it was moved since it was opened.
 func (d *Dir) Where() string {
