@@ -171,9 +171,13 @@ func (d *Dir) Replace(name string, data []byte) error {
 	return d.f.Sync() // the rename itself, durable
 }
 
-// MaxTries bounds the names AddNew tries: name, then name.1 up to
-// name.<MaxTries-1> (before the extension).
-const MaxTries = 1000
+// maxTries bounds the names AddNew tries: name, then name.1 up to
+// name.<maxTries-1> (before the extension).
+const maxTries = 1000
+
+// renameat2 is unix.Renameat2; a test replaces it to take the path of file
+// systems without RENAME_NOREPLACE (EINVAL).
+var renameat2 = unix.Renameat2
 
 // AddNew copies src into d as a new file named name, never replacing
 // anything: when name is taken, it takes the first free of name.1,
@@ -193,12 +197,12 @@ func (d *Dir) AddNew(name string, src io.Reader, perm uint32, uid, gid int) (str
 	}
 	ext := path.Ext(name)
 	stem := strings.TrimSuffix(name, ext)
-	for n := range MaxTries {
+	for n := range maxTries {
 		try := name
 		if n > 0 {
 			try = stem + "." + strconv.Itoa(n) + ext
 		}
-		err := unix.Renameat2(d.fd(), tmp, d.fd(), try, unix.RENAME_NOREPLACE)
+		err := renameat2(d.fd(), tmp, d.fd(), try, unix.RENAME_NOREPLACE)
 		if errors.Is(err, unix.EINVAL) {
 			err = unix.Linkat(d.fd(), tmp, d.fd(), try, 0)
 		}
@@ -210,7 +214,7 @@ func (d *Dir) AddNew(name string, src io.Reader, perm uint32, uid, gid int) (str
 		}
 		return try, d.placed(try, st)
 	}
-	return "", fmt.Errorf("%s and %d other names for it are taken", path.Join(d.Path, name), MaxTries-1)
+	return "", fmt.Errorf("%s and %d other names for it are taken", path.Join(d.Path, name), maxTries-1)
 }
 
 // OpenAppend opens name in d for appending, creating it (0600) when

@@ -218,9 +218,23 @@ func TestReplace(t *testing.T) {
 	}
 }
 
-// TestAddNew: a taken name, whether a file or a link, gets a new one.
+// TestAddNew: a taken name, whether a file or a link, gets a new one, also
+// where the file system lacks RENAME_NOREPLACE (link(2) then). Not
+// parallel: that replaces renameat2 for the package.
 func TestAddNew(t *testing.T) {
-	t.Parallel()
+	t.Run("RENAME_NOREPLACE", testAddNew)
+	t.Run("link", func(t *testing.T) {
+		calls := 0
+		renameat2 = func(int, string, int, string, uint) error { calls++; return unix.EINVAL }
+		defer func() { renameat2 = unix.Renameat2 }()
+		testAddNew(t)
+		if calls == 0 {
+			t.Error("renameat2 was never tried: the fallback was not exercised")
+		}
+	})
+}
+
+func testAddNew(t *testing.T) {
 	T, w := tree(t)
 	root, _ := w.Dir(filepath.Join(T, "real/w"))
 	defer root.Close()
