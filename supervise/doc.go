@@ -11,11 +11,11 @@
 // snapshots) and StripSetID say what the agent got around: the record's
 // violations. Before a run it stages the files the plan binds from the
 // host (copies owned by the run user, Stage); after it, it reads back only
-// the run user's own plain files (ReadOwned, CopyTranscripts) and replaces
-// files atomically (WriteAtomic). It also keeps the live-run state that
-// `agentjail ps`/`stop` read and that a sweeper (`agentjail init`) uses to
-// clean up after a supervisor that died (Runs, Marked, KillMarked,
-// SweepDead).
+// the run user's own plain files (CopyTranscripts, which writes them
+// through hostfs, as WriteFile writes the record). It also keeps the
+// live-run state that `agentjail ps`/`stop` read and that a sweeper
+// (`agentjail init`) uses to clean up after a supervisor that died (Runs,
+// Marked, KillMarked, SweepDead).
 //
 // It must not decide policy (that is policy/ and mounts/); it carries out a
 // plan it is given. It never signals PID 1, agentjail itself or its

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentjail/agentjail/hostfs"
 )
 
 // Masks are the placeholders bwrap creates on the host as mount points that
@@ -147,25 +149,22 @@ func removeUnheld(name, want string) error {
 }
 
 // removeEmptyFile deletes p if it is an empty regular file, never following
-// a symlink: the parent is opened with RESOLVE_NO_SYMLINKS and the entry is
-// examined with AT_SYMLINK_NOFOLLOW. Anything else is left alone (someone
-// wrote to it).
+// a symlink: its directory is reached without one (hostfs.Strict: openat2
+// RESOLVE_NO_SYMLINKS, or one O_NOFOLLOW component at a time before Linux
+// 5.6), and the entry is examined with AT_SYMLINK_NOFOLLOW. Anything else
+// is left alone (someone wrote to it).
 func removeEmptyFile(p string) error {
-	dir, name := filepath.Split(p)
-	fd, err := unix.Openat2(unix.AT_FDCWD, dir, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_NO_SYMLINKS,
-	})
+	dir, name, err := hostfs.Strict.Parent(p)
 	if err != nil {
 		return err
 	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	defer dir.Close()
+	st, err := dir.Lstat(name)
+	if err != nil {
 		return err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != 0 {
 		return nil
 	}
-	return unix.Unlinkat(fd, name, 0)
+	return dir.Remove(name)
 }

@@ -2,14 +2,13 @@ package supervise
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/agentjail/agentjail/claude"
+	"github.com/agentjail/agentjail/hostfs"
 )
 
 // Reasons a run ends with: the record's `reason`.
@@ -203,35 +202,21 @@ func (r *Record) normalize() {
 	}
 }
 
-// WriteFile writes the record to path atomically (WriteAtomic): a reader
-// sees either no record or a whole one.
-func (r *Record) WriteFile(path string) error {
+// WriteFile writes the record into dir as name, atomically
+// (hostfs.Dir.Replace): a reader sees either no record or a whole one, and
+// whatever was at name (a link, a file the agent put there) is replaced,
+// never followed.
+func (r *Record) WriteFile(dir *hostfs.Dir, name string) error {
 	r.normalize()
 	data, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
 	data = append(data, '\n')
-	if err := WriteAtomic(path, data); err != nil {
-		return fmt.Errorf("write the run record %s: %w", path, err)
+	if err := dir.Replace(name, data); err != nil {
+		return fmt.Errorf("write the run record %s: %w", filepath.Join(dir.Path, name), err)
 	}
 	return nil
-}
-
-// CheckWritable fails early, before a run, when the record could not be
-// written into path's directory.
-func CheckWritable(path string) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
-	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return fmt.Errorf("cannot create a file in %s: %w", dir, err)
-	}
-	tmp.Close()
-	return os.Remove(tmp.Name())
 }
 
 // Redact replaces every secret in s by "[redacted]". Values shorter than

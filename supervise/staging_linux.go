@@ -11,9 +11,10 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentjail/agentjail/hostfs"
 )
 
 // FileCopy is one file or tree copied into a run's staging directory; with
@@ -335,21 +336,12 @@ func removeStage(root string) error {
 	return errors.Join(errs...)
 }
 
-// ReadOwned reads the file rel below root that the run user left there, as
+// openOwned opens the file rel below root that the run user left there, as
 // agentjail (root) must: resolved beneath root without following any
 // symlink (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS, so no path
 // component can be swapped for a link meanwhile), and only a regular file
 // with one link owned by uid (not a hard link to someone else's file), of at
 // most max bytes.
-func ReadOwned(root, rel string, uid int, max int64) ([]byte, error) {
-	f, err := openOwned(root, rel, uid, max)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, max))
-}
-
 func openOwned(root, rel string, uid int, max int64) (*os.File, error) {
 	dir, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -387,119 +379,124 @@ func openOwned(root, rel string, uid int, max int64) (*os.File, error) {
 	return f, nil
 }
 
-// MaxTranscript bounds one transcript copied out.
-const MaxTranscript = 1 << 30
+// The caps of what one run's --results copies: the agent chooses how many
+// transcripts it leaves and how large, and must not fill the operator's
+// disk with them.
+const (
+	MaxTranscripts     = 1000    // files
+	MaxTranscriptBytes = 1 << 30 // bytes, all files together
+)
+
+// maxSkipLines bounds the lines CopyTranscripts returns about single
+// files: the agent chooses how many there are.
+const maxSkipLines = 10
 
 // CopyTranscripts copies the session transcripts Claude Code left in its
 // directory dir (projects/<project>/<session>.jsonl, and what lies below a
-// session: its subagents' transcripts) into results, as
-// results/<session>.jsonl and so on, owned by the owner of results, 0600.
-// It returns the paths written; files it would not copy (links, someone
-// else's, too large) are reported in the error, the others still copied.
-func CopyTranscripts(dir, results string, uid int) ([]string, error) {
+// session: its subagents' transcripts) into results, as <session>.jsonl
+// and so on, owned by the owner of results, 0600: the sessions first, then
+// what lies below them, each in name order, up to maxFiles files and
+// maxBytes bytes in all. Nothing there is overwritten or followed: a name
+// taken (by an earlier run) gets a new one (hostfs.Dir.AddNew), a
+// directory below results is made or entered without following a link. It
+// returns the paths written, below where results is now, and one line for
+// each thing it did not copy (links, files of someone else's, those past
+// the caps), at most a dozen.
+func CopyTranscripts(dir string, results *hostfs.Dir, uid, maxFiles int, maxBytes int64) (copied, skipped []string) {
+	owner, err := results.Stat()
+	if err != nil {
+		return nil, []string{err.Error()}
+	}
+	var files, overFiles, overBytes, lines int
+	var bytes int64
+	skip := func(err error) {
+		if lines++; lines <= maxSkipLines {
+			skipped = append(skipped, err.Error())
+		}
+	}
 	projects := filepath.Join(dir, "projects")
-	owner, err := os.Stat(results)
-	if err != nil {
-		return nil, err
-	}
-	ost := owner.Sys().(*syscall.Stat_t)
-	var out []string
-	var errs []error
-	err = filepath.WalkDir(projects, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && p == projects {
-				return nil // no session was saved
+	// Two walks, in name order: the sessions (depth 1 below a project),
+	// then what lies deeper.
+	for _, deeper := range []bool{false, true} {
+		err := filepath.WalkDir(projects, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				if !errors.Is(err, fs.ErrNotExist) || p != projects { // none: no session was saved
+					skip(err)
+				}
+				return nil
 			}
-			errs = append(errs, err)
+			rel, _ := filepath.Rel(projects, p)
+			depth := strings.Count(rel, string(filepath.Separator))
+			switch {
+			case d.IsDir() && depth >= 1 && !deeper:
+				return fs.SkipDir
+			case d.IsDir() || depth < 1 || (depth > 1) != deeper || !strings.HasSuffix(p, ".jsonl"):
+				return nil
+			case files == maxFiles:
+				overFiles++
+				return nil
+			}
+			n, dst, err := copyOut(dir, filepath.Join("projects", rel), results, uid, int(owner.Uid), int(owner.Gid), maxBytes-bytes)
+			switch {
+			case errors.Is(err, errOverBytes):
+				overBytes++
+			case err != nil:
+				skip(err)
+			default:
+				files++
+				bytes += n
+				copied = append(copied, filepath.Join(results.Where(), dst))
+			}
 			return nil
+		})
+		if err != nil {
+			skip(err)
 		}
-		rel, _ := filepath.Rel(projects, p)
-		parts := strings.SplitN(rel, string(filepath.Separator), 2)
-		if d.IsDir() || len(parts) < 2 || !strings.HasSuffix(p, ".jsonl") {
-			return nil
-		}
-		dst := filepath.Join(results, parts[1])
-		if err := copyOut(dir, filepath.Join("projects", rel), dst, uid, int(ost.Uid), int(ost.Gid)); err != nil {
-			errs = append(errs, err)
-			return nil
-		}
-		out = append(out, dst)
-		return nil
-	})
-	if err != nil {
-		errs = append(errs, err)
 	}
-	return out, errors.Join(errs...)
+	if lines > maxSkipLines {
+		skipped = append(skipped, fmt.Sprintf("and %d more files not copied", lines-maxSkipLines))
+	}
+	if overFiles > 0 {
+		skipped = append(skipped, fmt.Sprintf("%d transcripts not copied: a run copies at most %d", overFiles, maxFiles))
+	}
+	if overBytes > 0 {
+		skipped = append(skipped, fmt.Sprintf("%d transcripts not copied: they would pass the %d bytes a run copies in all", overBytes, maxBytes))
+	}
+	return copied, skipped
 }
 
-// copyOut copies root/rel (the run user's) to dst, atomically.
-func copyOut(root, rel, dst string, uid, ownerUID, ownerGID int) error {
-	in, err := openOwned(root, rel, uid, MaxTranscript)
+var errOverBytes = errors.New("over the byte cap")
+
+// copyOut copies root/rel, a transcript of the run user's (uid), into
+// results as the path below its project, made new there (0600, owned by
+// ownerUID:ownerGID), unless it is larger than budget (errOverBytes). It
+// returns the bytes copied and the name written, relative to results.
+func copyOut(root, rel string, results *hostfs.Dir, uid, ownerUID, ownerGID int, budget int64) (int64, string, error) {
+	in, err := openOwned(root, rel, uid, MaxTranscriptBytes)
 	if err != nil {
-		return err
+		return 0, "", err
 	}
 	defer in.Close()
-	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".*")
+	fi, err := in.Stat()
 	if err != nil {
-		return err
+		return 0, "", err
 	}
-	defer os.Remove(tmp.Name())
-	_, err = io.Copy(tmp, in)
-	if err == nil && os.Getuid() == 0 {
-		err = tmp.Chown(ownerUID, ownerGID)
+	if fi.Size() > budget {
+		return 0, "", errOverBytes
 	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
+	// projects/<project>/<session>.jsonl -> <session>.jsonl
+	below := strings.SplitN(rel, string(filepath.Separator), 3)[2]
+	dir, name := filepath.Split(below)
+	out := results
+	if dir != "" {
+		if out, err = results.MkdirAll(dir, 0o700, ownerUID, ownerGID); err != nil {
+			return 0, "", fmt.Errorf("copy %s: %w", rel, err)
+		}
+		defer out.Close()
 	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), dst)
-	}
-	return err
-}
-
-// WriteAtomic replaces path with data: a temporary file in the same
-// directory with path's mode and owner, synced, renamed over it. A path that
-// is a symlink keeps the link; its target is replaced.
-func WriteAtomic(path string, data []byte) error {
-	if t, err := filepath.EvalSymlinks(path); err == nil {
-		path = t
-	}
-	mode, uid, gid := fs.FileMode(0o600), -1, -1
-	if fi, err := os.Stat(path); err == nil {
-		mode = fi.Mode().Perm()
-		st := fi.Sys().(*syscall.Stat_t)
-		uid, gid = int(st.Uid), int(st.Gid)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".agentjail-*")
+	name, err = out.AddNew(name, io.LimitReader(in, fi.Size()), 0o600, ownerUID, ownerGID)
 	if err != nil {
-		return err
+		return 0, "", fmt.Errorf("copy %s: %w", rel, err)
 	}
-	defer os.Remove(tmp.Name()) // a no-op after the rename
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Chmod(mode)
-	}
-	if err == nil && uid >= 0 && os.Getuid() == 0 {
-		err = tmp.Chown(uid, gid)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		return err
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		d.Sync() // the rename itself, durable
-		d.Close()
-	}
-	return nil
+	return fi.Size(), filepath.Join(dir, name), nil
 }

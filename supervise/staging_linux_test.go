@@ -2,6 +2,7 @@ package supervise
 
 import (
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentjail/agentjail/hostfs"
 	"github.com/agentjail/agentjail/internal/testutil"
 )
 
@@ -108,10 +110,10 @@ func TestStage(t *testing.T) {
 	}
 }
 
-// TestReadOwnedRefuses: what the run user leaves behind is read only when
+// TestOpenOwnedRefuses: what the run user leaves behind is read only when
 // it is a plain file of its own: never through a link (final or in the
 // path), never a hard link to someone else's file.
-func TestReadOwnedRefuses(t *testing.T) {
+func TestOpenOwnedRefuses(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
 	root := t.TempDir()
@@ -130,16 +132,20 @@ func TestReadOwnedRefuses(t *testing.T) {
 	os.WriteFile(big, make([]byte, 100), 0o600)
 	os.Chown(big, 1000, 1000)
 
-	if b, err := ReadOwned(root, "own.json", 1000, 10); err != nil || string(b) != "mine" {
+	if b, err := readOwned(root, "own.json", 1000, 10); err != nil || string(b) != "mine" {
 		t.Errorf("own file: %q %v", b, err)
 	}
 	for _, rel := range []string{"link.json", "dirlink/f.json", "hard.json", "big.json", "../" + filepath.Base(root) + "/own.json", "missing"} {
-		if b, err := ReadOwned(root, rel, 1000, 10); err == nil {
-			t.Errorf("ReadOwned(%s) = %q, want an error", rel, b)
+		if b, err := readOwned(root, rel, 1000, 10); err == nil {
+			t.Errorf("openOwned(%s) gave %q, want an error", rel, b)
 		}
 	}
 }
 
+// TestCopyTranscripts: transcripts are copied as new files, owned by the
+// owner of results, sessions first; a link or someone else's file is not
+// copied, a taken name gets a new one, and the caps on count and bytes
+// hold.
 func TestCopyTranscripts(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
@@ -147,6 +153,7 @@ func TestCopyTranscripts(t *testing.T) {
 	files := map[string]string{
 		"projects/-w/s1.jsonl":                   `{"a":1}`,
 		"projects/-w/s1/subagents/agent-x.jsonl": `{"b":2}`,
+		"projects/-w/taken.jsonl":                `{"c":3}`,
 		"projects/-w/notes.txt":                  "not a transcript",
 		"history.jsonl":                          "not in projects",
 	}
@@ -162,51 +169,60 @@ func TestCopyTranscripts(t *testing.T) {
 
 	results := filepath.Join(t.TempDir(), "results")
 	os.Mkdir(results, 0o755)
+	os.WriteFile(filepath.Join(results, "taken.jsonl"), []byte("an earlier run's"), 0o600)
 	os.Chown(results, 1000, 1000)
-	got, err := CopyTranscripts(dir, results, 1000)
-	if err == nil || !strings.Contains(err.Error(), "evil.jsonl") {
-		t.Errorf("the link was not reported: %v", err)
+	out, err := hostfs.Walker{}.Dir(results)
+	if err != nil {
+		t.Fatal(err)
 	}
-	want := []string{filepath.Join(results, "s1.jsonl"), filepath.Join(results, "s1/subagents/agent-x.jsonl")}
-	slices.Sort(got)
+	defer out.Close()
+	got, skipped := CopyTranscripts(dir, out, 1000, MaxTranscripts, MaxTranscriptBytes)
+	if len(skipped) != 1 || !strings.Contains(skipped[0], "evil.jsonl") {
+		t.Errorf("the link was not reported alone: %q", skipped)
+	}
+	want := []string{filepath.Join(results, "s1.jsonl"), filepath.Join(results, "taken.1.jsonl"), filepath.Join(results, "s1/subagents/agent-x.jsonl")}
 	if !slices.Equal(got, want) {
 		t.Fatalf("copied %v, want %v", got, want)
 	}
-	if b, _ := os.ReadFile(want[0]); string(b) != `{"a":1}` || owner(t, want[0]) != 1000 {
-		t.Errorf("%s: %q, owner %d", want[0], b, owner(t, want[0]))
+	for _, p := range append(want, filepath.Join(results, "s1"), filepath.Join(results, "s1/subagents")) {
+		if owner(t, p) != 1000 {
+			t.Errorf("%s is owned by %d, want the owner of results", p, owner(t, p))
+		}
+	}
+	if b, _ := os.ReadFile(want[0]); string(b) != `{"a":1}` {
+		t.Errorf("%s: %q", want[0], b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(results, "taken.jsonl")); string(b) != "an earlier run's" {
+		t.Errorf("an earlier transcript was overwritten: %q", b)
 	}
 	if _, err := os.Lstat(filepath.Join(results, "evil.jsonl")); err == nil {
 		t.Errorf("a link's target was copied out")
 	}
-	if got, err := CopyTranscripts(t.TempDir(), results, 1000); err != nil || len(got) != 0 {
-		t.Errorf("no projects directory: %v %v", got, err)
+	if got, skipped := CopyTranscripts(t.TempDir(), out, 1000, MaxTranscripts, MaxTranscriptBytes); len(skipped) != 0 || len(got) != 0 {
+		t.Errorf("no projects directory: %v %v", got, skipped)
 	}
-}
 
-func TestWriteAtomic(t *testing.T) {
-	testutil.RequireRoot(t)
-	t.Parallel()
-	dir := t.TempDir()
-	target := filepath.Join(dir, "dotfiles", "creds.json")
-	os.MkdirAll(filepath.Dir(target), 0o755)
-	os.WriteFile(target, []byte("old"), 0o640)
-	os.Chown(target, 1001, 1002)
-	link := filepath.Join(dir, "creds.json")
-	os.Symlink(target, link)
-	if err := WriteAtomic(link, []byte("new")); err != nil {
-		t.Fatal(err)
+	// The caps: 2 files, 10 bytes. The sessions come first (a and c, 8
+	// bytes); b (5 bytes) would pass the bytes, d the count.
+	caps := t.TempDir()
+	for name, content := range map[string]string{"a.jsonl": "1234", "b/x.jsonl": "12345", "c.jsonl": "1234", "d.jsonl": "1"} {
+		p := filepath.Join(caps, "projects/-w", name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte(content), 0o600)
+		os.Chown(p, 1000, 1000)
 	}
-	if l, err := os.Readlink(link); err != nil || l != target {
-		t.Errorf("the link was replaced: %q %v", l, err)
+	capped, _ := hostfs.Walker{}.Dir(t.TempDir())
+	defer capped.Close()
+	got, skipped = CopyTranscripts(caps, capped, 1000, 2, 10)
+	if want := []string{filepath.Join(capped.Path, "a.jsonl"), filepath.Join(capped.Path, "c.jsonl")}; !slices.Equal(got, want) {
+		t.Errorf("copied %v, want %v", got, want)
 	}
-	fi, _ := os.Stat(target)
-	st := fi.Sys().(*syscall.Stat_t)
-	if b, _ := os.ReadFile(target); string(b) != "new" || fi.Mode().Perm() != 0o640 || st.Uid != 1001 || st.Gid != 1002 {
-		t.Errorf("target: %q %v %d:%d", b, fi.Mode(), st.Uid, st.Gid)
+	if strings.Join(skipped, "\n") != "2 transcripts not copied: a run copies at most 2" {
+		t.Errorf("skipped %q", skipped)
 	}
-	left, _ := filepath.Glob(filepath.Join(dir, "dotfiles", ".*"))
-	if len(left) > 0 {
-		t.Errorf("temporary files left: %v", left)
+	got, skipped = CopyTranscripts(caps, capped, 1000, 10, 10)
+	if len(got) != 3 || !slices.Equal(skipped, []string{"1 transcripts not copied: they would pass the 10 bytes a run copies in all"}) {
+		t.Errorf("a second copy under the byte cap: %v, skipped %q", got, skipped)
 	}
 }
 
@@ -227,4 +243,14 @@ func TestEmptyFile(t *testing.T) {
 	if err := EmptyFile(p); err == nil {
 		t.Errorf("a file that is not empty is used")
 	}
+}
+
+// readOwned reads what openOwned opens.
+func readOwned(root, rel string, uid int, max int64) ([]byte, error) {
+	f, err := openOwned(root, rel, uid, max)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
 }

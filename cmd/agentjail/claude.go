@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentjail/agentjail/claude"
+	"github.com/agentjail/agentjail/hostfs"
 	"github.com/agentjail/agentjail/mounts"
 	"github.com/agentjail/agentjail/supervise"
 )
@@ -60,28 +61,13 @@ func (j *jail) isLogin(c mounts.Copy) bool {
 	return h != nil && h.Credentials != "" && c.Dst == filepath.Join(h.Dir, mounts.ClaudeCredentials)
 }
 
-// checkResults makes sure --results names a directory agentjail can write
-// to, creating it (0700) when missing, before anything runs.
-func checkResults(dir string) error {
-	if dir == "" {
-		return nil
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("--results %s: %w; choose a directory agentjail can create or write", dir, err)
-	}
-	if err := supervise.CheckWritable(filepath.Join(dir, "x")); err != nil {
-		return fmt.Errorf("--results %s: %w; choose a writable directory", dir, err)
-	}
-	return nil
-}
-
 // claudeAfter completes the record's `claude` object once the run has
 // ended: what claude's json output said (parser, nil for other commands),
 // what the run got of the operator's login, and the transcripts copied to
 // results. It is set when the command is claude, or when the operator had
 // a login for the run's private Claude Code directory, or it held
 // transcripts. Problems are warnings: the run itself is over.
-func claudeAfter(j *jail, st *supervise.Staged, parser *claude.Parser, results string, rec *supervise.Record, secrets []string) {
+func claudeAfter(j *jail, st *supervise.Staged, parser *claude.Parser, results *hostfs.Dir, rec *supervise.Record, secrets []string) {
 	var sum claude.Summary
 	if parser != nil {
 		sum = parser.Summary()
@@ -96,14 +82,17 @@ func claudeAfter(j *jail, st *supervise.Staged, parser *claude.Parser, results s
 	sum.Credentials = j.credentials
 	sum.Transcripts = []string{}
 	switch {
-	case results == "":
+	case results == nil:
 	case home == nil || st == nil:
 		warn("--results: the profile gives claude no private directory (claude.home), so there are no transcripts to copy")
 	default:
-		copied, err := supervise.CopyTranscripts(home.Dir, results, j.user.UID)
+		copied, skipped := supervise.CopyTranscripts(home.Dir, results, j.user.UID, supervise.MaxTranscripts, supervise.MaxTranscriptBytes)
 		sum.Transcripts = append(sum.Transcripts, copied...)
-		if err != nil {
-			warn("--results: some transcripts were not copied: %v", err)
+		for _, s := range skipped {
+			warn("--results: %s", s)
+		}
+		if now := results.Where(); now != results.Path {
+			warn("--results: %s was moved during the run, to %s; the transcripts are there", results.Path, now)
 		}
 	}
 	if parser != nil || sum.Credentials != nil || len(sum.Transcripts) > 0 {

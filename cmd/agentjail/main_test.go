@@ -128,8 +128,8 @@ func TestRenderHeader(t *testing.T) {
 		runID: "<run-id>",
 		user:  mounts.User{UID: 1000, GID: 1001, Name: "agent", Groups: []int{4, 27}, Why: "--user"},
 		plan: mounts.Plan{
-			Masks:  []string{"/w/.env", "/w/a b"},
-			Dirs:   []mounts.Dir{{Path: stageDir("<run-id>") + "/claude", Size: 512}},
+			Masks: []string{"/w/.env", "/w/a b"},
+			Dirs:  []mounts.Dir{{Path: stageDir("<run-id>") + "/claude", Size: 512}},
 			Copies: []mounts.Copy{
 				{Src: "/root/.ssh", Dst: stageDir("<run-id>") + "/credentials/.ssh"},
 				{Src: "/root/.claude/.credentials.json", Dst: stageDir("<run-id>") + "/claude/.credentials.json"},

@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/agentjail/agentjail/claude"
+	"github.com/agentjail/agentjail/hostfs"
 	"github.com/agentjail/agentjail/mounts"
 	"github.com/agentjail/agentjail/policy"
 	"github.com/agentjail/agentjail/reaper"
@@ -37,16 +38,14 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	defer signal.Stop(sigs)
 
 	argv := commandArgs(cmd, e.rawAfter(cmd.Name))
-	recordPath := cmd.String("record")
 	rec := supervise.Record{StartedAt: supervise.Time(time.Now()), Profile: cmd.String("profile"), Argv: argv}
+	// Until the policy names the writable roots, no link at all is
+	// followed on the way to the record.
+	out := &recordFile{path: cmd.String("record"), walker: hostfs.Strict}
+	defer out.close()
 	// failed ends a run that never started: a record when asked for, and
 	// the error for run to print (exit 125).
-	failed := func(err error) error {
-		if recordPath != "" {
-			return writeSetupFailed(rec, recordPath, err)
-		}
-		return err
-	}
+	failed := func(err error) error { return writeSetupFailed(rec, out, err) }
 	j, err := prepare(cmd, argv) // checks the run directory too
 	if err != nil {
 		return failed(err)
@@ -64,24 +63,18 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	for _, d := range j.plan.Degradations {
 		rec.Degradations = append(rec.Degradations, degraded(e.stderr, supervise.Note{What: "jail", Detail: d})...)
 	}
-	if recordPath != "" {
-		if err := supervise.CheckWritable(recordPath); err != nil {
-			recordPath = "" // it could not be written either
-			return failed(fmt.Errorf("--record %s: %w; choose a writable directory", cmd.String("record"), err))
-		}
+	// The outputs are opened now, before the agent runs, and held: see
+	// outputs.go.
+	out.walker = hostfs.Walker{Roots: mounts.WritableRoots(j.policy)}
+	if err := out.open(); err != nil {
+		out.path = "" // it could not be written either
+		return failed(err)
 	}
 	// The log is written with no buffer of agentjail's own: every byte is
 	// in the file (the kernel's page cache) once read, on every exit path,
 	// even SIGKILL. It is not fsynced: that would cost a disk flush per run.
-	var log *os.File
-	if p := cmd.String("log"); p != "" {
-		if log, err = os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err != nil {
-			return failed(fmt.Errorf("--log: %w; choose a writable file", err))
-		}
-		defer log.Close()
-	}
-	results := cmd.String("results")
-	if err := checkResults(results); err != nil {
+	log, err := openLog(out.walker, cmd.String("log"))
+	if err != nil {
 		return failed(err)
 	}
 	warning, err := j.login(time.Now())
@@ -92,6 +85,14 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 		fmt.Fprintf(e.stderr, "agentjail: warning: %s\n", warning)
 		rec.Warnings = append(rec.Warnings, warning)
 	}
+	if log != nil {
+		defer log.Close()
+	}
+	results, err := openResults(out.walker, cmd.String("results"))
+	if err != nil {
+		return failed(err)
+	}
+	defer results.Close()
 	// What runs killed with SIGKILL left, without waiting for an init;
 	// once the command line is known good, so that a mistake gets its one
 	// message alone.
@@ -167,13 +168,16 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 		fmt.Fprintf(e.stderr, "agentjail: violation: %s\n", v.Detail)
 	}
 	claudeAfter(j, staged, parser, results, &rec, spec.Secrets)
-	if recordPath != "" {
-		if err := rec.WriteFile(recordPath); err != nil {
-			printError(e.stderr, err)
+	*e.code = rec.ExitCode
+	if out.path != "" {
+		// A record asked for and missing must not pass for a run that
+		// went well: agentjail's own failure, in one line.
+		if err := out.write(&rec); err != nil {
+			fmt.Fprintf(e.stderr, "agentjail: %v; the run ended with exit %d (%s), but agentjail exits %d without its record\n", err, rec.ExitCode, rec.Reason, exitSetup)
+			*e.code = exitSetup
 		}
 	}
 	live.Close(&rec)
-	*e.code = rec.ExitCode
 	return nil
 }
 
@@ -203,14 +207,18 @@ func degraded(w io.Writer, notes ...supervise.Note) []supervise.Note {
 }
 
 // writeSetupFailed completes rec as a run that never started, failed with
-// err, and writes it to path; it returns err, joined with the write's error.
-func writeSetupFailed(rec supervise.Record, path string, err error) error {
+// err, and writes it to out when a record was asked for; it returns err,
+// joined with the write's error.
+func writeSetupFailed(rec supervise.Record, out *recordFile, err error) error {
+	if out.path == "" {
+		return err
+	}
 	if rec.RunID == "" {
 		rec.RunID = newRunID()
 	}
 	rec.Reason, rec.ExitCode, rec.Error = supervise.ReasonSetupFailed, supervise.ExitSetup, err.Error()
 	rec.Finish(time.Now())
-	if werr := rec.WriteFile(path); werr != nil {
+	if werr := out.write(&rec); werr != nil {
 		return errors.Join(err, werr)
 	}
 	return err
@@ -249,10 +257,9 @@ func usageRecord(cmd *cli.Command, raw []string, err error) error {
 			rec.Profile = val
 		}
 	}
-	if path == "" {
-		return err
-	}
-	return writeSetupFailed(rec, path, err)
+	out := &recordFile{path: path, walker: hostfs.Strict} // the writable roots are not known
+	defer out.close()
+	return writeSetupFailed(rec, out, err)
 }
 
 // takesValue reports whether cmd has a flag called name that takes a value.

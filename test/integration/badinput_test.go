@@ -60,7 +60,7 @@ func TestBadInput(t *testing.T) {
 		{"log in a missing directory", nil, []string{"--log", "/nonexistent/agentjail/log"}, []string{"--log: open /nonexistent/agentjail/log: no such file or directory"}},
 		{"--env of an unset variable", nil, []string{"--env", "AGENTJAIL_TEST_UNSET"}, []string{`--env "AGENTJAIL_TEST_UNSET": AGENTJAIL_TEST_UNSET is not set in agentjail's environment; export it, or write AGENTJAIL_TEST_UNSET=VALUE`}},
 		{"--env of a variable always removed", nil, []string{"--env", "CLAUDECODE=1"}, []string{"--env: environment.set[CLAUDECODE]: agentjail always removes CLAUDECODE from the jail's environment"}},
-		{"results not a directory", nil, []string{"--results", "/etc/passwd"}, []string{"--results /etc/passwd: mkdir /etc/passwd: not a directory; choose a directory agentjail can create or write"}},
+		{"results not a directory", nil, []string{"--results", "/etc/passwd"}, []string{"--results /etc/passwd: open /etc/passwd: not a directory; choose a directory agentjail can create or write"}},
 		{"start directory the run user cannot enter", nil, []string{"--chdir", "/root"}, []string{"start directory /root: the run user ", "may not enter it; pass --chdir with a directory that user may enter, or choose the run user with --user"}},
 		{"unknown flag", nil, []string{"--bogus"}, []string{"flag provided but not defined: -bogus", "agentjail run --help"}},
 	} {

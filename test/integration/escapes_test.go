@@ -30,6 +30,8 @@ package integration
 //	socket files in /run/user         TestEscapeUserRuntimeSockets
 //	the run directory from a jail     TestEscapeRunDirectoryInTheJail
 //	the operator's Claude Code login  TestEscapeClaudeLogin (issue 14; no baseline: the door was agentjail's)
+//	the operator's outputs            TestEscapeOperatorOutputsRecord, ...Log, ...Results
+//	  in a writable root                (escapes_outputs_test.go)
 //	symlinked protected paths         TestSymlinkedProtectedPaths (jail_test.go)
 
 import (

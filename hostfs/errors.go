@@ -1,0 +1,17 @@
+package hostfs
+
+import "errors"
+
+var (
+	// ErrLink: a path below a writable root passes through a symbolic
+	// link, which is never followed there (an agent may have planted it).
+	ErrLink = errors.New("a symbolic link in a writable root, which agentjail never follows (an agent may have planted it)")
+	// ErrOutside: a path below a writable root leads out of it (..).
+	ErrOutside = errors.New("leads out of its writable root")
+	// ErrNotOwn: an existing file below a writable root is not a plain
+	// file of the expected user's own, so it is not appended to.
+	ErrNotOwn = errors.New("not a plain file of agentjail's own")
+	// ErrMoved: a file agentjail had just put in place was replaced
+	// before it could check it (another run's agent at work).
+	ErrMoved = errors.New("replaced while agentjail wrote it")
+)
