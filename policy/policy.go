@@ -156,7 +156,8 @@ type Limits struct {
 	// Pids caps the tasks (processes and threads) of the whole jail at
 	// once: the run's cgroup's pids.max. A run that reaches it is ended
 	// (reason pids_limit). Without a pids controller it becomes the
-	// rlimit nproc, which counts every task of the run user on the host.
+	// rlimit nproc (which, since Linux 5.14, counts the tasks of the run
+	// user in the jail's user namespace); reaching that is not seen.
 	Pids *int `yaml:"pids,omitempty" json:"pids,omitempty"`
 	// Memory caps the memory of the whole jail, tmpfs files included
 	// (inner ones too): the run's cgroup's memory.max, as a size or a
