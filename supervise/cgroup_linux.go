@@ -23,8 +23,8 @@ import (
 // cgroup.kill (Linux 5.14) ends them all at once. The pids and memory
 // limits go where the host offers those controllers: that cgroup v2, or,
 // on a host that keeps them on cgroup v1 (a hybrid layout), a cgroup of
-// the run's in each v1 hierarchy, which bwrap and the sandbox join by pid
-// before any agent code runs (join). The run user cannot move a process
+// the run's in each v1 hierarchy, which the sandbox joins by pid before
+// any agent code runs (join). The run user cannot move a process
 // out of any of them: that needs write access to a common ancestor's
 // cgroup.procs (cgroups(7)).
 type runCgroup struct {
@@ -213,9 +213,11 @@ func (c *runCgroup) setMemoryExtras(procRoot string, files limitFiles, swap int6
 }
 
 // join moves pid into the run's cgroup v1 directories (cgroup v2 needs no
-// such step: bwrap is cloned into it). bwrap joins them once started, and
-// the sandbox, which bwrap may have forked before that, before it is
-// released to run the agent: everything after inherits them.
+// such step: bwrap is cloned into it). The sandbox joins them before it is
+// released to run the agent: every process of the agent's descends from
+// it. bwrap's own process outside the jail, which runs no agent code,
+// stays out: each move is a migration, which takes the cgroup threadgroup
+// rwsem for writing (kernel/cgroup/cgroup.c, cgroup_attach_lock).
 func (c *runCgroup) join(pid int) error {
 	for _, dir := range c.v1 {
 		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {

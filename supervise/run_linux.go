@@ -203,12 +203,6 @@ func (s *supervisor) run() error {
 	if s.cgroup != nil {
 		s.rec.Limits.Cgroup, s.rec.Limits.CgroupV1 = s.cgroup.dir, maps.Clone(s.cgroup.v1)
 		s.rec.Limits.PidsMax, s.rec.Limits.MemoryMax, s.rec.Limits.SwapMax = s.cgroup.pidsMax, s.cgroup.memoryMax, s.cgroup.swapMax
-		// bwrap joins the cgroup v1 directories before it can fork
-		// anything of the agent's (the sandbox joins them in adopt).
-		if err := s.cgroup.join(cmd.Process.Pid); err != nil {
-			s.setupErr = err
-			s.kill()
-		}
 	}
 	done, err := reaper.Done(cmd)
 	if err != nil {
@@ -549,10 +543,12 @@ func (s *supervisor) adopt(pid int, blockW *os.File) error {
 		return err
 	}
 	s.box = box
-	if s.cause != "" || s.setupErr != nil {
+	if s.cause != "" {
 		return nil // ending already: the sandbox stays blocked until killed
 	}
 	if s.cgroup != nil {
+		// Into the cgroup v1 directories, before it runs anything of the
+		// agent's: everything the agent starts descends from it.
 		if err := s.cgroup.join(pid); err != nil {
 			return err
 		}
