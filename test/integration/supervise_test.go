@@ -231,6 +231,15 @@ func TestSIGKILLOfAgentjailLeavesNoJailedProcess(t *testing.T) {
 		if fileExists(filepath.Join("/run/agentjail/runs", st.RunID+".json")) || st.Cgroup != "" && fileExists(st.Cgroup) {
 			t.Errorf("SweepDead left %s's state or cgroup %s", st.RunID, st.Cgroup)
 		}
+		// Where the host keeps pids and memory on cgroup v1 (this one).
+		if st.PID == b.cmd.Process.Pid && fileExists("/sys/fs/cgroup/pids/cgroup.procs") && len(st.CgroupsV1) == 0 {
+			t.Errorf("%s's state names no cgroup v1 directory, on a host with a cgroup v1 pids hierarchy", st.RunID)
+		}
+		for _, d := range st.CgroupsV1 {
+			if fileExists(d) {
+				t.Errorf("SweepDead left %s's cgroup %s", st.RunID, d)
+			}
+		}
 		// tier1's private Claude Code directory: a tmpfs in the run's
 		// staging directory.
 		staged = staged || st.Stage != ""
