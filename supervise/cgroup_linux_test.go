@@ -71,7 +71,7 @@ func TestMakeCgroupV2(t *testing.T) {
 			return "30 1 0:26 / " + root + "/cg rw - cgroup2 cgroup2 rw,nsdelegate\n"
 		},
 		map[string]string{
-			"cg/system.slice/ci.service/agentjail/cgroup.controllers":    "cpu io memory pids\n",
+			"cg/system.slice/ci.service/agentjail/cgroup.controllers":     "cpu io memory pids\n",
 			"cg/system.slice/ci.service/agentjail/cgroup.subtree_control": "",
 		})
 	c, notes := makeCgroup(h.proc, "run1", cgroupLimits{pids: 4096, memory: 1 << 30, swap: 0})
