@@ -186,7 +186,8 @@ func (s *supervisor) run() error {
 	err := s.startBwrap(cmd)
 	if err != nil && s.cgroup != nil {
 		s.rec.Degradations = append(s.rec.Degradations, Note{"cgroup", fmt.Sprintf("cannot start bwrap inside %s: %v; started without a cgroup of its own, so without its limits", s.cgroup.dir, err)})
-		s.endCgroup()
+		s.cgroup.end(sp.ProcRoot, time.Second)
+		s.cgroup = nil
 		cmd = &exec.Cmd{Path: cmd.Path, Args: cmd.Args, Stdin: cmd.Stdin, Stdout: cmd.Stdout,
 			Stderr: cmd.Stderr, ExtraFiles: cmd.ExtraFiles, WaitDelay: cmd.WaitDelay}
 		err = s.startBwrap(cmd)
