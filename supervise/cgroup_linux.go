@@ -105,10 +105,15 @@ func makeCgroup(procRoot, runID string, want cgroupLimits) (*runCgroup, []Note) 
 			}
 		}
 	}
+	for _, name := range controllers {
+		if _, lacks := notInV2[name]; !lacks && c.dir == "" {
+			notInV2[name] = "the run's cgroup could not be made"
+		}
+	}
 	var table []mounts.Mount // read once, when a v1 hierarchy is looked for
 	for _, name := range controllers {
 		dir, files := c.dir, v2Files
-		if _, lacks := notInV2[name]; lacks || c.dir == "" {
+		if _, lacks := notInV2[name]; lacks {
 			if table == nil {
 				table = readMountinfo(procRoot)
 			}
