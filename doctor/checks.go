@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/agentjail/agentjail/bwrap"
+	"github.com/agentjail/agentjail/mounts"
 )
 
 // Status is a check's verdict.
@@ -177,12 +178,12 @@ func cgroupCheck(h Host) Check {
 	case mp == "":
 		c.Status = Warn
 		c.Detail = "no cgroup v2 mounted"
-		c.Cause = "a run cannot get a cgroup of its own: no cgroup.kill, no memory or pids limits; the pid namespace's teardown and the marker sweep still end every process"
+		c.Cause = "a run cannot get a cgroup v2 of its own: no cgroup.kill (the pid namespace's teardown and the marker sweep still end every process); " + v1Limits(h)
 		c.Fix = "mount cgroup v2 (systemd.unified_cgroup_hierarchy=1 on the kernel command line, or mount -t cgroup2 none /sys/fs/cgroup)"
 	case mp != "/sys/fs/cgroup":
 		c.Status = Warn
 		c.Detail = fmt.Sprintf("cgroup v2 only in hybrid mode at %s (%s %s; controllers: %s)", mp, dir, writable, ctrl)
-		c.Cause = "in hybrid mode the resource controllers stay on cgroup v1: a run's cgroup can be killed as a whole (cgroup.kill) where writable, but memory and pids limits are unavailable"
+		c.Cause = "in hybrid mode the resource controllers stay on cgroup v1: a run's cgroup v2 can be killed as a whole (cgroup.kill) where writable; " + v1Limits(h)
 		c.Fix = "boot with systemd.unified_cgroup_hierarchy=1 for the unified layout"
 	case !h.CgroupWritable:
 		c.Status = Warn
@@ -194,6 +195,21 @@ func cgroupCheck(h Host) Check {
 		c.Detail = fmt.Sprintf("cgroup v2 at %s; this process's cgroup %s is writable (controllers: %s)", mp, dir, ctrl)
 	}
 	return c
+}
+
+// v1Limits says where limits.pids and limits.memory go on a host that
+// keeps its controllers on cgroup v1.
+func v1Limits(h Host) string {
+	var found []string
+	for _, name := range []string{"pids", "memory"} {
+		if slices.ContainsFunc(h.Mounts, func(m mounts.Mount) bool { return m.FSType == "cgroup" && slices.Contains(m.Super, name) }) {
+			found = append(found, name)
+		}
+	}
+	if len(found) == 0 {
+		return "no cgroup v1 hierarchy holds the pids or memory controller either: limits.memory is not enforced and limits.pids becomes the rlimit nproc"
+	}
+	return fmt.Sprintf("limits.pids and limits.memory are set in cgroup v1 where it offers the controller (here: %s) and agentjail may write it (as root)", strings.Join(found, ", "))
 }
 
 // initCheck is about `agentjail init` on this machine: which binary stays

@@ -116,7 +116,11 @@ func TestDiagnose(t *testing.T) {
 		want   []string // in detail, cause or fix
 	}{
 		{"healthy", func(*Host, *bwrap.Info, *error, *Jail) {}, true, CheckBwrap, Pass, []string{"bubblewrap 0.8.0 at /usr/bin/bwrap, not setuid"}},
-		{"hybrid cgroup", func(*Host, *bwrap.Info, *error, *Jail) {}, true, CheckCgroup, Warn, []string{"hybrid mode at /sys/fs/cgroup/unified", "writable", "memory and pids limits are unavailable"}},
+		{"hybrid cgroup", func(*Host, *bwrap.Info, *error, *Jail) {}, true, CheckCgroup, Warn, []string{"hybrid mode at /sys/fs/cgroup/unified", "writable", "limits.memory is not enforced"}},
+		{"hybrid cgroup, limits on v1", func(h *Host, _ *bwrap.Info, _ *error, _ *Jail) {
+			h.Mounts = append(h.Mounts, mounts.Mount{ID: 38, Parent: 30, Root: "/", Point: "/sys/fs/cgroup/pids", FSType: "cgroup", Super: []string{"rw", "pids"}},
+				mounts.Mount{ID: 34, Parent: 30, Root: "/", Point: "/sys/fs/cgroup/memory", FSType: "cgroup", Super: []string{"rw", "memory"}})
+		}, true, CheckCgroup, Warn, []string{"hybrid mode", "set in cgroup v1 where it offers the controller (here: pids, memory)"}},
 		{"no bwrap", func(_ *Host, b *bwrap.Info, e *error, j *Jail) {
 			*b, *e = bwrap.Info{}, bwrap.ErrNotFound
 			*j = Jail{Profile: "tier1", Err: bwrap.ErrNotFound}

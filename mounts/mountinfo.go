@@ -17,6 +17,9 @@ type Mount struct {
 	Point      string   // where, relative to the reader's root
 	Options    []string // per-mount options (ro, nosuid, relatime, ...)
 	FSType     string
+	// Super are the filesystem's own options (a cgroup v1 mount's names
+	// its controllers: rw,pids); nil when the line has none.
+	Super []string
 }
 
 // ParseMountinfo reads a mountinfo table.
@@ -42,6 +45,9 @@ func ParseMountinfo(r io.Reader) ([]Mount, error) {
 			Options: strings.Split(f[5], ","),
 			FSType:  f[sep+1],
 		})
+		if sep+3 < len(f) {
+			out[len(out)-1].Super = strings.Split(f[sep+3], ",")
+		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("mountinfo: %w", err)

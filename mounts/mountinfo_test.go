@@ -59,7 +59,7 @@ func TestParseMountinfo(t *testing.T) {
 	}
 	want := Mount{ID: 91, Parent: 21, Root: `/a\b`, Point: "/home/op/My Files", Options: []string{"rw", "relatime"}, FSType: "ext4"}
 	if len(table) != 1 || table[0].Point != want.Point || table[0].Root != want.Root || table[0].ID != 91 || table[0].Parent != 21 ||
-		!slices.Equal(table[0].Options, want.Options) || table[0].FSType != "ext4" {
+		!slices.Equal(table[0].Options, want.Options) || table[0].FSType != "ext4" || !slices.Equal(table[0].Super, []string{"rw"}) {
 		t.Errorf("ParseMountinfo = %+v\nwant %+v", table, want)
 	}
 	// The source and super options may be missing; nothing else may.

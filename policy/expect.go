@@ -54,6 +54,7 @@ var (
 	typeSize     = reflect.TypeFor[Size]()
 	typeMode     = reflect.TypeFor[Mode]()
 	typeRlimit   = reflect.TypeFor[Rlimit]()
+	typeMemory   = reflect.TypeFor[Memory]()
 )
 
 // fieldError rewrites a decoding error at a position of doc as an error on
@@ -210,6 +211,8 @@ func describe(t reflect.Type, path string) string {
 		return `an octal mode (such as "0700")`
 	case typeRlimit:
 		return "a number, a size or unlimited"
+	case typeMemory:
+		return "a size or a percentage of the host's RAM"
 	}
 	switch t.Kind() {
 	case reflect.Bool:
@@ -242,6 +245,8 @@ func sample(t reflect.Type, path string) string {
 		return `"0700"`
 	case typeRlimit:
 		return "1024"
+	case typeMemory:
+		return "8GiB"
 	}
 	switch t.Kind() {
 	case reflect.Bool:

@@ -153,6 +153,20 @@ type Limits struct {
 	// Rlimits maps a resource (nofile, nproc, fsize, core, as, ...) to its
 	// limit, applied to bwrap and so to the whole jail.
 	Rlimits map[string]Rlimit `yaml:"rlimits,omitempty" json:"rlimits,omitempty"`
+	// Pids caps the tasks (processes and threads) of the whole jail at
+	// once: the run's cgroup's pids.max. A run that reaches it is ended
+	// (reason pids_limit). Without a pids controller it becomes the
+	// rlimit nproc (which, since Linux 5.14, counts the tasks of the run
+	// user in the jail's user namespace); reaching that is not seen.
+	Pids *int `yaml:"pids,omitempty" json:"pids,omitempty"`
+	// Memory caps the memory of the whole jail, tmpfs files included
+	// (inner ones too): the run's cgroup's memory.max, as a size or a
+	// percentage of the host's RAM. A run in which the kernel kills a
+	// process for it is ended (reason memory_limit).
+	Memory *Memory `yaml:"memory,omitempty" json:"memory,omitempty"`
+	// Swap is how much the jail may swap out beyond Memory (default 0:
+	// swapped tmpfs pages would otherwise escape the cap). Needs Memory.
+	Swap *Size `yaml:"swap,omitempty" json:"swap,omitempty"`
 }
 
 // Output caps the head and tail kept of each stream for the record.

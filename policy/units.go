@@ -274,3 +274,68 @@ func (r *Rlimit) UnmarshalText(b []byte) error {
 	*r = v
 	return err
 }
+
+// Memory is a memory cap: a size, or a percentage of the host's RAM
+// ("50%", as systemd's MemoryMax= takes), resolved when a run starts.
+// Exactly one of Bytes and Percent is set.
+type Memory struct {
+	Bytes   int64
+	Percent int
+}
+
+// ParseMemory parses a size (8GiB) or a percentage from 1% to 100%.
+func ParseMemory(s string) (Memory, error) {
+	t := strings.TrimSpace(s)
+	if num, ok := strings.CutSuffix(t, "%"); ok {
+		n, err := strconv.Atoi(strings.TrimSpace(num))
+		if err != nil || n < 1 || n > 100 {
+			return Memory{}, fmt.Errorf("invalid memory %q (write a percentage of the host's RAM from 1%% to 100%%, or a size such as 8GiB)", s)
+		}
+		return Memory{Percent: n}, nil
+	}
+	n, err := ParseSize(t)
+	if err != nil {
+		return Memory{}, fmt.Errorf("invalid memory %q (write a size such as 8GiB, or a percentage of the host's RAM such as 50%%)", s)
+	}
+	return Memory{Bytes: n}, nil
+}
+
+// Of resolves m on a host with total bytes of RAM.
+func (m Memory) Of(total int64) int64 {
+	if m.Percent == 0 {
+		return m.Bytes
+	}
+	return total * int64(m.Percent) / 100 // RAM is far below 2^56 bytes
+}
+
+func (m Memory) String() string {
+	if m.Percent != 0 {
+		return strconv.Itoa(m.Percent) + "%"
+	}
+	return FormatSize(m.Bytes)
+}
+
+// UnmarshalYAML implements yaml.NodeUnmarshaler.
+func (m *Memory) UnmarshalYAML(node ast.Node) error {
+	v, err := scalar(node, "a memory cap")
+	if err != nil {
+		return err
+	}
+	if *m, err = ParseMemory(v); err != nil {
+		return posErr(node, err)
+	}
+	return nil
+}
+
+// MarshalYAML implements yaml.InterfaceMarshaler.
+func (m Memory) MarshalYAML() (any, error) { return m.String(), nil }
+
+// MarshalText keeps JSON output readable.
+func (m Memory) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+// UnmarshalText reads what MarshalText wrote.
+func (m *Memory) UnmarshalText(b []byte) error {
+	v, err := ParseMemory(string(b))
+	*m = v
+	return err
+}

@@ -21,6 +21,17 @@ const DefaultProtectDepth = 3
 // RlimitNames are the resources limits.rlimits may set.
 var RlimitNames = []string{"as", "core", "cpu", "data", "fsize", "locks", "memlock", "msgqueue", "nice", "nofile", "nproc", "rss", "rtprio", "rttime", "sigpending", "stack"}
 
+// MinPids and MinMemory are the smallest caps a jail starts under:
+// bubblewrap's two processes and agentjail's exec stage (a Go program, with
+// its threads) count too.
+const (
+	MinPids   = 32
+	MinMemory = 32 << 20
+)
+
+// maxPids is the kernel's PID_MAX_LIMIT on 64-bit (include/linux/threads.h).
+const maxPids = 4 << 20
+
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // Validate reports every problem of a merged policy at once (errors.Join of
@@ -91,6 +102,15 @@ func Validate(p Policy) error {
 		if !slices.Contains(RlimitNames, k) {
 			v.add("limits.rlimits["+k+"]", fmt.Sprintf("unknown resource %q (one of %s)", k, strings.Join(RlimitNames, ", ")))
 		}
+	}
+	if n := p.Limits.Pids; n != nil && (*n < MinPids || *n > maxPids) {
+		v.add("limits.pids", fmt.Sprintf("%d is out of range: between %d (bubblewrap and agentjail's exec stage need some tasks themselves) and %d (the kernel's pid limit); e.g. pids: 4096", *n, MinPids, maxPids))
+	}
+	if m := p.Limits.Memory; m != nil && m.Percent == 0 && m.Bytes < MinMemory {
+		v.add("limits.memory", fmt.Sprintf("%s is too little to start a jail (at least %s); e.g. memory: 8GiB or memory: 50%%", FormatSize(m.Bytes), FormatSize(MinMemory)))
+	}
+	if p.Limits.Swap != nil && p.Limits.Memory == nil {
+		v.add("limits.swap", "needs limits.memory (swap is allowed on top of the memory cap)")
 	}
 	if c := p.Claude; On(c.Home) && !On(fs.Home.Private) {
 		v.add("claude.home", "needs filesystem.home.private: true (the private Claude Code directory is mounted at ~/.claude in the private home)")

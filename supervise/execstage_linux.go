@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -53,6 +54,12 @@ type stageReport struct {
 	Error string `json:"error,omitempty"`
 }
 
+// NprocVar carries limits.pids to the exec stage as the rlimit nproc when
+// the run has no pids controller: the supervisor decides that only once
+// bwrap's argv is fixed, so it puts it in bwrap's environment, which the
+// jail inherits. The exec stage takes it out before the agent sees it.
+const NprocVar = "AGENTJAIL_NPROC"
+
 // ExecStage is the last step inside the jail, run by bwrap's init as
 // `.agentjail-exec [--report-fd N] [--rlimit NAME=VALUE]... -- CMD ARG...`:
 // it sets each rlimit on itself (soft = hard = VALUE, so that every process
@@ -91,6 +98,12 @@ func ExecStage(args []string) int {
 	}
 	if len(args) < 2 {
 		return fail("exec stage: no command")
+	}
+	if v, ok := os.LookupEnv(NprocVar); ok {
+		os.Unsetenv(NprocVar)
+		if !slices.ContainsFunc(rlimits, func(kv string) bool { return strings.HasPrefix(kv, "nproc=") }) {
+			rlimits = append(rlimits, "nproc="+v)
+		}
 	}
 	var limits []rlimit
 	for _, kv := range rlimits {

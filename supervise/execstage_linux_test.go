@@ -103,3 +103,41 @@ func TestExecStageAppliesMemoryLimitsItCouldNotLiveUnder(t *testing.T) {
 		t.Errorf("not found under as: exit %d %+v", code, reps)
 	}
 }
+
+// TestExecStageTakesNprocFromTheEnvironment: without a pids controller the
+// supervisor hands limits.pids to the exec stage in NprocVar; the exec
+// stage applies it as the rlimit nproc, reports it, and the agent never
+// sees the variable. A profile's own nproc wins.
+func TestExecStageTakesNprocFromTheEnvironment(t *testing.T) {
+	t.Parallel()
+	script := `grep 'Max processes' /proc/self/limits; env | grep -c ` + NprocVar + `; true`
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "77"},
+		{[]string{"--rlimit", "nproc=99"}, "99"},
+	} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := append(append([]string{"--report-fd", "3"}, c.args...), "--", "sh", "-c", script)
+		cmd := exec.Command(os.Args[0], args...)
+		cmd.Env = append(os.Environ(), "SUPERVISE_EXEC_STAGE=1", NprocVar+"=77")
+		cmd.ExtraFiles = []*os.File{w}
+		out, err := cmd.Output()
+		w.Close()
+		if err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		var rep stageReport
+		if err := json.NewDecoder(r).Decode(&rep); err != nil || rep.Rlimit != "nproc" || rep.Applied != c.want {
+			t.Errorf("%v: report %+v, %v; want nproc %s", c.args, rep, err, c.want)
+		}
+		f := strings.Fields(string(out))
+		if len(f) != 6 || f[2] != c.want || f[3] != c.want || f[5] != "0" {
+			t.Errorf("%v: inside: %q; want nproc %s and no %s", c.args, out, c.want, NprocVar)
+		}
+	}
+}

@@ -40,6 +40,9 @@ type State struct {
 	User       *User `json:"user"`
 	// Cgroup is the run's cgroup directory, "" when it has none.
 	Cgroup string `json:"cgroup"`
+	// CgroupsV1 are the run's cgroup v1 directories (where the host keeps
+	// the pids or memory controller on cgroup v1).
+	CgroupsV1 []string `json:"cgroups_v1,omitempty"`
 	// Stage is the run's staging directory (Stage), "" when it has none;
 	// a sweep removes it with the rest.
 	Stage string `json:"stage,omitempty"`
@@ -86,8 +89,8 @@ func NewLive(dir string, st State) *Live {
 
 // open creates dir (0700: only the supervisor's user may query or stop
 // its runs), listens on the run's control socket and writes the state
-// file, naming the run's cgroup ("" for none).
-func (l *Live) open(cgroup string) error {
+// file, naming the run's cgroups (v2: "" for none).
+func (l *Live) open(cgroup string, v1 []string) error {
 	if fi, err := os.Stat(l.dir); err != nil || fi.Mode().Perm() != 0o700 {
 		if err := os.MkdirAll(l.dir, 0o700); err != nil {
 			return err
@@ -97,7 +100,7 @@ func (l *Live) open(cgroup string) error {
 		}
 	}
 	st := l.state
-	st.PID, st.Cgroup = os.Getpid(), cgroup
+	st.PID, st.Cgroup, st.CgroupsV1 = os.Getpid(), cgroup, v1
 	// Without its start time a state file would tell every sweeper that
 	// this live run is dead: publish none rather than that.
 	p, err := readProc("/proc", st.PID)
@@ -302,6 +305,13 @@ func SweepDead(dir, procRoot string) (map[string][]Proc, error) {
 			left, err := killCgroup(st.Cgroup, procRoot, time.Second)
 			killed = append(killed, left...)
 			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+		for _, dir := range st.CgroupsV1 {
+			left, err := killCgroupV1(dir, procRoot, time.Second)
+			killed = append(killed, left...)
+			if err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -15,7 +15,7 @@ func TestLiveRunAnswersStatusAndStop(t *testing.T) {
 	if _, err := Find(dir, "/proc", "abcdefgh"); !errors.Is(err, ErrUnknownRun) {
 		t.Errorf("a run is listed before its state file is written: %v", err)
 	}
-	if err := l.open(""); err != nil {
+	if err := l.open("", nil); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
@@ -61,7 +61,7 @@ func TestRunsTellsDeadSupervisorsAndSweepDeadCleansUp(t *testing.T) {
 	os.WriteFile(dead.Socket, nil, 0o600)
 	for _, id := range []string{"liverun1", "liverun2"} {
 		l := NewLive(dir, State{RunID: id})
-		if err := l.open(""); err != nil {
+		if err := l.open("", nil); err != nil {
 			t.Fatal(err)
 		}
 		defer l.Close(&Record{})
@@ -126,7 +126,7 @@ func TestSweepDeadLeavesOtherPidNamespaces(t *testing.T) {
 	}
 	// A run of this namespace records it.
 	l := NewLive(dir, State{RunID: "mine"})
-	if err := l.open(""); err != nil {
+	if err := l.open("", nil); err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close(&Record{})

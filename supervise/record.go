@@ -22,12 +22,15 @@ const (
 	ReasonInterrupted = "interrupted"  // 128+n: a signal agentjail received
 	ReasonSetupFailed = "setup_failed" // 125
 	ReasonViolation   = "violation"    // 125: reserved for the hardening issue
+	ReasonPidsLimit   = "pids_limit"   // 122: a fork refused at limits.pids
+	ReasonMemoryLimit = "memory_limit" // 122: an OOM kill at limits.memory
 )
 
 // Exit codes of agentjail's own.
 const (
 	ExitTimeout = 124 // a timeout or a stop ended the run
 	ExitSetup   = 125 // agentjail's own failure; the command never ran
+	ExitLimit   = 122 // the jail reached limits.pids or limits.memory
 )
 
 // Record is the run record (--record FILE): one JSON object, a stable
@@ -147,9 +150,21 @@ type RecordLimits struct {
 	OutputTail int               `json:"output_tail"`
 	Rlimits    map[string]string `json:"rlimits"`
 	// Cgroup is the run's cgroup v2 directory, "" when none could be made.
-	Cgroup    string `json:"cgroup"`
-	PidsMax   *int64 `json:"pids_max"`
-	MemoryMax *int64 `json:"memory_max"`
+	Cgroup string `json:"cgroup"`
+	// CgroupV1 maps a controller to the run's cgroup v1 directory, where
+	// the host keeps the controller on cgroup v1.
+	CgroupV1  map[string]string `json:"cgroup_v1"`
+	PidsMax   *int64            `json:"pids_max"`
+	MemoryMax *int64            `json:"memory_max"`
+	SwapMax   *int64            `json:"swap_max"`
+	// PidsRefused counts forks refused at pids_max (pids.events "max"),
+	// OOMKills processes the kernel killed at memory_max; PidsPeak and
+	// MemoryPeak are the most the cgroup held. Each is nil where no
+	// cgroup counted it.
+	PidsRefused *int64 `json:"pids_refused"`
+	OOMKills    *int64 `json:"oom_kills"`
+	PidsPeak    *int64 `json:"pids_peak"`
+	MemoryPeak  *int64 `json:"memory_peak"`
 }
 
 // Time is a time that marshals as RFC 3339 with milliseconds.
@@ -199,6 +214,9 @@ func (r *Record) normalize() {
 	}
 	if r.Limits.Rlimits == nil {
 		r.Limits.Rlimits = map[string]string{}
+	}
+	if r.Limits.CgroupV1 == nil {
+		r.Limits.CgroupV1 = map[string]string{}
 	}
 }
 

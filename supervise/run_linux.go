@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -62,10 +64,13 @@ type Spec struct {
 	// (math.MaxUint64: unlimited). The exec stage applies them (the plan
 	// carries them); Run only raises its own hard limits where it may.
 	Rlimits map[string]uint64
-	// Cgroup asks for a per-run cgroup; PidsMax and MemoryMax (0: none)
-	// are set in it where the controllers exist.
-	Cgroup             bool
-	PidsMax, MemoryMax int64
+	// Cgroup asks for a per-run cgroup; PidsMax, MemoryMax (0: none) and
+	// SwapMax (with MemoryMax) are set in it where the controllers exist.
+	// A jail that reaches PidsMax or MemoryMax is ended (ExitLimit).
+	// Without a pids controller PidsMax becomes the rlimit nproc, unless
+	// Rlimits sets one.
+	Cgroup                      bool
+	PidsMax, MemoryMax, SwapMax int64
 	// ProcRoot is /proc (tests of the pure parts use fixture trees).
 	ProcRoot string
 	// SharedPIDs says the jail has no pid namespace of its own (the /proc
@@ -131,7 +136,7 @@ type supervisor struct {
 	act     *activity
 	streams [2]*stream
 
-	cause     string         // the first of wall/idle/stopped/interrupted
+	cause     string         // the first of wall/idle/stopped/interrupted/pids_limit/memory_limit
 	causeSig  syscall.Signal // the signal agentjail received, for interrupted
 	killed    bool           // SIGKILL was sent
 	exitCode  *int           // bwrap's exit-code line
@@ -168,35 +173,24 @@ func (s *supervisor) run() error {
 
 	if sp.Cgroup {
 		var notes []Note
-		s.cgroup, notes = makeCgroup(sp.ProcRoot, sp.RunID, sp.PidsMax, sp.MemoryMax)
+		s.cgroup, notes = makeCgroup(sp.ProcRoot, sp.RunID, cgroupLimits{sp.PidsMax, sp.MemoryMax, sp.SwapMax})
 		s.rec.Degradations = append(s.rec.Degradations, notes...)
-		if s.cgroup != nil {
-			s.rec.Limits.Cgroup = s.cgroup.dir
-			s.rec.Limits.PidsMax, s.rec.Limits.MemoryMax = s.cgroup.pidsMax, s.cgroup.memoryMax
-		}
 	}
 
-	raiseHard(sp.Rlimits)
 	cmd := exec.Command(sp.Bwrap, sp.Args...)
-	cmd.Env = sp.Env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = sp.Stdin, outW, errW
 	cmd.ExtraFiles = append([]*os.File{statusW, reportW, blockR}, sp.Seccomp...)
-	cmd.SysProcAttr = procAttr(sp.Cred)
-	if s.cgroup != nil {
-		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, s.cgroup.fd
-	}
 	// Only a stdin that is not a file is copied by a goroutine cmd.Wait
 	// waits for; a reader that never returns must not hold the run.
 	cmd.WaitDelay = time.Second
-	err := reaper.Start(cmd)
+	err := s.startBwrap(cmd)
 	if err != nil && s.cgroup != nil {
-		s.rec.Degradations = append(s.rec.Degradations, Note{"cgroup", fmt.Sprintf("cannot start bwrap inside %s: %v; started without a cgroup of its own", s.cgroup.dir, err)})
+		s.rec.Degradations = append(s.rec.Degradations, Note{"cgroup", fmt.Sprintf("cannot start bwrap inside %s: %v; started without a cgroup of its own, so without its limits", s.cgroup.dir, err)})
 		s.cgroup.end(sp.ProcRoot, time.Second)
-		s.cgroup, s.rec.Limits.Cgroup = nil, ""
-		cmd = &exec.Cmd{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Stdin: cmd.Stdin, Stdout: cmd.Stdout,
-			Stderr: cmd.Stderr, ExtraFiles: cmd.ExtraFiles, WaitDelay: cmd.WaitDelay,
-			SysProcAttr: procAttr(sp.Cred)}
-		err = reaper.Start(cmd)
+		s.cgroup = nil
+		cmd = &exec.Cmd{Path: cmd.Path, Args: cmd.Args, Stdin: cmd.Stdin, Stdout: cmd.Stdout,
+			Stderr: cmd.Stderr, ExtraFiles: cmd.ExtraFiles, WaitDelay: cmd.WaitDelay}
+		err = s.startBwrap(cmd)
 	}
 	// The child holds its ends now; ours would keep the pipes open.
 	for _, f := range []*os.File{statusW, reportW, blockR, outW, errW} {
@@ -207,6 +201,10 @@ func (s *supervisor) run() error {
 		return s.setupFailed(fmt.Errorf("start %s: %w", sp.Bwrap, err))
 	}
 	s.cmd = cmd
+	if s.cgroup != nil {
+		s.rec.Limits.Cgroup, s.rec.Limits.CgroupV1 = s.cgroup.dir, maps.Clone(s.cgroup.v1)
+		s.rec.Limits.PidsMax, s.rec.Limits.MemoryMax, s.rec.Limits.SwapMax = s.cgroup.pidsMax, s.cgroup.memoryMax, s.cgroup.swapMax
+	}
 	done, err := reaper.Done(cmd)
 	if err != nil {
 		return s.setupFailed(err)
@@ -226,12 +224,13 @@ func (s *supervisor) run() error {
 	}
 	if sp.Live != nil {
 		// While bwrap sets the jail up: off the launch's critical path.
-		cg := ""
+		var cg string
+		var v1 []string
 		if s.cgroup != nil {
-			cg = s.cgroup.dir
+			cg, v1 = s.cgroup.dirs()
 		}
 		sp.Live.setStatus(s.status)
-		if err := sp.Live.open(cg); err != nil {
+		if err := sp.Live.open(cg, v1); err != nil {
 			s.rec.Degradations = append(s.rec.Degradations, Note{"live", fmt.Sprintf("cannot publish the run in %s: %v; `agentjail ps` and `agentjail stop` cannot see it", sp.Live.dir, err)})
 		}
 	}
@@ -258,6 +257,16 @@ func (s *supervisor) run() error {
 	}()
 	if s.box != nil && !s.rec.KillWaitExpired && !s.box.waitExit(teardownWait) {
 		s.rec.Warnings = append(s.rec.Warnings, fmt.Sprintf("the jail's pid namespace was not torn down %v after bubblewrap exited", teardownWait))
+	}
+	if s.cgroup != nil {
+		// A cap reached after the last poll (the agent gave up on a
+		// refused fork, or its OOM kill ended the jail) counts too.
+		u := s.cgroup.usage(true)
+		l := &s.rec.Limits
+		l.PidsRefused, l.OOMKills, l.PidsPeak, l.MemoryPeak = u.refused, u.oomKills, u.pidsPeak, u.memoryPeak
+		if s.cause == "" {
+			s.cause = u.exceeded()
+		}
 	}
 	s.endCgroup()
 	found := <-scanned
@@ -296,6 +305,29 @@ func (s *supervisor) run() error {
 	}
 	s.finishOutput()
 	return s.outcome(report)
+}
+
+// startBwrap starts bwrap as the run user, into the run's cgroup v2 when there
+// is one. Without a pids limit in a cgroup, limits.pids becomes the rlimit
+// nproc (unless the profile sets one): bwrap's environment carries it to
+// the exec stage (NprocVar), which sets it with the rest.
+func (s *supervisor) startBwrap(cmd *exec.Cmd) error {
+	sp := s.spec
+	cmd.Env, cmd.SysProcAttr = sp.Env, procAttr(sp.Cred)
+	rlimits := sp.Rlimits
+	if _, set := sp.Rlimits["nproc"]; sp.PidsMax > 0 && !set && (s.cgroup == nil || s.cgroup.pidsMax == nil) {
+		cmd.Env = append(slices.Clip(sp.Env), NprocVar+"="+strconv.FormatInt(sp.PidsMax, 10))
+		rlimits = maps.Clone(sp.Rlimits)
+		if rlimits == nil {
+			rlimits = map[string]uint64{}
+		}
+		rlimits["nproc"] = uint64(sp.PidsMax)
+	}
+	raiseHard(rlimits)
+	if s.cgroup != nil && s.cgroup.fd >= 0 {
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, s.cgroup.fd
+	}
+	return reaper.Start(cmd)
 }
 
 // streamNames name s.streams, agentjail's own stdout and stderr, in
@@ -384,6 +416,15 @@ func (s *supervisor) watch(done <-chan syscall.WaitStatus, childPIDs <-chan int,
 	}
 	wallT, wall := timer(sp.Wall)
 	idleT, idle := timer(sp.Idle)
+	// A jail at its pids.max keeps running: a fork bomb spins on refused
+	// forks until killed. Polled, not notified: cgroup v1 files do not
+	// notify (limitPoll).
+	var limits <-chan time.Time
+	if s.cgroup != nil && (s.cgroup.pidsMax != nil || s.cgroup.memoryMax != nil) {
+		t := time.NewTicker(limitPoll)
+		defer t.Stop()
+		limits = t.C
+	}
 	var graceT, killT *time.Timer
 	grace, killWait := (<-chan time.Time)(never), (<-chan time.Time)(never)
 	defer func() {
@@ -439,6 +480,19 @@ func (s *supervisor) watch(done <-chan syscall.WaitStatus, childPIDs <-chan int,
 			escalate(ReasonIdleTimeout, syscall.SIGTERM)
 		case <-stops:
 			escalate(ReasonStopped, syscall.SIGTERM)
+		case <-limits:
+			if s.cause != "" {
+				continue // ending already
+			}
+			if r := s.cgroup.usage(false).exceeded(); r != "" {
+				// No grace: a fork bomb would go on for all of it, and
+				// after an OOM kill the jail is short of a process (on
+				// cgroup v2 memory.oom.group has killed it whole).
+				s.cause = r
+				s.kill()
+				s.cgroup.kill()
+				killT, killWait = timer(KillWait)
+			}
 		case sig := <-sp.Signals:
 			n, ok := s.received(sig)
 			if !ok {
@@ -492,6 +546,13 @@ func (s *supervisor) adopt(pid int, blockW *os.File) error {
 	s.box = box
 	if s.cause != "" {
 		return nil // ending already: the sandbox stays blocked until killed
+	}
+	if s.cgroup != nil {
+		// Into the cgroup v1 directories, before it runs anything of the
+		// agent's: everything the agent starts descends from it.
+		if err := s.cgroup.join(pid); err != nil {
+			return err
+		}
 	}
 	// The sandbox may already have failed and closed its end: EPIPE then
 	// (SIGPIPE is caught by agentjail run), and bwrap's exit tells the rest.
@@ -692,6 +753,8 @@ func (s *supervisor) outcome(report []byte) error {
 	case s.cause == ReasonInterrupted:
 		name := signalName(s.causeSig)
 		r.Reason, r.ExitCode, r.Signal = s.cause, 128+int(s.causeSig), &name
+	case s.cause == ReasonPidsLimit || s.cause == ReasonMemoryLimit:
+		r.Reason, r.ExitCode = s.cause, ExitLimit
 	case s.cause != "":
 		r.Reason, r.ExitCode = s.cause, ExitTimeout
 	case fail != nil:

@@ -150,6 +150,9 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	if runErr != nil {
 		printError(e.stderr, runErr)
 	}
+	if msg := supervise.LimitMessage(rec); msg != "" {
+		fmt.Fprintf(e.stderr, "agentjail: %s\n", msg)
+	}
 	// What the read-only binds could not prevent is found now that
 	// nothing of the jail runs: protected paths that appeared or changed,
 	// set-id bits and device nodes made under the writable roots.
@@ -282,18 +285,17 @@ func (j *jail) baseSpec(stdin io.Reader, stdout, stderr io.Writer) supervise.Spe
 		Stdin: stdin, Stdout: stdout, Stderr: stderr, RunID: j.runID, Cgroup: true,
 		SharedPIDs: !slices.Contains(j.plan.Args, "--unshare-pid"),
 	}
-	limitsSpec(&spec, j.policy.Limits)
+	ram, _ := supervise.HostMemory("/proc")
+	limitsSpec(&spec, j.policy.Limits, ram)
 	if syscall.Getuid() == 0 && j.user.UID != 0 {
 		spec.Cred = &syscall.Credential{Uid: uint32(j.user.UID), Gid: uint32(j.user.GID), Groups: uint32s(j.user.Groups)}
 	}
 	return spec
 }
 
-// limitsSpec copies the policy's limits into the supervisor's spec. Where
-// the run's cgroup offers the controllers, rlimits nproc and as are also
-// set per run as pids.max and memory.max (an rlimit counts per user, and
-// per process, respectively).
-func limitsSpec(spec *supervise.Spec, l policy.Limits) {
+// limitsSpec copies the policy's limits into the supervisor's spec; a
+// memory cap given as a percentage is taken of ram bytes.
+func limitsSpec(spec *supervise.Spec, l policy.Limits, ram int64) {
 	dur := func(d *policy.Duration) time.Duration {
 		if d == nil {
 			return 0
@@ -310,15 +312,15 @@ func limitsSpec(spec *supervise.Spec, l policy.Limits) {
 	spec.Rlimits = map[string]uint64{}
 	for k, v := range l.Rlimits {
 		spec.Rlimits[k] = uint64(v)
-		if v == policy.Unlimited {
-			continue
-		}
-		switch k {
-		case "nproc":
-			spec.PidsMax = int64(v)
-		case "as":
-			spec.MemoryMax = int64(v)
-		}
+	}
+	if l.Pids != nil {
+		spec.PidsMax = int64(*l.Pids)
+	}
+	if l.Memory != nil {
+		spec.MemoryMax = l.Memory.Of(ram)
+	}
+	if l.Swap != nil {
+		spec.SwapMax = int64(*l.Swap)
 	}
 }
 

@@ -57,7 +57,12 @@ func (c claudeJail) run(t *testing.T, srv *fakeapi.Server, args ...string) (resu
 			t.Logf("agentjail exited %d\nstdout:\n%s\nstderr:\n%s\nthe stand-in saw:\n%s", r.code, r.stdout, r.stderr, srv.Dump())
 		}
 	})
-	return r, readRecord(t, rec, r.code)
+	got := readRecord(t, rec, r.code)
+	if l := got.Limits; l.PidsPeak != nil && l.MemoryPeak != nil {
+		// What sizes the default caps (profiles/_base.yaml).
+		t.Logf("the jail peaked at %d tasks and %d MiB", *l.PidsPeak, *l.MemoryPeak>>20)
+	}
+	return r, got
 }
 
 // claudeRecord checks what every record of a claude run carries and

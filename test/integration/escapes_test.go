@@ -32,10 +32,12 @@ package integration
 //	the operator's Claude Code login  TestEscapeClaudeLogin (issue 14; no baseline: the door was agentjail's)
 //	the operator's outputs            TestEscapeOperatorOutputsRecord, ...Log, ...Results
 //	  in a writable root                (escapes_outputs_test.go)
+//	processes and memory exhausted    TestEscapeExhaustion (escapes_exhaustion_test.go)
 //	symlinked protected paths         TestSymlinkedProtectedPaths (jail_test.go)
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -61,6 +63,8 @@ type plainBwrap struct {
 	args  []string   // binds and flags before the command
 	files []*os.File // inherited from fd 3 on
 	stdin *os.File
+	// timeout is the hang detector, a minute when 0.
+	timeout time.Duration
 }
 
 func (pb plainBwrap) run(t *testing.T, argv ...string) result {
@@ -68,7 +72,8 @@ func (pb plainBwrap) run(t *testing.T, argv ...string) result {
 	args := append([]string{"--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
 		"--unshare-pid", "--die-with-parent", "--new-session"}, pb.args...)
 	args = append(append(args, "--"), argv...)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	timeout := cmp.Or(pb.timeout, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bwrap", args...)
 	cmd.Dir = "/"
@@ -84,7 +89,7 @@ func (pb plainBwrap) run(t *testing.T, argv ...string) result {
 	}
 	err := cmd.Run()
 	if ctx.Err() != nil {
-		t.Fatalf("plain bwrap %q did not finish in a minute", argv)
+		t.Fatalf("plain bwrap %q did not finish in %v", argv, timeout)
 	}
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {

@@ -55,16 +55,22 @@ type runRecord struct {
 	} `json:"excerpt"`
 	BwrapVersion string `json:"bwrap_version"`
 	Limits       struct {
-		WallMS     int64             `json:"wall_ms"`
-		IdleMS     int64             `json:"idle_ms"`
-		GraceMS    int64             `json:"grace_ms"`
-		KillWaitMS int64             `json:"kill_wait_ms"`
-		OutputHead int64             `json:"output_head"`
-		OutputTail int64             `json:"output_tail"`
-		Rlimits    map[string]string `json:"rlimits"`
-		Cgroup     string            `json:"cgroup"`
-		PidsMax    *int64            `json:"pids_max"`
-		MemoryMax  *int64            `json:"memory_max"`
+		WallMS      int64             `json:"wall_ms"`
+		IdleMS      int64             `json:"idle_ms"`
+		GraceMS     int64             `json:"grace_ms"`
+		KillWaitMS  int64             `json:"kill_wait_ms"`
+		OutputHead  int64             `json:"output_head"`
+		OutputTail  int64             `json:"output_tail"`
+		Rlimits     map[string]string `json:"rlimits"`
+		Cgroup      string            `json:"cgroup"`
+		CgroupV1    map[string]string `json:"cgroup_v1"`
+		PidsMax     *int64            `json:"pids_max"`
+		MemoryMax   *int64            `json:"memory_max"`
+		SwapMax     *int64            `json:"swap_max"`
+		PidsRefused *int64            `json:"pids_refused"`
+		OOMKills    *int64            `json:"oom_kills"`
+		PidsPeak    *int64            `json:"pids_peak"`
+		MemoryPeak  *int64            `json:"memory_peak"`
 	} `json:"limits"`
 	Degradations []note        `json:"degradations"`
 	Violations   []note        `json:"violations"`
