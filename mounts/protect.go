@@ -55,6 +55,7 @@ type finder struct {
 // reads configuration from or runs in every repository under the roots
 // (git.go).
 func findProtected(d Disk, roots, patterns []string, depth int, homes []string) protection {
+	d = &statCache{Disk: d, m: map[string]statResult{}}
 	f := &finder{d: d, roots: roots, homes: homes, seen: map[string]bool{}, git: gitState{
 		dirs: map[string]*gitDir{}, configs: map[string][]gitVar{}, tops: map[[2]string]bool{},
 	}}
@@ -259,6 +260,28 @@ func under(p, root string) bool {
 
 func underAny(p string, roots []string) bool {
 	return slices.ContainsFunc(roots, func(r string) bool { return under(p, r) })
+}
+
+// statCache remembers what Lstat said for the length of one search, which
+// asks about the same directories over and over (every path followed
+// component by component, every pin checked).
+type statCache struct {
+	Disk
+	m map[string]statResult
+}
+
+type statResult struct {
+	fi  fs.FileInfo
+	err error
+}
+
+func (c *statCache) Lstat(name string) (fs.FileInfo, error) {
+	r, ok := c.m[name]
+	if !ok {
+		r.fi, r.err = c.Disk.Lstat(name)
+		c.m[name] = r
+	}
+	return r.fi, r.err
 }
 
 // tooLarge is the error for a git file agentjail will not read whole.
