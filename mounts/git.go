@@ -94,15 +94,9 @@ func (f *finder) enclosing(root string) {
 			f.repo(dir)
 			return
 		}
-		if entries, err := fs.ReadDir(f.d, rel(dir)); err == nil {
-			names := make([]string, len(entries))
-			for i, e := range entries {
-				names[i] = e.Name()
-			}
-			if bare(f.d, dir, names) {
-				f.gitdir(dir, "")
-				return
-			}
+		if exists(f.d, path.Join(dir, "HEAD")) && bare(f.d, dir, []string{"HEAD", "objects", "refs"}) {
+			f.gitdir(dir, "")
+			return
 		}
 		if dir == "/" {
 			return

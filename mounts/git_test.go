@@ -215,3 +215,21 @@ func TestRenderRefusesTooManyArguments(t *testing.T) {
 		t.Fatalf("Render = %v, want ErrTooManyArgs", err)
 	}
 }
+
+// TestGitMetadataEnclosingRepository: a writable root inside a work tree
+// (--write proj/vendor): the repository's git directory is outside the
+// root, read-only anyway, but its submodules' work trees inside the root
+// are protected as they would be from the top.
+func TestGitMetadataEnclosingRepository(t *testing.T) {
+	t.Parallel()
+	p := gitPolicy(t)
+	got := formatProtection(findProtected(gitTree(), []string{"/srv/proj/vendor"}, p.Filesystem.Protect, 3, nil))
+	for _, want := range []string{"read-only /srv/proj/vendor/a/b/c/d/lib/.git", "read-only /srv/proj/vendor/a/b/c/d/lib/inner/.git", "pin /srv/proj/vendor/a/b/c/d/lib"} {
+		if !strings.Contains(got, want+"\n") {
+			t.Errorf("the protection lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "/srv/proj/.git") || strings.Contains(got, "pin /srv/proj/vendor\n") {
+		t.Errorf("the protection names a path outside the root, or the root:\n%s", got)
+	}
+}
