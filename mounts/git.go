@@ -295,13 +295,12 @@ func (f *finder) top(g string, gd *gitDir, top string) {
 			// the work tree when relative, or a name looked up in PATH.
 			// A shell command line is the project's own code, like a
 			// Makefile: not followed.
-			if _, isBool := gitBool(v); isBool || strings.ContainsAny(v.value, "|&;<>()$`\\\"' \t\n*?[#=%") {
+			_, isBool := gitBool(v)
+			if isBool || !strings.Contains(v.value, "/") || strings.ContainsAny(v.value, "|&;<>()$`\\\"' \t\n*?[#=%") {
 				continue
 			}
 			for _, p := range f.gitPaths(v.value, top) {
-				if strings.Contains(v.value, "/") {
-					f.protect(p)
-				}
+				f.protect(p)
 			}
 		}
 	}

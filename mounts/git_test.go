@@ -177,6 +177,14 @@ func TestGitMetadataHostile(t *testing.T) {
 		t.Errorf("Render = %v, want ErrGitFile", err)
 	}
 
+	// core.fsmonitor: a boolean, a name looked up in PATH and a shell
+	// command line name no file of the root.
+	d = gitTree()
+	d["srv/proj/conf/nested.cfg"] = node(0o644, 1000, 1000, "[core]\n\tfsmonitor = true\n\tfsmonitor = watchman\n\tfsmonitor = \"./tools/fsmon.sh --x\"\n")
+	if got := formatProtection(find(d)); strings.Contains(got, "fsmon") || strings.Contains(got, "watchman") || strings.Contains(got, "/srv/proj/true") {
+		t.Errorf("a core.fsmonitor that names no path was protected:\n%s", got)
+	}
+
 	// A submodule's .git file naming a git directory that does not exist
 	// under the root: it is made uncreatable.
 	d = gitTree()
