@@ -127,8 +127,11 @@ func (f *finder) repo(top string) {
 
 // keepDotGit keeps the .git of the work tree top (a physical path), if top
 // is a directory under a writable root: a directory is pinned, a file (a
-// worktree's or a submodule's) made read-only, a missing one uncreatable,
-// a link reported (protect).
+// worktree's or a submodule's) made read-only, a link reported (protect).
+// A missing one (a de-initialised submodule's) is watched, not masked: git
+// takes an empty .git file for a broken repository and stops ("invalid
+// gitfile format"), in the jail and, while the placeholder exists, on the
+// host.
 func (f *finder) keepDotGit(top string) {
 	if !isDir(f.d, top) || !underAny(top, f.roots) {
 		return
@@ -144,8 +147,11 @@ func (f *finder) keepDotGit(top string) {
 	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
 		f.pinTo(p)
 		f.add(&f.pr.links, p)
-	default:
+	case err == nil:
 		f.protect(p)
+	default:
+		f.pinTo(p)
+		f.add(&f.pr.watched, p)
 	}
 }
 

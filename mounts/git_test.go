@@ -111,7 +111,7 @@ func TestGitMetadataGolden(t *testing.T) {
 		"read-only /srv/proj/vendor/a/b/c/d/lib/inner/.git",
 		"read-only /srv/proj/.git/modules/vendor/lib/modules/inner/config",
 		"pin /srv/proj/vendor/a/b/c/d/lib",
-		"mask /srv/proj/gone/.git",
+		"watched /srv/proj/gone/.git", // an empty .git would break git there
 		"pin /srv/proj/a/b/c/d/e/nested",
 		"pin /srv/proj/a/b/c/d/e/nested/.git",
 		"read-only /srv/proj/a/b/c/d/e/nested/.git/config",
