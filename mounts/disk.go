@@ -51,40 +51,58 @@ const maxLinks = 40
 // filepath.EvalSymlinks but through d. A missing final component is fine;
 // the result then names where it would be.
 func resolve(d Disk, abs string) (string, error) {
+	t, _, err := follow(d, abs, nil)
+	return t, err
+}
+
+// follow resolves p as the kernel would, through d: ".." after a symlink
+// leaves the link's target, not the link's directory (p may be a path git
+// read from a file, "gitdir/../shared.cfg"). It also returns the first
+// symlink it met that lies under one of roots, or "": one the agent could
+// replace. From the first missing component on, the rest is joined
+// lexically.
+func follow(d Disk, p string, roots []string) (target, link string, err error) {
 	links := 0
 	done := "/"
-	todo := strings.Split(strings.Trim(path.Clean(abs), "/"), "/")
+	todo := strings.Split(p, "/")
 	for len(todo) > 0 {
 		name := todo[0]
 		todo = todo[1:]
-		if name == "" || name == "." {
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			done = path.Dir(done)
 			continue
 		}
 		next := path.Join(done, name)
 		fi, err := lstat(d, next)
-		if errors.Is(err, fs.ErrNotExist) {
-			return path.Join(append([]string{next}, todo...)...), nil
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			return path.Join(append([]string{next}, todo...)...), link, nil
 		}
 		if err != nil {
-			return "", err
+			return "", "", err
 		}
 		if fi.Mode()&fs.ModeSymlink == 0 {
 			done = next
 			continue
 		}
 		if links++; links > maxLinks {
-			return "", fmt.Errorf("%s: too many levels of symbolic links", abs)
+			return "", "", fmt.Errorf("%s: too many levels of symbolic links", p)
+		}
+		if link == "" && underAny(next, roots) {
+			link = next
 		}
 		target, err := d.ReadLink(rel(next))
 		if err != nil {
-			return "", err
+			return "", "", err
 		}
 		if path.IsAbs(target) {
 			done = "/"
 		}
-		todo = append(strings.Split(strings.Trim(target, "/"), "/"), todo...)
+		todo = append(strings.Split(target, "/"), todo...)
 	}
-	return done, nil
+	return done, link, nil
 }
 
 // User is the identity the jail runs as.

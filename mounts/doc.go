@@ -4,8 +4,11 @@
 // paths, and the exec stage that starts the agent.
 //
 // Render is pure. What it must know about the disk (which protected paths
-// exist, where symlinks point, who owns what) it reads through an injected
-// fs.ReadLinkFS rooted at the host's /, so tests use fake trees. Whether the
+// exist, where symlinks point, who owns what, what git reads configuration
+// from in each repository under a writable root: git.go) it reads through
+// an injected fs.ReadLinkFS rooted at the host's /, so tests use fake
+// trees; files there are read as hostile input (regular files only,
+// bounded, links resolved through the interface). Whether the
 // jail can mount a fresh /proc comes from the host's mount table, which the
 // caller reads and ProcCovers judges (ParseMountinfo is pure too).
 // TakeSnapshot records, through the same interface and by the same search,

@@ -10,6 +10,12 @@ var (
 	// ErrProtectedLink: a protected path under a writable root is a
 	// symlink, or lies beyond one, and the profile does not accept that.
 	ErrProtectedLink = errors.New("symlinked protected path")
+	// ErrGitFile: a git file agentjail must read to find what to protect
+	// (a config, a .git file) is larger than it reads.
+	ErrGitFile = errors.New("git file too large")
+	// ErrTooManyArgs: protecting the writable roots takes more arguments
+	// than bubblewrap accepts.
+	ErrTooManyArgs = errors.New("too many bubblewrap arguments")
 	// ErrMountinfo: a mountinfo table does not parse.
 	ErrMountinfo = errors.New("malformed mountinfo line")
 )

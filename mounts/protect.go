@@ -1,8 +1,7 @@
 package mounts
 
 import (
-	"bufio"
-	"bytes"
+	"fmt"
 	"io/fs"
 	"path"
 	"slices"
@@ -10,8 +9,8 @@ import (
 )
 
 // skipDirs are never searched for protected paths: .git is handled through
-// its own entries (.git/hooks, .git/config), the rest are large and hold no
-// configuration an agent could plant.
+// its own entries (.git/hooks, .git/config and what git.go finds), the rest
+// are large and hold no configuration an agent could plant.
 var skipDirs = []string{".git", "node_modules"}
 
 // protection is the outcome of searching the writable roots.
@@ -22,118 +21,183 @@ type protection struct {
 	// their writable root: a mount cannot cover them (Render refuses them
 	// unless the policy accepts them).
 	links []string
-	// pins are directories inside a protected name (the .git of
-	// .git/hooks) bound over themselves, writable: a mount point cannot be
-	// renamed or removed (rename(2), rmdir(2): EBUSY), so the agent cannot
-	// move .git aside with its read-only hooks and make a new, writable
-	// one in its place (the rename-parent bypass).
+	// pins are the directories between a writable root and what is
+	// protected below it (the .git of .git/hooks, a submodule's work tree
+	// and the directories above it) bound over themselves, writable: a
+	// mount point cannot be renamed or removed (rename(2), rmdir(2):
+	// EBUSY), so the agent cannot move a protected path's parent aside and
+	// make a new, writable one in its place (the rename-parent bypass).
 	pins []string
+	// watched are paths that no mount can keep from being created, since
+	// git takes even an empty file there for something (a git directory's
+	// commondir: git dies on an empty one, in the jail and on the host).
+	// The snapshots record them: one that appears is a violation.
+	watched []string
+	errs    []error // git files too large to read
+}
+
+// finder searches the writable roots for what must be protected.
+type finder struct {
+	d     Disk
+	roots []string // sorted: the outermost root holding a path comes first
+	// homes are where "~/" in a git path may lead: the homes of whoever
+	// runs git on the host later (Input.OperatorHomes) and the run user's.
+	homes []string
+	pr    protection
+	seen  map[string]bool // entries of pr's lists
+	git   gitState
 }
 
 // findProtected looks for every relative protect pattern in each writable
-// root and its subdirectories down to depth, resolves `gitdir:` files, and
-// adds the absolute entries that lie under a writable root.
-func findProtected(d Disk, roots, patterns []string, depth int) protection {
-	var pr protection
-	seen := map[string]bool{}
-	add := func(list *[]string, p string) {
-		if !seen[p] {
-			seen[p] = true
-			*list = append(*list, p)
-		}
-	}
+// root and its subdirectories down to depth, adds the absolute entries that
+// lie under a writable root and, when the patterns protect repositories
+// (.git/config or .git/hooks, as every built-in profile does), what git
+// reads configuration from or runs in every repository under the roots
+// (git.go).
+func findProtected(d Disk, roots, patterns []string, depth int, homes []string) protection {
+	d = &statCache{Disk: d, m: map[string]statResult{}}
+	f := &finder{d: d, roots: roots, homes: homes, seen: map[string]bool{}, git: gitState{
+		dirs: map[string]*gitDir{}, configs: map[string][]gitVar{}, tops: map[[2]string]bool{},
+	}}
 	var relative []string
 	for _, p := range patterns {
 		if !path.IsAbs(p) {
 			relative = append(relative, p)
-			continue
-		}
-		if underAny(p, roots) {
-			pinBetween(d, deepestRoot(p, roots), p, &pr, add)
-			protectOne(d, roots, p, &pr, add)
+		} else if underAny(p, roots) {
+			f.protect(p)
 		}
 	}
+	git := slices.Contains(relative, ".git/config") || slices.Contains(relative, ".git/hooks")
 	for _, root := range roots {
-		walkDirs(d, root, depth, func(dir string, names []string) {
-			for _, pat := range relative {
-				found := present(d, dir, names, pat)
-				if len(found) == 0 && !hasMeta(pat) && (dir == root || insideExisting(d, dir, names, pat)) {
-					// A literal is protected where it exists. Where it does
-					// not, its first missing component is covered so that it
-					// cannot be created: at the root for every name, and
-					// deeper inside a protected directory that exists (the
-					// hooks of a nested repository's .git). Any other
-					// protected name that appears deeper during the run is
-					// found by comparing snapshots (TakeSnapshot) and
-					// reported as a violation.
-					found = []string{path.Join(dir, pat)}
-				}
-				for _, p := range found {
-					pinBetween(d, dir, p, &pr, add)
-					protectOne(d, roots, p, &pr, add)
-				}
+		if git {
+			f.enclosing(root)
+		}
+		f.walk(root, 0, func(dir string, names []string, level int) bool {
+			if level <= depth {
+				f.patterns(dir, names, relative, level == 0)
 			}
-			for _, g := range gitdirTargets(d, dir) {
-				for _, sub := range []string{"hooks", "config"} {
-					if p := path.Join(g, sub); underAny(p, roots) && exists(d, p) {
-						pinBetween(d, deepestRoot(p, roots), p, &pr, add)
-						add(&pr.existing, p)
-					}
-				}
+			if !git {
+				return level < depth
 			}
-			for _, h := range hooksPaths(d, dir) {
-				if underAny(h, roots) {
-					pinBetween(d, dir, h, &pr, add)
-					protectOne(d, roots, h, &pr, add)
-				}
-			}
+			return f.repository(dir, names)
 		})
 	}
-	return pr
+	return f.pr
 }
 
-// protectOne records p: read-only where it exists, masked where it does
-// not. A mount cannot cover a symlink (it lands on the target, and the link
-// stays replaceable), so when p is a link or lies beyond one below its
-// writable root, the link is recorded instead, and the target is protected
-// when it lies under a writable root.
-func protectOne(d Disk, roots []string, p string, pr *protection, add func(*[]string, string)) {
-	if l := linkOnPath(d, deepestRoot(p, roots), p); l != "" {
-		add(&pr.links, l)
-		if t, err := resolve(d, p); err == nil && t != p && underAny(t, roots) && exists(d, t) {
-			add(&pr.existing, t)
-		}
-		return
-	}
-	if exists(d, p) {
-		add(&pr.existing, p)
-		return
-	}
-	// bwrap makes the mask's mount point, and cannot below a file (the
-	// .git file of a worktree or submodule: "Can't mkdir parents").
-	if m := firstMissing(d, p); m != "" && underAny(m, roots) && isDir(d, path.Dir(m)) {
-		add(&pr.masks, m)
+func (f *finder) add(list *[]string, p string) {
+	if !f.seen[p] {
+		f.seen[p] = true
+		*list = append(*list, p)
 	}
 }
 
-// linkOnPath returns the first symlink on p's path below root (p itself
-// included), or "".
-func linkOnPath(d Disk, root, p string) string {
-	if !under(p, root) || p == root {
-		return ""
-	}
-	cur := root
-	for _, name := range strings.Split(strings.TrimPrefix(strings.TrimPrefix(p, root), "/"), "/") {
-		cur = path.Join(cur, name)
-		fi, err := lstat(d, cur)
-		if err != nil {
-			return ""
+// patterns protects what the relative patterns name in dir.
+func (f *finder) patterns(dir string, names, patterns []string, top bool) {
+	for _, pat := range patterns {
+		found := present(f.d, dir, names, pat)
+		if len(found) == 0 && !hasMeta(pat) && (top || insideExisting(f.d, dir, names, pat)) {
+			// A literal is protected where it exists. Where it does not,
+			// its first missing component is covered so that it cannot be
+			// created: at the root for every name, and deeper inside a
+			// protected directory that exists (the hooks of a nested
+			// repository's .git). Any other protected name that appears
+			// deeper during the run is found by comparing snapshots
+			// (TakeSnapshot) and reported as a violation.
+			found = []string{path.Join(dir, pat)}
 		}
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			return cur
+		for _, p := range found {
+			f.protect(p)
 		}
 	}
-	return ""
+}
+
+// protect records p: read-only where it exists, masked where it does not,
+// with every directory between its outermost writable root and it pinned.
+// p may hold ".." and symlinks (a path git reads from a configuration
+// file): it is followed as the kernel would. A mount cannot cover a
+// symlink (it lands on the target, and the link stays replaceable), so when
+// p is a link or passes through one below a writable root, the link is
+// recorded instead, and the target is protected when it lies under a
+// writable root.
+func (f *finder) protect(p string) {
+	target, link, err := follow(f.d, p, f.roots)
+	if err != nil {
+		return // a link loop: git cannot read there either
+	}
+	if link != "" {
+		f.pinTo(link)
+		f.add(&f.pr.links, link)
+		if underAny(target, f.roots) && exists(f.d, target) {
+			f.pinTo(target)
+			f.add(&f.pr.existing, target)
+		}
+		return
+	}
+	p = target
+	if !underAny(p, f.roots) {
+		return
+	}
+	f.pinTo(p)
+	if exists(f.d, p) {
+		f.add(&f.pr.existing, p)
+		return
+	}
+	m := firstMissing(f.d, p)
+	parent := path.Dir(m)
+	switch fi, err := lstat(f.d, parent); {
+	case m == "" || !underAny(m, f.roots) || err != nil:
+	case fi.IsDir():
+		f.add(&f.pr.masks, m)
+	case underAny(parent, f.roots) && !slices.Contains(f.roots, parent):
+		// bwrap cannot make a mount point below a file ("Can't mkdir
+		// parents"); the file is made read-only instead, which keeps it
+		// from being replaced by a directory holding p (a worktree's .git
+		// file, for .git/hooks).
+		f.add(&f.pr.existing, parent)
+	}
+}
+
+// pinTo pins every real directory strictly between the outermost writable
+// root holding p and p, stopping at anything else (a mount over a link
+// lands on its target, and the link itself stays replaceable, which the
+// snapshot comparison reports). Writable roots nested in that one are
+// pinned again: binding a directory above one hides its bind.
+func (f *finder) pinTo(p string) {
+	i := slices.IndexFunc(f.roots, func(r string) bool { return under(p, r) })
+	if i < 0 || f.roots[i] == p {
+		return
+	}
+	root := f.roots[i]
+	parts := strings.Split(strings.TrimPrefix(strings.TrimPrefix(p, root), "/"), "/")
+	for i := 1; i < len(parts); i++ {
+		dir := path.Join(root, path.Join(parts[:i]...))
+		if !isDir(f.d, dir) {
+			return
+		}
+		f.add(&f.pr.pins, dir)
+	}
+}
+
+// walk calls fn for dir and, while fn says so, every directory below it,
+// with the names the directory holds and its depth below the root, without
+// following symlinks or entering skipDirs. Each directory is read once:
+// patterns are matched against its names (present) rather than looked up
+// one by one.
+func (f *finder) walk(dir string, level int, fn func(dir string, names []string, level int) bool) {
+	entries, _ := fs.ReadDir(f.d, rel(dir))
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name()
+	}
+	if !fn(dir, names, level) {
+		return
+	}
+	for _, e := range entries {
+		if e.IsDir() && !slices.Contains(skipDirs, e.Name()) {
+			f.walk(path.Join(dir, e.Name()), level+1, fn)
+		}
+	}
 }
 
 // insideExisting reports whether the relative pattern pat names something
@@ -153,60 +217,9 @@ func isDir(d Disk, p string) bool {
 	return err == nil && fi.IsDir()
 }
 
-// pinBetween pins every real directory strictly between from and p (not
-// through a symlink: a mount over a link lands on its target, and the link
-// itself stays replaceable, which the snapshot comparison reports).
-func pinBetween(d Disk, from, p string, pr *protection, add func(*[]string, string)) {
-	rest, ok := strings.CutPrefix(p, from+"/")
-	if !ok {
-		return
-	}
-	parts := strings.Split(rest, "/")
-	for i := 1; i < len(parts); i++ {
-		dir := path.Join(from, path.Join(parts[:i]...))
-		fi, err := lstat(d, dir)
-		if err != nil || !fi.IsDir() {
-			return
-		}
-		add(&pr.pins, dir)
-	}
-}
-
-// deepestRoot is the innermost writable root holding p (roots may nest).
-func deepestRoot(p string, roots []string) string {
-	best := ""
-	for _, r := range roots {
-		if under(p, r) && len(r) > len(best) {
-			best = r
-		}
-	}
-	return best
-}
-
-// walkDirs calls fn for root and every directory below it down to depth,
-// with the names the directory holds, without following symlinks or
-// entering skipDirs. Each directory is read once: patterns are matched
-// against its names (present) rather than looked up one by one.
-func walkDirs(d Disk, root string, depth int, fn func(dir string, names []string)) {
-	entries, _ := fs.ReadDir(d, rel(root))
-	names := make([]string, len(entries))
-	for i, e := range entries {
-		names[i] = e.Name()
-	}
-	fn(root, names)
-	if depth == 0 {
-		return
-	}
-	for _, e := range entries {
-		if e.IsDir() && !slices.Contains(skipDirs, e.Name()) {
-			walkDirs(d, path.Join(root, e.Name()), depth-1, fn)
-		}
-	}
-}
-
 // present returns the paths under dir that a relative pattern names and
-// that exist. names (sorted, from walkDirs) rule out most patterns without
-// a system call.
+// that exist. names (sorted, from walk) rule out most patterns without a
+// system call.
 func present(d Disk, dir string, names []string, pat string) []string {
 	first, _, _ := strings.Cut(pat, "/")
 	if !hasMeta(pat) {
@@ -223,81 +236,6 @@ func present(d Disk, dir string, names []string, pat string) []string {
 		matches[i] = "/" + m
 	}
 	return matches
-}
-
-// gitdirTargets reads a `.git` file ("gitdir: ../x/.git/worktrees/w") and
-// returns the git directory it names and, for a worktree, the common
-// directory that holds the hooks and config git actually uses.
-func gitdirTargets(d Disk, dir string) []string {
-	fi, err := lstat(d, path.Join(dir, ".git"))
-	if err != nil || !fi.Mode().IsRegular() {
-		return nil
-	}
-	data, err := fs.ReadFile(d, rel(path.Join(dir, ".git")))
-	if err != nil {
-		return nil
-	}
-	line, _, _ := bytes.Cut(data, []byte("\n"))
-	target, ok := strings.CutPrefix(strings.TrimSpace(string(line)), "gitdir:")
-	if !ok {
-		return nil
-	}
-	g := absFrom(dir, strings.TrimSpace(target))
-	out := []string{g}
-	if common, err := fs.ReadFile(d, rel(path.Join(g, "commondir"))); err == nil {
-		sc := bufio.NewScanner(bytes.NewReader(common))
-		if sc.Scan() {
-			out = append(out, absFrom(g, strings.TrimSpace(sc.Text())))
-		}
-	}
-	return out
-}
-
-// hooksPaths returns the hooks directories the repository at dir names
-// with core.hooksPath (husky's .husky/_, a project's .githooks) in its
-// .git/config or, for a worktree, its git directories' config: git runs
-// the hooks there, so they need the protection of .git/hooks. A relative
-// path is taken from dir, the top of the working tree, as git does for
-// hooks (githooks(5)); "~/" paths, the operator's own, are left out.
-func hooksPaths(d Disk, dir string) []string {
-	configs := []string{path.Join(dir, ".git", "config")}
-	for _, g := range gitdirTargets(d, dir) {
-		configs = append(configs, path.Join(g, "config"))
-	}
-	var out []string
-	for _, c := range configs {
-		data, err := fs.ReadFile(d, rel(c))
-		if err != nil {
-			continue
-		}
-		section := ""
-		for _, line := range strings.Split(string(data), "\n") {
-			line = strings.TrimSpace(line)
-			if strings.HasPrefix(line, "[") {
-				section = strings.ToLower(strings.Trim(line, "[] \t"))
-				continue
-			}
-			key, value, ok := strings.Cut(line, "=")
-			if !ok || section != "core" || !strings.EqualFold(strings.TrimSpace(key), "hooksPath") {
-				continue
-			}
-			value = strings.Trim(strings.TrimSpace(value), `"`)
-			if value == "" || strings.HasPrefix(value, "~") {
-				continue
-			}
-			if p := absFrom(dir, value); !slices.Contains(out, p) {
-				out = append(out, p)
-			}
-		}
-	}
-	return out
-}
-
-func absFrom(dir, p string) string {
-	if path.IsAbs(p) {
-		return path.Clean(p)
-	}
-	return path.Join(dir, p)
 }
 
 // firstMissing returns the shortest prefix of p that does not exist, or ""
@@ -322,4 +260,32 @@ func under(p, root string) bool {
 
 func underAny(p string, roots []string) bool {
 	return slices.ContainsFunc(roots, func(r string) bool { return under(p, r) })
+}
+
+// statCache remembers what Lstat said for the length of one search, which
+// asks about the same directories over and over (every path followed
+// component by component, every pin checked).
+type statCache struct {
+	Disk
+	m map[string]statResult
+}
+
+type statResult struct {
+	fi  fs.FileInfo
+	err error
+}
+
+func (c *statCache) Lstat(name string) (fs.FileInfo, error) {
+	r, ok := c.m[name]
+	if !ok {
+		r.fi, r.err = c.Disk.Lstat(name)
+		c.m[name] = r
+	}
+	return r.fi, r.err
+}
+
+// tooLarge is the error for a git file agentjail will not read whole.
+func tooLarge(p string, size int64) error {
+	return fmt.Errorf("%w: %s holds %d bytes, more than the %d agentjail reads to find the includes and hooks it must protect; if it is not yours, remove it",
+		ErrGitFile, p, size, maxGitFile)
 }

@@ -34,6 +34,10 @@ const DefaultShmSize = 64 << 20
 // DefaultHomeSize caps a private home when the policy does not.
 const DefaultHomeSize = 256 << 20
 
+// bwrapMaxArgs is how many arguments bubblewrap accepts, its own name
+// included (bubblewrap.c, parse_args_recurse: MAX_ARGS).
+const bwrapMaxArgs = 9000
+
 // minimalDirs are bound read-only by base: minimal (symlinks are recreated).
 var minimalDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"}
 
@@ -170,6 +174,10 @@ func Render(in Input) (Plan, error) {
 	r.credentials()
 	r.claude(roots)
 	r.tail()
+	if n := len(r.plan.Args) + 1; n > bwrapMaxArgs {
+		r.errs = append(r.errs, fmt.Errorf("%w: the jail takes %d (%d mounts, most of them protecting %d paths under the writable roots: every submodule, worktree and nested repository takes several), bubblewrap accepts at most %d; pass narrower writable roots",
+			ErrTooManyArgs, n, len(r.stack), len(r.plan.Protected), bwrapMaxArgs))
+	}
 	// Emit only what the detected bwrap understands: an option it lacks
 	// would fail the launch with bwrap's "Unknown option", or worse, be
 	// taken for the command.
@@ -405,13 +413,13 @@ func (r *renderer) protect(roots []string) {
 	if d := r.p.Filesystem.ProtectDepth; d != nil {
 		depth = *d
 	}
-	pr := findProtected(placeholderDisk{r.in.Disk, r.in.IsPlaceholder}, roots, r.p.Filesystem.Protect, depth)
+	homes := slices.Compact(append(slices.Clone(r.in.OperatorHomes), r.in.User.Home))
+	pr := findProtected(placeholderDisk{r.in.Disk, r.in.IsPlaceholder}, roots, r.p.Filesystem.Protect, depth, homes)
+	r.errs = append(r.errs, pr.errs...)
 	// Parents first, before what they hold is made read-only.
 	slices.Sort(pr.pins)
 	for _, p := range pr.pins {
-		if !slices.Contains(roots, p) {
-			r.mount("--bind", p, p)
-		}
+		r.mount("--bind", p, p)
 	}
 	for _, p := range pr.existing {
 		r.mount("--ro-bind", p, p)

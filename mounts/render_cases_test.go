@@ -206,10 +206,12 @@ func TestRenderProcCovered(t *testing.T) {
 	}
 }
 
-// TestRenderPinsDirectoriesInsideProtectedNames: the .git of .git/hooks
-// (at any depth) and a .claude holding protected settings are bound over
-// themselves before what they hold is made read-only, so that they cannot
-// be renamed aside; directories of the project itself are not pinned.
+// TestRenderPinsDirectoriesInsideProtectedNames: every directory between
+// a writable root and what is protected below it (the .git of .git/hooks
+// at any depth, a .claude holding protected settings, the project's own
+// directories above them) is bound over itself before what it holds is
+// made read-only, so that it cannot be renamed aside; a link is not, and
+// neither is a directory that leads to nothing protected.
 func TestRenderPinsDirectoriesInsideProtectedNames(t *testing.T) {
 	t.Parallel()
 	in := input(t, "tier1", "/srv/proj")
@@ -218,6 +220,7 @@ func TestRenderPinsDirectoriesInsideProtectedNames(t *testing.T) {
 	d["srv/proj/.claude/settings.json"] = node(0o644, 1000, 1000, "{}")
 	d["srv/proj/.claude/other"] = node(0o644, 1000, 1000, "")
 	d["srv/proj/.idea"] = link("/srv/dotfiles")
+	d["srv/proj/plain/x"] = node(0o644, 1000, 1000, "")
 	in.Policy.Filesystem.AcceptProtectedSymlinks = new(true)
 	d["srv/proj/.git/modules/lib/hooks"] = dir(0o755, 1000) // a submodule's git directory
 	d["srv/proj/.git/modules/lib/config"] = node(0o644, 1000, 1000, "")
@@ -230,6 +233,10 @@ func TestRenderPinsDirectoriesInsideProtectedNames(t *testing.T) {
 		"--bind /srv/proj /srv/proj",
 		"--bind /srv/proj/.claude /srv/proj/.claude",
 		"--bind /srv/proj/.git /srv/proj/.git",
+		"--bind /srv/proj/a /srv/proj/a",
+		"--bind /srv/proj/a/b /srv/proj/a/b",
+		"--bind /srv/proj/a/b/c /srv/proj/a/b/c",
+		"--bind /srv/proj/sub /srv/proj/sub",
 		"--bind /srv/proj/sub/.git /srv/proj/sub/.git",
 		"--ro-bind /srv/proj/.git/hooks /srv/proj/.git/hooks",
 		"--ro-bind /srv/proj/.claude/settings.json /srv/proj/.claude/settings.json",
@@ -255,9 +262,9 @@ func TestRenderPinsDirectoriesInsideProtectedNames(t *testing.T) {
 			last = i
 		}
 	}
-	for _, bad := range []string{"--bind /srv/proj/sub /srv/proj/sub", "--bind /srv/proj/a ", "--bind /srv/proj/.idea"} {
+	for _, bad := range []string{"--bind /srv/proj/plain ", "--bind /srv/proj/.idea", "--bind /srv/dotfiles"} {
 		if strings.Contains(args, bad) {
-			t.Errorf("plan pins %q, a directory of the project or a link:\n%s", bad, args)
+			t.Errorf("plan pins %q, which leads to nothing protected, or a link:\n%s", bad, args)
 		}
 	}
 }
@@ -269,10 +276,13 @@ func TestRenderProtectsCoreHooksPath(t *testing.T) {
 	t.Parallel()
 	in := input(t, "tier1", "/srv/proj")
 	d := in.Disk.(fstest.MapFS)
-	d["srv/proj/.git/config"] = node(0o644, 1000, 1000, "[core]\n\tbare = false\n\thooksPath = .husky/_\n[alias]\n\thookspath = nothing\n")
+	d["srv/proj/.git/config"] = node(0o644, 1000, 1000, "[core]\n\tbare = false\n\thooksPath = .husky/_\n[alias]\n\thookspath = nothing\n[extensions]\n\tworktreeConfig\n")
 	d["srv/proj/.husky/_/pre-commit"] = node(0o755, 1000, 1000, "npx lint-staged\n")
 	d["srv/proj/sub/w/.git"] = node(0o644, 1000, 1000, "gitdir: ../../.git/worktrees/w\n")
-	d["srv/proj/.git/worktrees/w/config"] = node(0o644, 1000, 1000, "[CORE]\n  HooksPath = \"githooks\"\n")
+	// A linked worktree reads the common config and its own
+	// config.worktree (with extensions.worktreeConfig); a relative
+	// hooksPath is taken from its own top.
+	d["srv/proj/.git/worktrees/w/config.worktree"] = node(0o644, 1000, 1000, "[CORE]\n  HooksPath = \"githooks\"\n")
 	plan, err := Render(in)
 	if err != nil {
 		t.Fatal(err)
@@ -282,6 +292,8 @@ func TestRenderProtectsCoreHooksPath(t *testing.T) {
 		"--bind /srv/proj/.husky /srv/proj/.husky",
 		"--ro-bind /srv/proj/.husky/_ /srv/proj/.husky/_",
 		"--ro-bind /run/agentjail/empty /srv/proj/sub/w/githooks", // missing: uncreatable
+		"--ro-bind /run/agentjail/empty /srv/proj/sub/w/.husky",   // the common config's, from the worktree
+		"--ro-bind /srv/proj/.git/worktrees/w/config.worktree /srv/proj/.git/worktrees/w/config.worktree",
 	} {
 		if !strings.Contains(args, want) {
 			t.Errorf("plan lacks %q:\n%s", want, args)
@@ -501,7 +513,7 @@ func TestRenderMasksInsideExistingProtectedDirectories(t *testing.T) {
 	d := in.Disk.(fstest.MapFS)
 	d["srv/proj/sub/.git/HEAD"] = node(0o644, 1000, 1000, "")     // a nested repository without hooks or config
 	d["srv/proj/a/b/.claude/x"] = node(0o644, 1000, 1000, "")     // depth 2
-	d["srv/proj/a/b/c/d/.git/HEAD"] = node(0o644, 1000, 1000, "") // depth 4 > protect_depth
+	d["srv/proj/a/b/c/d/.git/HEAD"] = node(0o644, 1000, 1000, "") // depth 4 > protect_depth, but a repository
 	d["srv/cache/.git"] = node(0o644, 1000, 1000, "gitdir: /srv/proj/.git/worktrees/c\n")
 	d["srv/proj/.git/worktrees/c/HEAD"] = node(0o644, 1000, 1000, "")
 	in.Policy.Filesystem.Write = append(in.Policy.Filesystem.Write, "/srv/cache")
@@ -510,7 +522,7 @@ func TestRenderMasksInsideExistingProtectedDirectories(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := strings.Join(plan.Args, " ")
-	for _, m := range []string{"/srv/proj/sub/.git/hooks", "/srv/proj/sub/.git/config", "/srv/proj/a/b/.claude/settings.json", "/srv/proj/a/b/.claude/commands", "/srv/proj/a/b/.claude/agents", "/srv/proj/.mcp.json", "/srv/cache/.env"} {
+	for _, m := range []string{"/srv/proj/sub/.git/hooks", "/srv/proj/sub/.git/config", "/srv/proj/a/b/c/d/.git/hooks", "/srv/proj/a/b/c/d/.git/config", "/srv/proj/a/b/.claude/settings.json", "/srv/proj/a/b/.claude/commands", "/srv/proj/a/b/.claude/agents", "/srv/proj/.mcp.json", "/srv/cache/.env"} {
 		if !slices.Contains(plan.Masks, m) {
 			t.Errorf("%s is not masked; masks:\n%s", m, strings.Join(plan.Masks, "\n"))
 		}
@@ -519,7 +531,7 @@ func TestRenderMasksInsideExistingProtectedDirectories(t *testing.T) {
 		t.Errorf("the nested .git is not pinned:\n%s", args)
 	}
 	for _, m := range plan.Masks {
-		if strings.HasPrefix(m, "/srv/proj/sub/.env") || strings.HasPrefix(m, "/srv/proj/a/b/.env") || strings.HasPrefix(m, "/srv/proj/a/b/c/d/") || strings.HasPrefix(m, "/srv/cache/.git/") {
+		if strings.HasPrefix(m, "/srv/proj/sub/.env") || strings.HasPrefix(m, "/srv/proj/a/b/.env") || strings.HasPrefix(m, "/srv/proj/a/b/c/d/.env") || strings.HasPrefix(m, "/srv/cache/.git/") {
 			t.Errorf("%s is masked: only protected directories that exist are masked into below the top", m)
 		}
 	}

@@ -2,7 +2,6 @@ package mounts
 
 import (
 	"io/fs"
-	"path"
 	"syscall"
 
 	"github.com/agentjail/agentjail/policy"
@@ -10,7 +9,8 @@ import (
 
 // Snapshot is what the protected paths under the writable roots look like:
 // every path a protect pattern names that exists, down to protect_depth as
-// Render searches, and everything inside those that are directories. Taken
+// Render searches, what git reads configuration from or runs in every
+// repository under them, and everything inside those that are directories. Taken
 // before and after a run, the two tell what the run created, changed or
 // removed where the read-only binds could not reach: a protected name made
 // at depth where none existed, or one made after a parent was moved aside
@@ -28,54 +28,27 @@ type Entry struct {
 	Ctime   int64 // ns
 }
 
-// watched are names no read-only bind can protect but whose appearance is a
-// violation: git reads $GIT_DIR/commondir in any repository, not only in a
-// worktree's (setup.c, get_common_dir_noenv), and takes config and hooks
-// from the directory it names, so a planted one bypasses the read-only
-// .git/config and .git/hooks. A mask cannot cover it: git dies on an empty
-// commondir, in the jail and on the host.
-var watched = []string{".git/commondir"}
-
 // TakeSnapshot records the protected paths under p's writable roots, as
-// Render finds them. isPlaceholder (supervise.IsMask) hides the mask
+// Render finds them, and the paths no mount can keep from being created
+// (protection.watched). isPlaceholder (supervise.IsMask) hides the mask
 // placeholders of live or killed runs: they are agentjail's, not the
-// agent's.
+// agent's. What a run made is found by the same search afterwards: a new
+// repository's config and hooks, a submodule's or worktree's git directory
+// added under .git, a protected name made at depth. "~/" in git paths is
+// not followed here (Render knows the homes): what it names is read-only
+// during the run.
 func TakeSnapshot(d Disk, p policy.Policy, isPlaceholder func(string) bool) Snapshot {
 	d = placeholderDisk{d, isPlaceholder}
-	roots := WritableRoots(p)
 	depth := policy.DefaultProtectDepth
 	if p.Filesystem.ProtectDepth != nil {
 		depth = *p.Filesystem.ProtectDepth
 	}
+	pr := findProtected(d, WritableRoots(p), p.Filesystem.Protect, depth, nil)
 	s := Snapshot{}
-	for _, pat := range p.Filesystem.Protect {
-		if path.IsAbs(pat) && underAny(pat, roots) {
-			s.add(d, pat)
+	for _, list := range [][]string{pr.existing, pr.links, pr.watched} {
+		for _, q := range list {
+			s.add(d, q)
 		}
-	}
-	for _, root := range roots {
-		walkDirs(d, root, depth, func(dir string, names []string) {
-			for _, pat := range append(watched, p.Filesystem.Protect...) {
-				if path.IsAbs(pat) {
-					continue
-				}
-				for _, q := range present(d, dir, names, pat) {
-					s.add(d, q)
-				}
-			}
-			for _, g := range gitdirTargets(d, dir) {
-				for _, sub := range []string{"hooks", "config"} {
-					if q := path.Join(g, sub); underAny(q, roots) {
-						s.add(d, q)
-					}
-				}
-			}
-			for _, h := range hooksPaths(d, dir) {
-				if underAny(h, roots) {
-					s.add(d, h)
-				}
-			}
-		})
 	}
 	return s
 }

@@ -27,8 +27,10 @@ func TestTakeSnapshotCoversWhatRenderProtects(t *testing.T) {
 		"/srv/proj/.git/config",
 		"/srv/proj/.git/hooks",
 		"/srv/proj/.git/hooks/pre-commit",
-		"/srv/proj/a/b/c/.env", // depth 3; a/b/c/d/.env is deeper than protect_depth
+		"/srv/proj/.git/worktrees/w/commondir", // the worktree sub/w's, found through it
+		"/srv/proj/a/b/c/.env",                 // depth 3; a/b/c/d/.env is deeper than protect_depth
 		"/srv/proj/sub/.env",
+		"/srv/proj/sub/w/.git",
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("snapshot holds\n%q\nwant\n%q", got, want)

@@ -167,7 +167,7 @@ func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error
 	}
 	j.plan, err = mounts.Render(mounts.Input{
 		Policy:        j.policy,
-		Disk:          os.DirFS("/").(mounts.Disk),
+		Disk:          newHostDisk(),
 		User:          j.user,
 		OperatorHomes: compact(operator),
 		Bwrap:         j.bwrap.Version,

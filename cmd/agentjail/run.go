@@ -343,7 +343,7 @@ func secretValues(env []string) []string {
 // protectedSnapshot records the protected paths under the writable roots
 // (mask placeholders, agentjail's own, do not count).
 func (j *jail) protectedSnapshot() mounts.Snapshot {
-	return mounts.TakeSnapshot(os.DirFS("/").(mounts.Disk), j.policy, func(p string) bool { return supervise.IsMask(supervise.MaskDir(), p) })
+	return mounts.TakeSnapshot(newHostDisk(), j.policy, func(p string) bool { return supervise.IsMask(supervise.MaskDir(), p) })
 }
 
 func uint32s(in []int) []uint32 {

@@ -111,27 +111,29 @@ func TestEscapeMissingProtectedPaths(t *testing.T) {
 }
 
 // TestEscapeRenameParent: with proj/.git/hooks and proj/sub/.git/hooks
-// read-only, moving .git (or sub) aside and making a new one gives the
-// agent writable hooks, which run on the host at the next git command. The
-// .git inside a protected name is pinned (a mount point cannot be
-// renamed), and what the agent still makes at depth (sub moved aside, a new
-// sub/.git; a new repository) is found after the run: reason violation,
-// exit 125, each listed, nothing restored.
+// read-only, moving .git, sub or a directory above a nested repository
+// aside and making a new one gives the agent writable hooks, which run on
+// the host at the next git command. Every directory between the writable
+// root and a protected path is pinned (a mount point cannot be renamed),
+// also the project's own above a nested repository; what the agent still
+// makes (a new repository) is found after the run: reason violation, exit
+// 125, listed, nothing restored.
 func TestEscapeRenameParent(t *testing.T) {
 	jailed(t)
 	repo := map[string]string{}
-	for _, d := range []string{"", "sub/"} {
+	for _, d := range []string{"", "sub/", "deep/er/"} {
 		repo[d+".git/hooks/pre-commit"] = "#!/bin/sh\nexit 0\n"
 		repo[d+".git/config"] = "[core]\n"
 	}
 	repo["other/"] = ""
 	script := `mv .git .git.aside && mkdir -p .git/hooks && echo evil > .git/hooks/pre-commit && echo PLANTED-ROOT
 mv sub sub.aside && mkdir -p sub/.git/hooks && echo evil > sub/.git/hooks/pre-commit && echo PLANTED-SUB
+mv deep deep.aside && mkdir -p deep/er/.git/hooks && echo evil > deep/er/.git/hooks/pre-commit && echo PLANTED-DEEP
 mkdir -p other/.git/hooks && echo evil > other/.git/hooks/post-checkout && echo PLANTED-NEW
 true`
 	binds := func(p string) []string {
 		args := []string{"--bind", p, p, "--chdir", p}
-		for _, d := range []string{"", "sub/"} {
+		for _, d := range []string{"", "sub/", "deep/er/"} {
 			for _, f := range []string{".git/hooks", ".git/config"} {
 				args = append(args, "--ro-bind", filepath.Join(p, d, f), filepath.Join(p, d, f))
 			}
@@ -142,17 +144,29 @@ true`
 	p := workspace(t)
 	write(t, p, repo)
 	c := plainBwrap{cred: uid1000, args: binds(p)}.run(t, "sh", "-c", script)
-	planted, _ := os.ReadFile(filepath.Join(p, ".git/hooks/pre-commit"))
-	holeShown(t, string(planted) == "evil\n", "a writable .git/hooks after moving .git aside", c)
+	planted := true
+	for _, d := range []string{"", "sub/", "deep/er/"} {
+		data, _ := os.ReadFile(filepath.Join(p, d, ".git/hooks/pre-commit"))
+		planted = planted && string(data) == "evil\n"
+	}
+	holeShown(t, planted, "writable hooks after moving .git, sub or deep aside", c)
 
 	p = workspace(t)
 	write(t, p, repo)
-	gitBefore := treeHash(t, filepath.Join(p, ".git"))
+	before := map[string]string{}
+	for _, d := range []string{".git", "sub", "deep"} {
+		before[d] = treeHash(t, filepath.Join(p, d))
+	}
 	rec := filepath.Join(t.TempDir(), "record.json")
 	r := aj(t, "run", "--write", p, "--chdir", p, "--record", rec, "--", "sh", "-c", script)
 	wantCode(t, r, 125)
-	if strings.Contains(r.stdout, "PLANTED-ROOT") || treeHash(t, filepath.Join(p, ".git")) != gitBefore || fileExists(filepath.Join(p, ".git.aside")) {
-		t.Errorf("the top .git was moved aside:\n%s", r.stdout)
+	for d, h := range before {
+		if treeHash(t, filepath.Join(p, d)) != h || fileExists(filepath.Join(p, d+".aside")) {
+			t.Errorf("%s was moved aside or changed", d)
+		}
+	}
+	if strings.Contains(r.stdout, "PLANTED-ROOT") || strings.Contains(r.stdout, "PLANTED-SUB") || strings.Contains(r.stdout, "PLANTED-DEEP") || !strings.Contains(r.stdout, "PLANTED-NEW") {
+		t.Errorf("a pinned directory was moved aside, or the new repository could not be made (the test proves nothing):\n%s", r.stdout)
 	}
 	got := readRecord(t, rec, 125)
 	if got.Reason != "violation" {
@@ -165,23 +179,16 @@ true`
 		}
 		listed = append(listed, v.Detail)
 	}
-	all := strings.Join(listed, "\n")
-	for _, want := range []string{
-		filepath.Join(p, "sub/.git/hooks") + " was replaced",
-		filepath.Join(p, "sub/.git/config") + " went away",
-		filepath.Join(p, "sub.aside/.git/hooks") + " appeared",
-		filepath.Join(p, "other/.git/hooks") + " appeared",
-	} {
-		if !strings.Contains(all, want) {
-			t.Errorf("violations lack %q:\n%s", want, all)
-		}
-		if !strings.Contains(r.stderr, "agentjail: violation: "+want) {
-			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
-		}
+	want := filepath.Join(p, "other/.git/hooks") + " appeared"
+	if len(listed) != 1 || !strings.Contains(listed[0], want) {
+		t.Errorf("violations %q, want one: %q", listed, want)
+	}
+	if !strings.Contains(r.stderr, "agentjail: violation: "+want) {
+		t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
 	}
 	// Nothing is restored silently: what the agent made is still there.
-	if data, _ := os.ReadFile(filepath.Join(p, "sub/.git/hooks/pre-commit")); string(data) != "evil\n" {
-		t.Errorf("sub/.git/hooks/pre-commit was changed by agentjail: %q", data)
+	if data, _ := os.ReadFile(filepath.Join(p, "other/.git/hooks/post-checkout")); string(data) != "evil\n" {
+		t.Errorf("other/.git/hooks/post-checkout was changed by agentjail: %q", data)
 	}
 }
 

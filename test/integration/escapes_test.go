@@ -17,6 +17,7 @@ package integration
 //	every writable tmpfs capped       TestEscapeTmpfsCaps
 //	missing protected paths           TestEscapeMissingProtectedPaths
 //	rename-parent bypass              TestEscapeRenameParent
+//	git metadata (issue 14, item 3)   TestEscapeGitMetadata (escapes_git_test.go)
 //	symlinked writable roots          TestEscapeSymlinkedWritableRoots
 //	setuid / device files             TestEscapeSetIDAndDeviceFiles
 //	concurrent runs                   TestEscapeConcurrentRuns

@@ -1,0 +1,174 @@
+package integration
+
+// The git metadata item of the escapes suite (see escapes_test.go; issue
+// 14, item 3).
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// operatorGit runs git on the host as the operator, who owns the project
+// (the run user's uid: git refuses a repository of another owner,
+// safe.directory), with a home of its own and no system configuration.
+func operatorGit(t *testing.T, home, dir string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home, "GIT_CONFIG_NOSYSTEM=1", "LANG=C",
+		"GIT_AUTHOR_NAME=op", "GIT_AUTHOR_EMAIL=op@example.org", "GIT_COMMITTER_NAME=op", "GIT_COMMITTER_EMAIL=op@example.org"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: uid1000}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// gitProject makes, as the operator, a project with each kind of git
+// metadata issue 14 names: a linked worktree (wt), an include
+// (../shared.cfg, inside the root), a submodule (libsub), and a nested
+// repository (nested). It returns the project and the operator's home.
+func gitProject(t *testing.T) (string, string) {
+	t.Helper()
+	home, src, p := workspace(t), workspace(t), workspace(t)
+	must := func(dir string, args ...string) {
+		t.Helper()
+		if out, err := operatorGit(t, home, dir, args...); err != nil {
+			t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	commit := func(dir string) {
+		t.Helper()
+		must(dir, "init", "-q", "-b", "main")
+		if err := os.WriteFile(filepath.Join(dir, "README"), []byte("hello\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		os.Lchown(filepath.Join(dir, "README"), runUID, runUID)
+		must(dir, "add", "README")
+		must(dir, "commit", "-q", "-m", "first")
+	}
+	commit(src)
+	commit(p)
+	must(p, "-c", "protocol.file.allow=always", "submodule", "add", "-q", src, "libsub")
+	must(p, "commit", "-q", "-m", "libsub")
+	must(p, "worktree", "add", "-q", "-b", "wt", "wt")
+	nested := filepath.Join(p, "nested")
+	os.Mkdir(nested, 0o755)
+	os.Lchown(nested, runUID, runUID)
+	commit(nested)
+	write(t, p, map[string]string{"shared.cfg": "[color]\n\tui = auto\n"})
+	must(p, "config", "include.path", "../shared.cfg")
+	return p, home
+}
+
+// TestEscapeGitMetadata: git reads configuration from more than
+// .git/config, and a core.fsmonitor command there runs as the operator at
+// the next `git status` on the host. Each of the four ways of issue 14
+// plants one past what agentjail protected before (.git/config and
+// .git/hooks read-only, the .git inside them pinned; plain bwrap is given
+// the same): a linked worktree's commondir pointed at a config of the
+// agent's, an included file inside the root edited, a submodule's .git
+// file pointed at a git directory of the agent's, and a nested repository
+// moved aside for one of the agent's. Under agentjail each fails, also
+// from the agent's own user and mount namespace (its copies of the mounts
+// are locked): the run exits 0, the repository is unchanged, and the
+// operator's git status runs nothing of the agent's.
+func TestEscapeGitMetadata(t *testing.T) {
+	jailed(t)
+	payload := func(marker string) string {
+		return fmt.Sprintf("[core]\n\tfsmonitor = \"touch %s; false\"\nEOF\n", marker)
+	}
+	// gitdir makes a git directory of the agent's at $1, with the payload.
+	const gitdir = `gitdir() { mkdir -p "$1" && cp -r .git/objects .git/refs "$1"/ && echo 'ref: refs/heads/main' > "$1"/HEAD && cat > "$1"/config; }
+`
+	for _, c := range []struct {
+		name, where string // where the operator runs git status
+		script      string // %[1]s: the payload, a heredoc's lines and its end
+	}{
+		{"linked worktree's commondir", "wt", `mkdir -p evil && cp -r .git/objects .git/refs evil/ && cat > evil/config <<'EOF'
+%[1]secho ../../../evil > .git/worktrees/wt/commondir && echo PLANTED-COMMONDIR
+mv .git/worktrees/wt .git/worktrees/wt.aside && mkdir .git/worktrees/wt && cp -r .git/worktrees/wt.aside/. .git/worktrees/wt/ && echo ../../../evil > .git/worktrees/wt/commondir && echo PLANTED-RENAMED
+true`},
+		{"include inside the root", ".", `cat >> shared.cfg <<'EOF' && echo PLANTED-APPEND
+%[1]srm -f shared.cfg && cat > shared.cfg <<'EOF' && echo PLANTED-REPLACE
+%[1]strue`},
+		{"submodule's .git file", ".", gitdir + `echo 'gitdir: ../evil' > libsub/.git && gitdir evil <<'EOF' && echo PLANTED-GITFILE
+%[1]smv libsub libsub.aside && mkdir libsub && echo 'gitdir: ../evil' > libsub/.git && gitdir evil <<'EOF' && echo PLANTED-RENAMED
+%[1]strue`},
+		{"nested repository moved aside", "nested", `mv nested nested.aside && mkdir nested && cd nested && mkdir .git && cp -r ../nested.aside/.git/objects ../nested.aside/.git/refs .git/ && echo 'ref: refs/heads/main' > .git/HEAD && cat > .git/config <<'EOF' && echo PLANTED-NESTED
+%[1]strue`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			scripts := visibleDir(t)
+			attack := func(marker string) string {
+				f := filepath.Join(scripts, filepath.Base(marker)+".sh")
+				// Each step goes on only if the one before it worked.
+				script := fmt.Sprintf(c.script, payload(marker))
+				if err := os.WriteFile(f, []byte(script), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return f
+			}
+			ran := func(home, p, marker string) bool {
+				t.Helper()
+				out, err := operatorGit(t, home, filepath.Join(p, c.where), "status")
+				if _, statErr := os.Stat(marker); statErr == nil {
+					return true
+				}
+				if err != nil {
+					t.Fatalf("the operator's git status fails after the run: %v\n%s", err, out)
+				}
+				return false
+			}
+
+			p, home := gitProject(t)
+			marks := workspace(t)
+			marker := filepath.Join(marks, "plain")
+			var binds []string
+			for _, d := range []string{"", "nested/"} {
+				binds = append(binds, "--bind", filepath.Join(p, d, ".git"), filepath.Join(p, d, ".git"))
+				for _, f := range []string{".git/hooks", ".git/config"} {
+					binds = append(binds, "--ro-bind", filepath.Join(p, d, f), filepath.Join(p, d, f))
+				}
+			}
+			for _, f := range []string{".git/modules/libsub/hooks", ".git/modules/libsub/config"} {
+				binds = append(binds, "--ro-bind", filepath.Join(p, f), filepath.Join(p, f))
+			}
+			r := plainBwrap{cred: uid1000, args: append([]string{"--bind", p, p, "--chdir", p}, binds...)}.run(t, "sh", attack(marker))
+			holeShown(t, ran(home, p, marker), "the operator's git status runs the agent's core.fsmonitor", r)
+
+			for _, inner := range []bool{false, true} {
+				p, home := gitProject(t)
+				marker := filepath.Join(marks, fmt.Sprint("agentjail-", inner))
+				argv := []string{"sh", attack(marker)}
+				if inner {
+					// Its own namespaces first, unmounting what it can.
+					argv = []string{"unshare", "-rm", "sh", "-c", fmt.Sprintf(
+						`grep -o ' %s[^ ]* ' /proc/self/mountinfo | sort -r | while read m; do umount -l "$m" 2>/dev/null && echo UNMOUNTED "$m"; done; sh %s`, p, argv[1])}
+				}
+				before := treeHash(t, filepath.Join(p, ".git")) + treeHash(t, filepath.Join(p, "nested/.git")) + treeHash(t, filepath.Join(p, "libsub")) + treeHash(t, filepath.Join(p, "wt"))
+				r := aj(t, append([]string{"run", "--write", p, "--chdir", p, "--"}, argv...)...)
+				after := treeHash(t, filepath.Join(p, ".git")) + treeHash(t, filepath.Join(p, "nested/.git")) + treeHash(t, filepath.Join(p, "libsub")) + treeHash(t, filepath.Join(p, "wt"))
+				if ran(home, p, marker) {
+					t.Errorf("unshare %v: the operator's git status ran the agent's core.fsmonitor", inner)
+				}
+				if strings.Contains(r.stdout, "PLANTED") || strings.Contains(r.stdout, "UNMOUNTED") {
+					t.Errorf("unshare %v: a step of the attack worked in the jail:\n%s", inner, r.stdout)
+				}
+				if !strings.Contains(r.stderr, "Read-only file system") && !strings.Contains(r.stderr, "Device or resource busy") {
+					t.Errorf("unshare %v: the attack was not stopped by a read-only or busy mount (does it run at all?):\n%s", inner, r.stderr)
+				}
+				if after != before {
+					t.Errorf("unshare %v: the repository's metadata changed on the host", inner)
+				}
+				if r.code != 0 {
+					t.Errorf("unshare %v: exit code %d, want 0 (nothing was changed):\n%s", inner, r.code, r.stderr)
+				}
+			}
+		})
+	}
+}
