@@ -37,7 +37,7 @@ type jail struct {
 }
 
 func loader() policy.Loader {
-	return policy.Loader{Builtins: profiles.FS, ReadFile: os.ReadFile, Precompiled: profiles.Precompiled}
+	return policy.Loader{Builtins: profiles.FS, ReadFile: readInput, Precompiled: profiles.Precompiled}
 }
 
 // prepare loads the profile, lays the flags over it, picks the run user,

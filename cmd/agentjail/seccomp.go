@@ -15,7 +15,7 @@ import (
 // seccompFiles compiles the policy's filters into sealed memfds for bwrap's
 // --add-seccomp-fd, in order.
 func seccompFiles(p policy.Policy) ([]*os.File, error) {
-	filters, err := seccomp.Filters(p, os.ReadFile, seccomp.CurrentHost())
+	filters, err := seccomp.Filters(p, readInput, seccomp.CurrentHost())
 	if err != nil {
 		return nil, err
 	}
