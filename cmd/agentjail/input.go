@@ -22,9 +22,9 @@ import (
 // the path is opened with O_PATH, which runs no driver's open (opening
 // /dev/watchdog arms it), checked, and only then reopened for reading
 // through /proc/self/fd, so a path swapped meanwhile is not read either.
-// A pipe is read without blocking a thread, and SIGINT or SIGTERM ends
-// the wait for its writer.
-func readInput(name string) ([]byte, error) {
+// A pipe is read without blocking a thread, and a signal on interrupt
+// (nil: SIGINT or SIGTERM) ends the wait for its writer.
+func readInput(name string, interrupt <-chan os.Signal) ([]byte, error) {
 	fd, err := unix.Open(name, unix.O_PATH|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err // ENOENT matches fs.ErrNotExist
@@ -57,7 +57,7 @@ func readInput(name string) ([]byte, error) {
 	defer f.Close()
 	var data []byte
 	if st.Mode&unix.S_IFMT == unix.S_IFIFO {
-		data, err = readPipe(f)
+		data, err = readPipe(f, interrupt)
 	} else {
 		data, err = io.ReadAll(io.LimitReader(f, policy.MaxFileSize+1))
 	}
@@ -74,17 +74,21 @@ func readInput(name string) ([]byte, error) {
 // byte past policy.MaxFileSize. A FIFO no writer has opened yet reads as
 // its end, yet poll(2) does not call it ready (fs/pipe.c: fifo_open
 // suppresses EPOLLHUP until a writer has come): the read waits in the
-// runtime's poller for readiness, which a SIGINT or SIGTERM interrupts.
-func readPipe(f *os.File) ([]byte, error) {
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+// runtime's poller for readiness, which a signal on interrupt ends (nil:
+// SIGINT and SIGTERM are caught meanwhile).
+func readPipe(f *os.File, interrupt <-chan os.Signal) ([]byte, error) {
+	if interrupt == nil {
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+		defer signal.Stop(sigs)
+		interrupt = sigs
+	}
 	interrupted := make(chan os.Signal, 1)
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
 		select {
-		case sig := <-sigs:
+		case sig := <-interrupt:
 			interrupted <- sig
 			f.SetReadDeadline(time.Now()) // wakes the read
 		case <-done:
@@ -104,20 +108,17 @@ func readPipe(f *os.File) ([]byte, error) {
 		err := rc.Read(func(fd uintptr) bool {
 			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 			ready, err := unix.Poll(pfd, 0)
-			for err == unix.EINTR {
+			for err == unix.EINTR { // a signal pending, even with no wait
 				ready, err = unix.Poll(pfd, 0)
 			}
 			if ready == 0 {
 				return false // wait in the poller
 			}
 			n, rerr = unix.Read(int(fd), buf[len(buf):min(cap(buf), policy.MaxFileSize+1)])
-			for rerr == unix.EINTR {
-				n, rerr = unix.Read(int(fd), buf[len(buf):min(cap(buf), policy.MaxFileSize+1)])
-			}
 			return rerr != unix.EAGAIN
 		})
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, fmt.Errorf("interrupted by %s while waiting for the pipe's writer", unix.SignalName((<-interrupted).(syscall.Signal)))
+			return nil, fmt.Errorf("interrupted by %s while waiting on the pipe", unix.SignalName((<-interrupted).(syscall.Signal)))
 		}
 		if err == nil {
 			err = rerr

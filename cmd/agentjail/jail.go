@@ -36,15 +36,19 @@ type jail struct {
 	argv    []string
 }
 
-func loader() policy.Loader {
-	return policy.Loader{Builtins: profiles.FS, ReadFile: readInput, Precompiled: profiles.Precompiled}
+// loader loads built-in profiles and profile files (readInput; a signal
+// on interrupt ends a wait for a pipe, nil: SIGINT and SIGTERM do).
+func loader(interrupt <-chan os.Signal) policy.Loader {
+	read := func(name string) ([]byte, error) { return readInput(name, interrupt) }
+	return policy.Loader{Builtins: profiles.FS, ReadFile: read, Precompiled: profiles.Precompiled}
 }
 
 // prepare loads the profile, lays the flags over it, picks the run user,
 // expands and validates, detects bwrap and renders the plan. Every error it
-// returns is agentjail's own (exit 125) and names what to fix.
-func prepare(cmd *cli.Command, argv []string) (*jail, error) {
-	return prepareWith(cmd, argv, jailOptions{})
+// returns is agentjail's own (exit 125) and names what to fix. A signal on
+// interrupt ends a wait for an input file that is a pipe.
+func prepare(cmd *cli.Command, argv []string, interrupt <-chan os.Signal) (*jail, error) {
+	return prepareWith(cmd, argv, jailOptions{interrupt: interrupt})
 }
 
 // jailOptions is what doctor varies in the jail a run would get.
@@ -64,6 +68,9 @@ type jailOptions struct {
 	// run's own id would be (its staging directory), so that its output
 	// depends only on the command line and the host.
 	runID string
+	// interrupt delivers the SIGINT and SIGTERM the caller catches: one
+	// ends a wait for an input file that is a pipe (readInput).
+	interrupt <-chan os.Signal
 }
 
 func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error) {
@@ -74,7 +81,7 @@ func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error
 	if j.runID == "" {
 		j.runID = newRunID()
 	}
-	base, err := loader().Load(j.profile)
+	base, err := loader(opt.interrupt).Load(j.profile)
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +155,7 @@ func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error
 	if err != nil {
 		return nil, fmt.Errorf("cannot provide the agentjail binary to the jail's exec stage: %w", err)
 	}
-	if j.seccomp, err = seccompFiles(j.policy); err != nil {
+	if j.seccomp, err = seccompFiles(j.policy, opt.interrupt); err != nil {
 		j.release()
 		return nil, err
 	}

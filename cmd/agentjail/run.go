@@ -47,7 +47,12 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 		}
 		return err
 	}
-	j, err := prepare(cmd, argv) // checks the run directory too
+	// A signal while a profile or seccomp file is read from a pipe ends
+	// that wait: a run that never started (exit 125).
+	loading := make(chan os.Signal, 1)
+	signal.Notify(loading, syscall.SIGINT, syscall.SIGTERM)
+	j, err := prepare(cmd, argv, loading) // checks the run directory too
+	signal.Stop(loading)
 	if err != nil {
 		return failed(err)
 	}
