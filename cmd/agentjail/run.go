@@ -19,6 +19,7 @@ import (
 	"github.com/agentjail/agentjail/policy"
 	"github.com/agentjail/agentjail/reaper"
 	"github.com/agentjail/agentjail/supervise"
+	"github.com/agentjail/agentjail/term"
 )
 
 // forwarded are the signals agentjail catches: the first four end the run
@@ -35,6 +36,10 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
+	// The terminal on stdin, as found: put back once the jail is gone,
+	// on every path out of here.
+	tty := term.Save(e.stdin)
+	defer tty.Restore()
 
 	argv := commandArgs(cmd, e.rawAfter(cmd.Name))
 	recordPath := cmd.String("record")
@@ -132,10 +137,14 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	since := supervise.RunClock()
 	before := j.protectedSnapshot()
 	rec, runErr := supervise.Run(spec)
-	// From here on agentjail speaks after the agent, on a line of its own;
-	// not at all where the reader stopped reading (a paused terminal
-	// blocks every write to it): the record has the messages.
-	e.stderr = &newlineFirst{w: e.stderr, pending: rec.StderrMidLine()}
+	if _, err := tty.Restore(); err != nil {
+		rec.Warnings = append(rec.Warnings, fmt.Sprintf("cannot restore the terminal's modes: %v; run `stty sane`", err))
+	}
+	// From here on agentjail speaks after the agent, on a line of its own
+	// and with the terminal's attributes reset; not at all where the
+	// reader stopped reading (a paused terminal blocks every write to it):
+	// the record has the messages.
+	e.stderr = &newlineFirst{w: term.ResetFirst(e.stderr), pending: rec.StderrMidLine()}
 	if rec.Abandoned(0) || rec.Abandoned(1) {
 		e.stderr = io.Discard
 	}
