@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/urfave/cli/v3"
+	"golang.org/x/sys/unix"
 
 	"github.com/agentjail/agentjail/bwrap"
 	"github.com/agentjail/agentjail/mounts"
@@ -92,6 +93,11 @@ func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error
 	p := policy.Merge(base, over)
 	if err := policy.Validate(p); err != nil {
 		return nil, err
+	}
+	select {
+	case sig := <-opt.interrupt: // while the profile was parsed
+		return nil, fmt.Errorf("interrupted by %s while loading the profile; nothing ran", unix.SignalName(sig.(syscall.Signal)))
+	default:
 	}
 
 	dir := cmd.String("chdir")
