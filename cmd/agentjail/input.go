@@ -75,7 +75,10 @@ func readInput(name string, interrupt <-chan os.Signal) ([]byte, error) {
 // its end, yet poll(2) does not call it ready (fs/pipe.c: fifo_open
 // suppresses EPOLLHUP until a writer has come): the read waits in the
 // runtime's poller for readiness, which a signal on interrupt ends (nil:
-// SIGINT and SIGTERM are caught meanwhile).
+// SIGINT and SIGTERM are caught meanwhile). A signal taken from interrupt
+// is always reported, even when the read was done by then: the channel
+// is shared by every file of a run, and a signal taken is not there for
+// the next one.
 func readPipe(f *os.File, interrupt <-chan os.Signal) ([]byte, error) {
 	if interrupt == nil {
 		sigs := make(chan os.Signal, 1)
@@ -83,17 +86,28 @@ func readPipe(f *os.File, interrupt <-chan os.Signal) ([]byte, error) {
 		defer signal.Stop(sigs)
 		interrupt = sigs
 	}
-	interrupted := make(chan os.Signal, 1)
-	done := make(chan struct{})
-	defer close(done)
+	var sig os.Signal // set before exited is closed
+	done, exited := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(exited)
 		select {
-		case sig := <-interrupt:
-			interrupted <- sig
+		case sig = <-interrupt:
 			f.SetReadDeadline(time.Now()) // wakes the read
 		case <-done:
 		}
 	}()
+	data, err := readToEnd(f)
+	close(done)
+	<-exited
+	if sig != nil {
+		return nil, fmt.Errorf("interrupted by %s while waiting on the pipe", unix.SignalName(sig.(syscall.Signal)))
+	}
+	return data, err
+}
+
+// readToEnd is readPipe's loop: read when poll(2) says the pipe is ready,
+// else wait in the runtime's poller.
+func readToEnd(f *os.File) ([]byte, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return nil, err
@@ -117,9 +131,6 @@ func readPipe(f *os.File, interrupt <-chan os.Signal) ([]byte, error) {
 			n, rerr = unix.Read(int(fd), buf[len(buf):min(cap(buf), policy.MaxFileSize+1)])
 			return rerr != unix.EAGAIN
 		})
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, fmt.Errorf("interrupted by %s while waiting on the pipe", unix.SignalName((<-interrupted).(syscall.Signal)))
-		}
 		if err == nil {
 			err = rerr
 		}
