@@ -23,7 +23,8 @@ const maxExtends = 16
 type Loader struct {
 	// Builtins holds NAME.yaml files (profiles.FS).
 	Builtins fs.FS
-	// ReadFile reads a profile file from disk (os.ReadFile). Nil: only
+	// ReadFile reads a profile file from disk (agentjail's reads only
+	// regular files and pipes, at most MaxFileSize bytes). Nil: only
 	// built-ins can be loaded.
 	ReadFile func(name string) ([]byte, error)
 	// Precompiled returns a built-in profile already loaded and merged at
