@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"strconv"
@@ -51,6 +52,9 @@ func readInput(name string, interrupt <-chan os.Signal) ([]byte, error) {
 		return nil, fmt.Errorf("not a regular file; %s", fix)
 	}
 	f, err := os.OpenFile("/proc/self/fd/"+strconv.Itoa(fd), os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, errors.New("cannot reopen it through /proc/self/fd; mount /proc")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cannot open it for reading: %w", errors.Unwrap(err))
 	}

@@ -47,7 +47,8 @@ func loader(interrupt <-chan os.Signal) policy.Loader {
 // prepare loads the profile, lays the flags over it, picks the run user,
 // expands and validates, detects bwrap and renders the plan. Every error it
 // returns is agentjail's own (exit 125) and names what to fix. A signal on
-// interrupt ends a wait for an input file that is a pipe.
+// interrupt ends it while it loads the profile, or waits for an input file
+// that is a pipe.
 func prepare(cmd *cli.Command, argv []string, interrupt <-chan os.Signal) (*jail, error) {
 	return prepareWith(cmd, argv, jailOptions{interrupt: interrupt})
 }
@@ -70,7 +71,8 @@ type jailOptions struct {
 	// depends only on the command line and the host.
 	runID string
 	// interrupt delivers the SIGINT and SIGTERM the caller catches: one
-	// ends a wait for an input file that is a pipe (readInput).
+	// ends the loading of the profile, and a wait for an input file that
+	// is a pipe (readInput).
 	interrupt <-chan os.Signal
 }
 

@@ -52,8 +52,8 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 		}
 		return err
 	}
-	// A signal while a profile or seccomp file is read from a pipe ends
-	// that wait: a run that never started (exit 125).
+	// A signal while the profile is loaded (parsed, or read from a pipe,
+	// as a seccomp file may be too) ends the run before it starts (125).
 	loading := make(chan os.Signal, 1)
 	signal.Notify(loading, syscall.SIGINT, syscall.SIGTERM)
 	j, err := prepare(cmd, argv, loading) // checks the run directory too
