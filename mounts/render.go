@@ -161,7 +161,7 @@ func Render(in Input) (Plan, error) {
 		} else if o := in.Policy.Origins.Of(fmt.Sprintf("filesystem.read[%d]", i)); o == "--read" {
 			// A profile's list names tools that may or may not be
 			// installed; a path typed on the command line is meant.
-			r.plan.Warnings = append(r.plan.Warnings, fmt.Sprintf("--read %s: no such path; nothing is bound", p))
+			r.plan.Warnings = append(r.plan.Warnings, fmt.Sprintf("--read %s: no such path; nothing is bound", policy.Quote(p)))
 		}
 	}
 	roots := WritableRoots(in.Policy)
@@ -254,30 +254,38 @@ func (r *renderer) check() {
 	}
 	for i, w := range fsys.Write {
 		field := fmt.Sprintf("filesystem.write[%d]", i)
+		q := policy.Quote(w)
 		fi, err := lstat(r.in.Disk, w)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			r.fail(field, "writable root %s does not exist; create it first (mkdir -p %s) or remove it", w, w)
+			r.fail(field, "writable root %s does not exist; create it first (mkdir -p %s) or remove it", q, q)
 			continue
 		case err != nil:
-			r.fail(field, "writable root %s: %v", w, err)
+			r.fail(field, "writable root %s: %v", q, err)
 			continue
 		}
 		if canon, err := resolve(r.in.Disk, w); err == nil && canon != w {
-			r.fail(field, "writable root %s passes through a symlink and is really %s; pass the canonical path %s", w, canon, canon)
+			r.fail(field, "writable root %s passes through a symlink and is really %s; pass the canonical path %[2]s", q, policy.Quote(canon))
 			continue
 		}
-		if fi.IsDir() && !r.in.User.canWrite(r.in.Disk, w) {
+		if !fi.IsDir() {
+			// Protected paths, deny and the after-run checks all work
+			// on directories; a file is also the one thing an agent
+			// could replace with a link for the operator to follow.
+			r.fail(field, "writable root %s is not a directory; a writable root is a directory: give the one that holds it (%s), or bind the file read-only with read:", q, policy.Quote(path.Dir(w)))
+			continue
+		}
+		if !r.in.User.canWrite(r.in.Disk, w) {
 			r.fail(field, "writable root %s is not writable by the run user %s (uid %d); fix with `chown -R %d:%d %s`, or choose the owner with --user",
-				w, r.in.User.Name, r.in.User.UID, r.in.User.UID, r.in.User.GID, w)
+				q, r.in.User.Name, r.in.User.UID, r.in.User.UID, r.in.User.GID, q)
 		}
 		for _, d := range fsys.Deny {
 			if under(w, d) {
-				r.fail(field, "writable root %s lies inside the denied path %s; remove one of them", w, d)
+				r.fail(field, "writable root %s lies inside the denied path %s; remove one of them", q, policy.Quote(d))
 			}
 		}
 		if d := r.in.RunDir; d != "" && under(w, d) {
-			r.fail(field, "writable root %s lies inside agentjail's run directory %s, which no jail sees; choose another directory", w, d)
+			r.fail(field, "writable root %s lies inside agentjail's run directory %s, which no jail sees; choose another directory", q, d)
 		}
 	}
 	if len(r.in.ProcCovers) > 0 && r.p.Filesystem.Proc != policy.ProcFreshOrBind {
@@ -288,7 +296,7 @@ func (r *renderer) check() {
 	}
 	if r.in.Chdir != "" {
 		if fi, err := r.in.Disk.Lstat(rel(r.in.Chdir)); err != nil || !fi.IsDir() && fi.Mode()&fs.ModeSymlink == 0 {
-			r.errs = append(r.errs, fmt.Errorf("start directory %s does not exist or is not a directory; pass --chdir with an existing directory", r.in.Chdir))
+			r.errs = append(r.errs, fmt.Errorf("start directory %s does not exist or is not a directory; pass --chdir with an existing directory", policy.Quote(r.in.Chdir)))
 		} else if !r.in.User.canEnter(r.in.Disk, r.in.Chdir) {
 			// bwrap would say only "Can't chdir to DIR: Permission denied".
 			u := r.in.User
@@ -297,7 +305,7 @@ func (r *renderer) check() {
 				why = ", chosen by " + u.Why
 			}
 			r.errs = append(r.errs, fmt.Errorf("start directory %s: the run user %s (uid %d%s) may not enter it; pass --chdir with a directory that user may enter, or choose the run user with --user",
-				r.in.Chdir, u.Name, u.UID, why))
+				policy.Quote(r.in.Chdir), u.Name, u.UID, why))
 		}
 	}
 }

@@ -24,6 +24,8 @@ func TestRenderRefusesBadWritableRoots(t *testing.T) {
 		{"not writable", "/srv/rootonly", "writable root /srv/rootonly is not writable by the run user agent (uid 1000); fix with `chown -R 1000:1000 /srv/rootonly`, or choose the owner with --user"},
 		{"symlink", "/srv/link-to-proj", "writable root /srv/link-to-proj passes through a symlink and is really /srv/proj; pass the canonical path /srv/proj"},
 		{"inside deny", "/home/op/.aws", "writable root /home/op/.aws lies inside the denied path /home/op/.aws"},
+		{"a file", "/etc/passwd", "--write: filesystem.write[0]: writable root /etc/passwd is not a directory; a writable root is a directory: give the one that holds it (/etc), or bind the file read-only with read:"},
+		{"a newline in the path", "/srv/a\nb", `--write: filesystem.write[0]: writable root "/srv/a\nb" does not exist; create it first (mkdir -p "/srv/a\nb") or remove it`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

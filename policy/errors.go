@@ -3,6 +3,10 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Sentinels; compare with errors.Is.
@@ -13,6 +17,9 @@ var (
 	ErrInvalid = errors.New("invalid policy")
 	// ErrSyntax: the profile is not valid YAML for the schema.
 	ErrSyntax = errors.New("cannot decode policy")
+	// ErrUnreadable: the profile file exists but cannot be read as one
+	// (a directory, a device, too large, unreadable).
+	ErrUnreadable = errors.New("cannot read profile")
 )
 
 // FieldError is one problem with one field. Origin says where the value was
@@ -31,9 +38,9 @@ type FieldError struct {
 
 func (e *FieldError) Error() string {
 	if e.Origin == "" {
-		return fmt.Sprintf("%s: %s", e.Field, e.Msg)
+		return fmt.Sprintf("%s: %s", Quote(e.Field), e.Msg)
 	}
-	return fmt.Sprintf("%s: %s: %s", e.Origin, e.Field, e.Msg)
+	return fmt.Sprintf("%s: %s: %s", e.Origin, Quote(e.Field), e.Msg)
 }
 
 // Is makes a FieldError match its Kind, ErrInvalid by default.
@@ -42,4 +49,19 @@ func (e *FieldError) Is(target error) bool {
 		return target == e.Kind
 	}
 	return target == ErrInvalid
+}
+
+// Quote returns s as it is when it reads as itself on one line, and
+// quoted as Go quotes (%q) when it holds a space, a quote, a backslash or
+// anything unprintable: a path with a newline must not split a message
+// over lines, one with an escape sequence must not act on the operator's
+// terminal.
+func Quote(s string) string {
+	plain := s != "" && utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool {
+		return !unicode.IsPrint(r) || strings.ContainsRune(" \"'`\\", r)
+	})
+	if plain {
+		return s
+	}
+	return strconv.Quote(s)
 }

@@ -23,7 +23,8 @@ const maxExtends = 16
 type Loader struct {
 	// Builtins holds NAME.yaml files (profiles.FS).
 	Builtins fs.FS
-	// ReadFile reads a profile file from disk (os.ReadFile). Nil: only
+	// ReadFile reads a profile file from disk (agentjail's reads only
+	// regular files and pipes, at most MaxFileSize bytes). Nil: only
 	// built-ins can be loaded.
 	ReadFile func(name string) ([]byte, error)
 	// Precompiled returns a built-in profile already loaded and merged at
@@ -87,12 +88,16 @@ func (l Loader) load(ref, fromDir string, chain []string) (Policy, error) {
 		return Policy{}, err
 	}
 	if slices.Contains(chain, name) {
-		return Policy{}, fmt.Errorf("%s: extends: cycle: %s -> %s (remove one of the extends:)", chain[len(chain)-1], strings.Join(chain, " -> "), name)
+		cycle := make([]string, len(chain)+1)
+		for i, n := range append(chain, name) {
+			cycle[i] = Quote(n)
+		}
+		return Policy{}, fmt.Errorf("%s: extends: cycle: %s (remove one of the extends:)", cycle[len(chain)-1], strings.Join(cycle, " -> "))
 	}
 	if len(chain) >= maxExtends {
-		return Policy{}, fmt.Errorf("%s: extends: chain longer than %d profiles", name, maxExtends)
+		return Policy{}, fmt.Errorf("%s: extends: chain longer than %d profiles", Quote(name), maxExtends)
 	}
-	p, err := Decode(name, data)
+	p, err := Decode(Quote(name), data)
 	if err != nil {
 		return Policy{}, err
 	}
@@ -134,9 +139,9 @@ func (l Loader) read(ref, fromDir string, extending bool) (string, []byte, error
 	data, err := l.ReadFile(name)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return "", nil, fmt.Errorf("%w: %s: no such file (built-in profiles are %s)", ErrUnknownProfile, name, strings.Join(l.BuiltinNames(), ", "))
+			return "", nil, fmt.Errorf("%w: %s: no such file (built-in profiles are %s)", ErrUnknownProfile, Quote(name), strings.Join(l.BuiltinNames(), ", "))
 		}
-		return "", nil, fmt.Errorf("%w: %s: %w", ErrUnknownProfile, name, err)
+		return "", nil, fmt.Errorf("%s: %w: %w", Quote(name), ErrUnreadable, err)
 	}
 	return name, data, nil
 }
@@ -157,7 +162,14 @@ func Decode(name string, data []byte) (p Policy, err error) {
 }
 
 func decode(name string, data []byte) (Policy, error) {
-	file, err := parser.ParseBytes(data, 0)
+	if len(data) > MaxFileSize {
+		return Policy{}, fmt.Errorf("%s: %w: %d bytes, more than the %d KiB a profile may have", name, ErrSyntax, len(data), MaxFileSize>>10)
+	}
+	tokens, err := scan(name, data)
+	if err != nil {
+		return Policy{}, err
+	}
+	file, err := parser.Parse(tokens, 0)
 	if err != nil {
 		return Policy{}, decodeError(name, err)
 	}
@@ -170,8 +182,9 @@ func decode(name string, data []byte) (Policy, error) {
 	var p Policy
 	switch len(docs) {
 	case 0:
-		p.Origins = Origins{}
-		return p, nil
+		// An empty file is more likely a generator that failed than a
+		// wish for a jail with no protection at all.
+		return Policy{}, fmt.Errorf("%s: %w: the profile is empty; a profile is a mapping of keys, at least `extends: tier1`", name, ErrSyntax)
 	case 1:
 	default:
 		pos := docs[1].Body.GetToken().Position

@@ -55,13 +55,9 @@ func TestDecodeErrorsNamePosition(t *testing.T) {
 	}
 }
 
-func TestDecodeEmptyAndOrigins(t *testing.T) {
+func TestDecodeOrigins(t *testing.T) {
 	t.Parallel()
-	p, err := Decode("e.yaml", []byte("# only a comment\n"))
-	if err != nil || p.Origins == nil {
-		t.Fatalf("empty profile: %v", err)
-	}
-	p, err = Decode("o.yaml", []byte("filesystem:\n  write:\n    - /a\n    - /b\n  tmpfs:\n    /tmp: {size: 1M}\nlimits:\n  wall: 5m\n"))
+	p, err := Decode("o.yaml", []byte("filesystem:\n  write:\n    - /a\n    - /b\n  tmpfs:\n    /tmp: {size: 1M}\nlimits:\n  wall: 5m\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -184,6 +184,10 @@ func argTable(sealed bool) []want {
 		deny("ioctl", 1, 0x123<<32|unix.TIOCSTI), // CVE-2019-10063
 		deny("ioctl", 0, unix.TIOCLINUX),
 		deny("ioctl", 0, 0xffffffff<<32|unix.TIOCLINUX),
+		deny("ioctl", 0, unix.TIOCSETD),
+		deny("ioctl", 7, 0x1<<32|unix.TIOCSETD),
+		allow("ioctl", 0, unix.TIOCGETD),
+		allow("ioctl", 0, unix.TCSETS), // stty: the modes are restored after the run
 		allow("ioctl", 0, unix.TCGETS),
 		allow("ioctl", 0, unix.TIOCGWINSZ),
 		allow("ioctl", 0, 0x541b),           // FIONREAD

@@ -31,9 +31,15 @@ var denied = []string{
 // Terminal ioctls that push input into the terminal or act on a virtual
 // console: with either, a jailed process could type commands into the
 // operator's shell when they share a tty (CVE-2017-5226 for bwrap).
+// TIOCSETD changes a terminal's line discipline: the operator's terminal
+// left in another one after the run, and each line discipline is kernel
+// code an unprivileged process can reach through any tty it opens, its
+// own ptys included (n_gsm, CVE-2023-6546; n_hdlc, CVE-2017-2636); an
+// agent never needs it (Docker's default profile does not refuse it).
 const (
 	tiocsti   = 0x5412
 	tioclinux = 0x541c
+	tiocsetd  = 0x5423
 )
 
 // modeArgs are the calls that set a file's mode or create a file with one,
@@ -85,7 +91,7 @@ func Builtin(sealed bool) Filter {
 	// ioctl's request is an unsigned int (fs/ioctl.c): the kernel ignores
 	// the upper 32 bits, so compare only the lower ones or
 	// (0x123 << 32) | TIOCSTI slips past (CVE-2019-10063, flatpak).
-	for _, req := range []uint64{tiocsti, tioclinux} {
+	for _, req := range []uint64{tiocsti, tioclinux, tiocsetd} {
 		f.Rules = append(f.Rules, Rule{Syscalls: []string{"ioctl"}, Action: eperm, Origin: "ioctl",
 			Conds: []Cond{{Arg: 1, Op: MaskedEqual, Value: 0xffffffff, Datum: req}}})
 	}

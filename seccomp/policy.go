@@ -10,7 +10,8 @@ import (
 // Filters are the filters a policy asks for, in order: the built-in one
 // (unless seccomp.default is false), then one per seccomp.files entry. Each
 // file is its own filter, so it can only add refusals to the built-in
-// one, never lift them. read reads a file (os.ReadFile).
+// one, never lift them. read reads a file (os.ReadFile, or a reader that
+// refuses what is not a file and caps the size).
 func Filters(p policy.Policy, read func(string) ([]byte, error), h Host) ([]Filter, error) {
 	var out []Filter
 	if p.Seccomp.Default == nil || *p.Seccomp.Default {
@@ -21,10 +22,10 @@ func Filters(p policy.Policy, read func(string) ([]byte, error), h Host) ([]Filt
 		field := fmt.Sprintf("seccomp.files[%d]", i)
 		data, err := read(name)
 		if err != nil {
-			errs = append(errs, &policy.FieldError{Origin: p.Origins.Of(field), Field: field, Msg: fmt.Sprintf("cannot read seccomp profile: %v", err)})
+			errs = append(errs, &policy.FieldError{Origin: p.Origins.Of(field), Field: field, Msg: fmt.Sprintf("cannot read seccomp profile %s: %v", policy.Quote(name), err)})
 			continue
 		}
-		f, err := Import(name, data, h)
+		f, err := Import(policy.Quote(name), data, h)
 		if err != nil {
 			errs = append(errs, err)
 			continue

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/urfave/cli/v3"
+	"golang.org/x/sys/unix"
 
 	"github.com/agentjail/agentjail/bwrap"
 	"github.com/agentjail/agentjail/claude"
@@ -41,15 +42,20 @@ type jail struct {
 	credentials *claude.Credentials
 }
 
-func loader() policy.Loader {
-	return policy.Loader{Builtins: profiles.FS, ReadFile: os.ReadFile, Precompiled: profiles.Precompiled}
+// loader loads built-in profiles and profile files (readInput; a signal
+// on interrupt ends a wait for a pipe, nil: SIGINT and SIGTERM do).
+func loader(interrupt <-chan os.Signal) policy.Loader {
+	read := func(name string) ([]byte, error) { return readInput(name, interrupt) }
+	return policy.Loader{Builtins: profiles.FS, ReadFile: read, Precompiled: profiles.Precompiled}
 }
 
 // prepare loads the profile, lays the flags over it, picks the run user,
 // expands and validates, detects bwrap and renders the plan. Every error it
-// returns is agentjail's own (exit 125) and names what to fix.
-func prepare(cmd *cli.Command, argv []string) (*jail, error) {
-	return prepareWith(cmd, argv, jailOptions{})
+// returns is agentjail's own (exit 125) and names what to fix. A signal on
+// interrupt ends it while it loads the profile, or waits for an input file
+// that is a pipe.
+func prepare(cmd *cli.Command, argv []string, interrupt <-chan os.Signal) (*jail, error) {
+	return prepareWith(cmd, argv, jailOptions{interrupt: interrupt})
 }
 
 // jailOptions is what doctor varies in the jail a run would get.
@@ -69,6 +75,10 @@ type jailOptions struct {
 	// run's own id would be (its staging directory), so that its output
 	// depends only on the command line and the host.
 	runID string
+	// interrupt delivers the SIGINT and SIGTERM the caller catches: one
+	// ends the loading of the profile, and a wait for an input file that
+	// is a pipe (readInput).
+	interrupt <-chan os.Signal
 }
 
 func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error) {
@@ -79,7 +89,7 @@ func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error
 	if j.runID == "" {
 		j.runID = newRunID()
 	}
-	base, err := loader().Load(j.profile)
+	base, err := loader(opt.interrupt).Load(j.profile)
 	if err != nil {
 		return nil, err
 	}
@@ -90,6 +100,11 @@ func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error
 	p := policy.Merge(base, over)
 	if err := policy.Validate(p); err != nil {
 		return nil, err
+	}
+	select {
+	case sig := <-opt.interrupt: // while the profile was parsed
+		return nil, fmt.Errorf("interrupted by %s while loading the profile; nothing ran", unix.SignalName(sig.(syscall.Signal)))
+	default:
 	}
 
 	dir := cmd.String("chdir")
@@ -153,7 +168,7 @@ func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error
 	if err != nil {
 		return nil, fmt.Errorf("cannot provide the agentjail binary to the jail's exec stage: %w", err)
 	}
-	if j.seccomp, err = seccompFiles(j.policy); err != nil {
+	if j.seccomp, err = seccompFiles(j.policy, opt.interrupt); err != nil {
 		j.release()
 		return nil, err
 	}

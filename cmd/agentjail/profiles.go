@@ -10,7 +10,7 @@ import (
 )
 
 func (e appEnv) profilesAction(ctx context.Context, cmd *cli.Command) error {
-	l := loader()
+	l := loader(nil)
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	for _, name := range l.BuiltinNames() {
 		p, err := l.Load(name)
@@ -26,7 +26,7 @@ func (e appEnv) profilesShowAction(ctx context.Context, cmd *cli.Command) error 
 	if cmd.Args().Len() != 1 {
 		return usageError{"write `agentjail profiles show NAME|FILE`"}
 	}
-	p, err := loader().Load(cmd.Args().First())
+	p, err := loader(nil).Load(cmd.Args().First())
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/agentjail/agentjail/policy"
 	"github.com/agentjail/agentjail/reaper"
 	"github.com/agentjail/agentjail/supervise"
+	"github.com/agentjail/agentjail/term"
 )
 
 // forwarded are the signals agentjail catches: the first four end the run
@@ -36,6 +37,10 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
+	// The terminal on stdin, as found: put back once the jail is gone,
+	// on every path out of here.
+	tty := term.Save(e.stdin)
+	defer tty.Restore()
 
 	argv := commandArgs(cmd, e.rawAfter(cmd.Name))
 	rec := supervise.Record{StartedAt: supervise.Time(time.Now()), Profile: cmd.String("profile"), Argv: argv}
@@ -46,7 +51,12 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	// failed ends a run that never started: a record when asked for, and
 	// the error for run to print (exit 125).
 	failed := func(err error) error { return writeSetupFailed(rec, out, err) }
-	j, err := prepare(cmd, argv) // checks the run directory too
+	// A signal while the profile is loaded (parsed, or read from a pipe,
+	// as a seccomp file may be too) ends the run before it starts (125).
+	loading := make(chan os.Signal, 1)
+	signal.Notify(loading, syscall.SIGINT, syscall.SIGTERM)
+	j, err := prepare(cmd, argv, loading) // checks the run directory too
+	signal.Stop(loading)
 	if err != nil {
 		return failed(err)
 	}
@@ -136,10 +146,14 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	since := supervise.RunClock()
 	before := j.protectedSnapshot()
 	rec, runErr := supervise.Run(spec)
-	// From here on agentjail speaks after the agent, on a line of its own;
-	// not at all where the reader stopped reading (a paused terminal
-	// blocks every write to it): the record has the messages.
-	e.stderr = &newlineFirst{w: e.stderr, pending: rec.StderrMidLine()}
+	if _, err := tty.Restore(); err != nil {
+		rec.Warnings = append(rec.Warnings, fmt.Sprintf("cannot restore the terminal's modes: %v; run `stty sane`", err))
+	}
+	// From here on agentjail speaks after the agent, on a line of its own
+	// and with the terminal's attributes reset; not at all where the
+	// reader stopped reading (a paused terminal blocks every write to it):
+	// the record has the messages.
+	e.stderr = &newlineFirst{w: term.ResetFirst(e.stderr), pending: rec.StderrMidLine()}
 	if rec.Abandoned(0) || rec.Abandoned(1) {
 		e.stderr = io.Discard
 	}

@@ -13,9 +13,11 @@ import (
 )
 
 // seccompFiles compiles the policy's filters into sealed memfds for bwrap's
-// --add-seccomp-fd, in order.
-func seccompFiles(p policy.Policy) ([]*os.File, error) {
-	filters, err := seccomp.Filters(p, os.ReadFile, seccomp.CurrentHost())
+// --add-seccomp-fd, in order. A signal on interrupt ends a wait for a
+// seccomp file that is a pipe.
+func seccompFiles(p policy.Policy, interrupt <-chan os.Signal) ([]*os.File, error) {
+	read := func(name string) ([]byte, error) { return readInput(name, interrupt) }
+	filters, err := seccomp.Filters(p, read, seccomp.CurrentHost())
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +57,7 @@ func (e appEnv) seccompExportAction(ctx context.Context, cmd *cli.Command) error
 			return err
 		}
 	} else {
-		p, err := loader().Load(ref)
+		p, err := loader(nil).Load(ref)
 		if err != nil {
 			return err
 		}

@@ -1,11 +1,22 @@
 package integration
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentjail/agentjail/internal/testutil"
 )
@@ -173,5 +184,228 @@ func TestInitEnvironmentErrors(t *testing.T) {
 		if !strings.Contains(r.stderr, c.want) || strings.Contains(r.stderr, "main.") {
 			t.Errorf("%s: stderr %q\nwant %q", c.env, r.stderr, c.want)
 		}
+	}
+}
+
+// TestHostileInputFiles (issue 14, item 4): an input file that is empty,
+// endless, blocking, too large, too deep, not a file at all, or named with
+// a newline ends in exit 125 before anything runs, with one line on stderr
+// that names it, and with agentjail's memory bounded. Before, an empty
+// profile gave a jail with no protection, /dev/zero was read for ever,
+// 40 KB of [ took 2.4 GiB and a file was taken as a writable root.
+// The minute's deadline of each run only detects a hang.
+func TestHostileInputFiles(t *testing.T) {
+	testutil.RequireBwrap(t)
+	t.Parallel()
+	dir := visibleDirOrTemp(t)
+	var aliases strings.Builder
+	aliases.WriteString("extends: tier1\nx0: &a0 {k: v}\n")
+	for i := 1; i < 30; i++ {
+		fmt.Fprintf(&aliases, "x%d: &a%d {<<: [*a%d, *a%d]}\n", i, i, i-1, i-1)
+	}
+	var longKeys strings.Builder
+	for i := range 10 {
+		fmt.Fprintf(&longKeys, "%s%s:\n", strings.Repeat(" ", i), strings.Repeat("k", 4000))
+	}
+	longKeys.WriteString(strings.Repeat(" ", 10) + "- [" + strings.Repeat("x,", 40_000) + "x]\n")
+	write(t, dir, map[string]string{
+		"empty.yaml":       "",
+		"comments.yaml":    "# extends: tier1, one day\n",
+		"deep.yaml":        strings.Repeat("[", 40_000),
+		"aliases.yaml":     aliases.String(),
+		"long-keys.yaml":   longKeys.String(),
+		"extends-dev.yaml": "extends: /dev/zero\n",
+		"seccomp-dev.yaml": "extends: tier1\nseccomp:\n  files: [/dev/urandom]\n",
+		"a\nb.yaml":        "",
+	})
+	f := func(name string) string { return filepath.Join(dir, name) }
+	huge := f("huge.yaml") // 100 MB, sparse
+	if err := os.WriteFile(huge, nil, 0o644); err != nil || os.Truncate(huge, 100<<20) != nil {
+		t.Fatal(err)
+	}
+	sock, err := net.Listen("unix", f("socket.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sock.Close() }) // after the parallel subtests
+	// endless is a pipe whose writer never stops: `--profile <(yes)`.
+	endless := func(t *testing.T) *os.File {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			line := []byte(strings.Repeat("# more\n", 1000))
+			for {
+				if _, err := w.Write(line); err != nil {
+					w.Close()
+					return
+				}
+			}
+		}()
+		t.Cleanup(func() { r.Close() })
+		return r
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+		pipe bool // fd 3 is endless
+		want string
+	}{
+		{"empty profile", []string{"--profile", f("empty.yaml")}, false, f("empty.yaml") + ": cannot decode policy: the profile is empty; a profile is a mapping of keys, at least `extends: tier1`"},
+		{"profile of comments only", []string{"--profile", f("comments.yaml")}, false, f("comments.yaml") + ": cannot decode policy: the profile is empty"},
+		{"/dev/zero as profile", []string{"--profile", "/dev/zero"}, false, "/dev/zero: cannot read profile: a device; give a regular file, or a pipe such as <(command)"},
+		{"/dev/urandom as profile", []string{"--profile", "/dev/urandom"}, false, "/dev/urandom: cannot read profile: a device;"},
+		{"/dev/zero as --seccomp", []string{"--seccomp", "/dev/zero"}, false, "--seccomp: seccomp.files[0]: cannot read seccomp profile /dev/zero: a device; give a regular file, or a pipe such as <(command)"},
+		{"/dev/urandom in seccomp.files", []string{"--profile", f("seccomp-dev.yaml")}, false, f("seccomp-dev.yaml") + ":3:11: seccomp.files[0]: cannot read seccomp profile /dev/urandom: a device;"},
+		{"extends: /dev/zero", []string{"--profile", f("extends-dev.yaml")}, false, f("extends-dev.yaml") + ":1:1: extends: /dev/zero: cannot read profile: a device;"},
+		{"a directory as profile", []string{"--profile", dir}, false, dir + ": cannot read profile: a directory; give a regular file, or a pipe such as <(command)"},
+		{"a socket as profile", []string{"--profile", f("socket.yaml")}, false, f("socket.yaml") + ": cannot read profile: a socket;"},
+		{"a 100 MB profile", []string{"--profile", huge}, false, huge + ": cannot read profile: 104857600 bytes, more than the 128 KiB an input file may have"},
+		{"an endless pipe as profile", []string{"--profile", "/dev/fd/3"}, true, "/dev/fd/3: cannot read profile: more than the 128 KiB an input file may have"},
+		{"40 KB of [", []string{"--profile", f("deep.yaml")}, false, f("deep.yaml") + ":1:33: cannot decode policy: nested more than 32 levels deep (a profile needs 5); look for an unclosed [ or {"},
+		{"long keys over many values", []string{"--profile", f("long-keys.yaml")}, false, f("long-keys.yaml") + ":"},
+		{"merge keys over aliases", []string{"--profile", f("aliases.yaml")}, false, f("aliases.yaml") + ":3:16: cannot decode policy: the alias *a0: a profile may not use YAML aliases"},
+		{"a file as writable root", []string{"--write", "/etc/passwd"}, false, "--write: filesystem.write[0]: writable root /etc/passwd is not a directory; a writable root is a directory: give the one that holds it (/etc), or bind the file read-only with read:"},
+		{"a newline in a profile's name", []string{"--profile", f("a\nb.yaml")}, false, strconv.Quote(f("a\nb.yaml")) + ": cannot decode policy: the profile is empty"},
+		{"a newline in a writable root", []string{"--write", f("new\nline")}, false, "--write: filesystem.write[0]: writable root " + strconv.Quote(f("new\nline")) + " does not exist; create it first (mkdir -p " + strconv.Quote(f("new\nline")) + ") or remove it"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			marker := filepath.Join(t.TempDir(), "ran")
+			var files []*os.File
+			if c.pipe {
+				files = append(files, endless(t))
+			}
+			r, rss := runMeasured(t, files, append(append([]string{"run"}, c.args...), "--", "touch", marker)...)
+			wantCode(t, r, 125)
+			if !strings.Contains(r.stderr, c.want) {
+				t.Errorf("stderr lacks %q:\n%s", c.want, r.stderr)
+			}
+			if strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "agentjail: ") || r.stdout != "" {
+				t.Errorf("want one line on stderr and nothing on stdout; stdout %q, stderr %q", r.stdout, r.stderr)
+			}
+			if fileExists(marker) {
+				t.Error("the command ran")
+			}
+			// agentjail itself takes about 20 MiB; the worst of these
+			// about 60 MiB more (the YAML scanner's tokens).
+			if rss > 200<<20 {
+				t.Errorf("peak RSS %d MiB", rss>>20)
+			}
+		})
+	}
+}
+
+// runMeasured runs agentjail with files from fd 3 on and returns its
+// result and its peak resident set size in bytes (wait4's rusage).
+func runMeasured(t *testing.T, files []*os.File, args ...string) (result, int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, agentjail, args...)
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
+	cmd.Dir = "/"
+	cmd.ExtraFiles = files
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("agentjail %q did not finish in a minute; stderr:\n%.2000s", args, stderr.String())
+	}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatal(err)
+	}
+	if strings.Contains(stderr.String(), "panic") {
+		t.Errorf("agentjail %q panicked:\n%s", args, stderr.String())
+	}
+	return result{stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()}, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10
+}
+
+// TestSignalWhileReadingAPipe: a FIFO that no writer opens, as --profile
+// or as --seccomp, leaves agentjail waiting, without a thread blocked in
+// open(2) or read(2); SIGTERM or SIGINT then ends it with exit 125, a
+// line naming the file and the signal, and the setup_failed record.
+// Before, the open blocked for ever and SIGTERM was caught and ignored.
+func TestSignalWhileReadingAPipe(t *testing.T) {
+	testutil.RequireBwrap(t)
+	t.Parallel()
+	for _, c := range []struct {
+		flag string
+		sig  syscall.Signal
+	}{{"--profile", syscall.SIGTERM}, {"--profile", syscall.SIGINT}, {"--seccomp", syscall.SIGTERM}} {
+		t.Run(c.flag+" "+unix.SignalName(c.sig), func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			fifo, rec, marker := filepath.Join(dir, "fifo"), filepath.Join(dir, "record.json"), filepath.Join(dir, "ran")
+			if err := unix.Mkfifo(fifo, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			b := start(t, nil, "run", c.flag, fifo, "--record", rec, "--", "touch", marker)
+			waitFor(t, func() bool { return holds(b.cmd.Process.Pid, fifo) })
+			b.cmd.Process.Signal(c.sig)
+			if code := b.wait(t); code != 125 {
+				t.Errorf("exit %d, want 125; stderr:\n%s", code, b.stderr.String())
+			}
+			want := fifo + ": cannot read profile: interrupted by " + unix.SignalName(c.sig) + " while waiting on the pipe"
+			if c.flag == "--seccomp" {
+				want = "--seccomp: seccomp.files[0]: cannot read seccomp profile " + fifo + ": interrupted by SIGTERM while waiting on the pipe"
+			}
+			if got := b.stderr.String(); got != "agentjail: "+want+"\n" {
+				t.Errorf("stderr %q\nwant %q", got, "agentjail: "+want+"\n")
+			}
+			if got := readRecord(t, rec, 125); got.Reason != "setup_failed" {
+				t.Errorf("record reason %s, want setup_failed", got.Reason)
+			}
+			if fileExists(marker) {
+				t.Error("the command ran")
+			}
+		})
+	}
+}
+
+// holds reports whether process pid has path open.
+func holds(pid int, path string) bool {
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	for _, fd := range fds {
+		if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); l == path {
+			return true
+		}
+	}
+	return false
+}
+
+// TestProfileFromAPipe: a profile may come from a pipe (`--profile
+// <(gen)`), and from a FIFO whose writer comes after agentjail has opened
+// it (the FIFO then first reads as its end, which must not pass for an
+// empty profile).
+func TestProfileFromAPipe(t *testing.T) {
+	jailed(t)
+	profile := "extends: tier1\nenvironment:\n  set: {FROM_PIPE: yes}\n"
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.WriteString(profile)
+	w.Close()
+	res, _ := runMeasured(t, []*os.File{r}, "run", "--profile", "/dev/fd/3", "--", "sh", "-c", "echo $FROM_PIPE")
+	r.Close()
+	wantCode(t, res, 0)
+	if res.stdout != "yes\n" {
+		t.Errorf("pipe: stdout %q, stderr %q", res.stdout, res.stderr)
+	}
+
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := start(t, nil, "run", "--profile", fifo, "--", "sh", "-c", "echo $FROM_PIPE")
+	waitFor(t, func() bool { return holds(b.cmd.Process.Pid, fifo) })
+	if err := os.WriteFile(fifo, []byte(profile), 0); err != nil {
+		t.Fatal(err)
+	}
+	if code := b.wait(t); code != 0 || b.stdout.String() != "yes\n" {
+		t.Errorf("FIFO: exit %d, stdout %q, stderr %q", code, b.stdout.String(), b.stderr.String())
 	}
 }

@@ -24,6 +24,7 @@ package integration
 //	inherited file descriptors        TestEscapeInheritedFDs
 //	alternate ABIs and new syscalls   TestEscapeAlternateABIs
 //	TTY injection                     TestEscapeTTYInjection
+//	terminal modes, TIOCSETD, \e[8m    TestEscapeTerminal (escapes_terminal_test.go)
 //	exit-code ambiguity               TestEscapeExitCodeAmbiguity
 //	inner user namespace              TestEscapeInnerUserNamespace
 //	fail closed                       TestEscapeFailClosed
