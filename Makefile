@@ -5,6 +5,7 @@
 GO        ?= go
 BIN       := bin/agentjail
 INIT_BIN  := bin/agentjail-init
+EXEC_BIN  := bin/agentjail-exec
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
 
@@ -50,6 +51,7 @@ build:
 	@GO=$(GO) ./.ci/gocheck
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/agentjail
 	CGO_ENABLED=0 $(GO) build -o $(INIT_BIN) ./cmd/agentjail-init
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(EXEC_BIN) ./cmd/agentjail-exec
 
 # release builds dist/agentjail-$(VERSION)-linux-{amd64,arm64} with cgo and
 # libseccomp, the static dist/agentjail-init-$(VERSION)-linux-{amd64,arm64},

@@ -163,11 +163,12 @@ func repoRoot() (string, error) {
 	}
 }
 
-// Build builds the two binaries a release ships into dir, as make build
-// does: agentjail, and next to it agentjail-init (static, no cgo), which
-// `agentjail init` hands over to. It returns agentjail's path.
+// Build builds the binaries a release ships into dir, as make build does:
+// agentjail, and next to it agentjail-init and agentjail-exec (static, no
+// cgo), which `agentjail init` hands over to and every jail runs as its
+// exec stage. It returns agentjail's path.
 func Build(dir string) (string, error) {
-	for _, b := range []struct{ name, cgo string }{{"agentjail", "1"}, {"agentjail-init", "0"}} {
+	for _, b := range []struct{ name, cgo string }{{"agentjail", "1"}, {"agentjail-init", "0"}, {"agentjail-exec", "0"}} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.name), "github.com/agentjail/agentjail/cmd/"+b.name)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED="+b.cgo)
 		if out, err := cmd.CombinedOutput(); err != nil {

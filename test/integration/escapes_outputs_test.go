@@ -30,7 +30,7 @@ func victim(t *testing.T) (dir, script string) {
 }
 
 // followingReplace is the plain approach to replacing a file that
-// agentjail took before (supervise.WriteAtomic): the path's links
+// agentjail took before (the WriteAtomic of before): the path's links
 // resolved, a new file renamed over the target.
 func followingReplace(t *testing.T, p string, data []byte) {
 	t.Helper()

@@ -1,0 +1,192 @@
+package runstate
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/agentjail/agentjail/record"
+)
+
+func TestLiveRunAnswersStatusAndStop(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "runs")
+	l := NewLive(dir, State{RunID: "abcdefgh", Profile: "tier1", StartedAt: record.Time(time.Now()), StopWaitMS: 1000})
+	if _, err := Find(dir, "/proc", "abcdefgh"); !errors.Is(err, ErrUnknownRun) {
+		t.Errorf("a run is listed before its state file is written: %v", err)
+	}
+	if err := l.Open("", nil); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("run directory: %v %v", fi.Mode(), err)
+	}
+	l.SetStatus(func() Status { return Status{RunID: "abcdefgh", IdleMS: 42, Bytes: record.Bytes{Stdout: 7}} })
+	st, err := Find(dir, "/proc", "abcd")
+	if err != nil || !st.Alive || st.PID != os.Getpid() {
+		t.Fatalf("Find by prefix: %+v %v", st, err)
+	}
+	s, err := Query(st)
+	if err != nil || s.IdleMS != 42 || s.Bytes.Stdout != 7 {
+		t.Fatalf("Query: %+v %v", s, err)
+	}
+	// The supervisor acts on the stop, then ends; Stop returns the outcome.
+	go func() {
+		<-l.Stops()
+		l.Close(&record.Record{Reason: record.ReasonStopped, ExitCode: record.ExitTimeout})
+	}()
+	reason, code, err := Stop(st)
+	if err != nil || reason != record.ReasonStopped || code != record.ExitTimeout {
+		t.Fatalf("Stop: %s %d %v", reason, code, err)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("state left after Close: %v", left)
+	}
+	if _, err := Find(dir, "/proc", "abcd"); !errors.Is(err, ErrUnknownRun) {
+		t.Errorf("Find after the end: %v", err)
+	}
+}
+
+func TestRunsTellsDeadSupervisorsAndSweepDeadCleansUp(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	// A supervisor that died: pid 1's start time is not this one.
+	dead := State{RunID: "deadrun", PID: 1, PIDStart: 999999999, Socket: filepath.Join(dir, "deadrun.sock"), Cgroup: filepath.Join(dir, "no-such-cgroup"),
+		Stage: filepath.Join(t.TempDir(), "deadrun")}
+	os.MkdirAll(filepath.Join(dead.Stage, "claude"), 0o700)
+	os.WriteFile(filepath.Join(dead.Stage, "claude", ".credentials.json"), []byte("{}"), 0o600)
+	if err := writeJSON(filepath.Join(dir, "deadrun.json"), dead); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(dead.Socket, nil, 0o600)
+	for _, id := range []string{"liverun1", "liverun2"} {
+		l := NewLive(dir, State{RunID: id})
+		if err := l.Open("", nil); err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close(&record.Record{})
+	}
+	runs, err := Runs(dir, "/proc")
+	if err != nil || len(runs) != 3 {
+		t.Fatalf("Runs: %v %v", runs, err)
+	}
+	for _, st := range runs {
+		if st.Alive != (st.RunID != "deadrun") {
+			t.Errorf("%s alive=%v", st.RunID, st.Alive)
+		}
+	}
+	if _, err := Find(dir, "/proc", "liverun"); !errors.Is(err, ErrAmbiguousRun) {
+		t.Errorf("ambiguous prefix: %v", err)
+	}
+	if _, err := Find(dir, "/proc", "deadrun"); !errors.Is(err, ErrUnknownRun) {
+		t.Errorf("a dead run is not live: %v", err)
+	}
+	killed, err := SweepDead(dir, "/proc")
+	if err != nil || len(killed) != 0 {
+		t.Errorf("SweepDead: %v %v", killed, err)
+	}
+	for _, f := range []string{filepath.Join(dir, "deadrun.json"), filepath.Join(dir, "deadrun.sock"), dead.Stage} {
+		if _, err := os.Stat(f); !os.IsNotExist(err) {
+			t.Errorf("%s left", f)
+		}
+	}
+	if runs, _ := Runs(dir, "/proc"); len(runs) != 2 {
+		t.Errorf("SweepDead touched live runs: %v", runs)
+	}
+}
+
+// TestSweepDeadLeavesOtherPidNamespaces: a state file written by a
+// supervisor in another pid namespace (a container sharing /run/agentjail
+// with the host, or the host seen from a container) names a pid that means
+// nothing here; the sweep must not take that run for dead.
+func TestSweepDeadLeavesOtherPidNamespaces(t *testing.T) {
+	t.Parallel()
+	here := pidNamespace("/proc", "self")
+	dir := t.TempDir()
+	stage := filepath.Join(t.TempDir(), "elsewhere")
+	os.MkdirAll(stage, 0o700)
+	other := State{RunID: "elsewhere", PID: 1, PIDStart: 999999999, PIDNS: "pid:[1]", Stage: stage}
+	if other.PIDNS == here {
+		other.PIDNS = "pid:[2]"
+	}
+	if err := writeJSON(filepath.Join(dir, "elsewhere.json"), other); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := Runs(dir, "/proc")
+	if err != nil || len(runs) != 1 || !runs[0].Foreign || runs[0].Alive {
+		t.Fatalf("Runs: %+v %v", runs, err)
+	}
+	if _, err := SweepDead(dir, "/proc"); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{filepath.Join(dir, "elsewhere.json"), stage} {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("the sweep removed %s of a run in another pid namespace", f)
+		}
+	}
+	// A run of this namespace records it.
+	l := NewLive(dir, State{RunID: "mine"})
+	if err := l.Open("", nil); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(&record.Record{})
+	runs, _ = Runs(dir, "/proc")
+	for _, st := range runs {
+		if st.RunID == "mine" && (st.PIDNS != pidNamespace("/proc", "self") || st.Foreign || !st.Alive) {
+			t.Errorf("own run: %+v", st)
+		}
+	}
+}
+
+// TestRunsWithoutPID1sNamespace: where /proc/1/ns/pid is not readable (a
+// root without CAP_SYS_PTRACE over PID 1, as in many containers) the
+// namespace is the caller's own; a run of another namespace must still be
+// foreign, never dead (it was taken for dead, and its jail killed by any
+// run's sweep, before).
+func TestRunsWithoutPID1sNamespace(t *testing.T) {
+	t.Parallel()
+	proc := t.TempDir()
+	os.MkdirAll(filepath.Join(proc, "self", "ns"), 0o755)
+	if err := os.Symlink("pid:[111]", filepath.Join(proc, "self", "ns", "pid")); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, st := range []State{
+		{RunID: "other", PID: 3, PIDStart: 42, PIDNS: "pid:[222]"},
+		{RunID: "mine", PID: 3, PIDStart: 42, PIDNS: "pid:[111]"},
+	} {
+		if err := writeJSON(filepath.Join(dir, st.RunID+".json"), st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runs, err := Runs(dir, proc)
+	if err != nil || len(runs) != 2 {
+		t.Fatalf("Runs: %+v %v", runs, err)
+	}
+	for _, st := range runs {
+		if foreign := st.RunID == "other"; st.Foreign != foreign || st.Alive {
+			t.Errorf("%s: foreign %v alive %v", st.RunID, st.Foreign, st.Alive)
+		}
+	}
+}
+
+// TestSweepDeadKeepsStateWhileStageStays: a dead run whose staging
+// directory cannot be removed keeps its state file, which is what leads
+// the next sweep (and the operator) to the staged credentials. The stage
+// here is a file of /proc, which no one may unlink.
+func TestSweepDeadKeepsStateWhileStageStays(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	st := State{RunID: "stuck", PID: 1, PIDStart: 999999999, PIDNS: pidNamespace("/proc", "self"), Stage: "/proc/self/comm"}
+	if err := writeJSON(filepath.Join(dir, "stuck.json"), st); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := SweepDead(dir, "/proc"); err == nil {
+		t.Error("SweepDead reported no error for a stage it could not remove")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "stuck.json")); err != nil {
+		t.Errorf("the state file went while its stage stays: %v", err)
+	}
+}
