@@ -6,9 +6,7 @@ import (
 	"strings"
 
 	"github.com/agentjail/agentjail/mounts"
-	"github.com/agentjail/agentjail/reaper"
 	"github.com/agentjail/agentjail/record"
-	"github.com/agentjail/agentjail/runstate"
 	"github.com/agentjail/agentjail/supervise"
 )
 
@@ -46,22 +44,14 @@ func RunProbe(req Request, here string) Probe {
 	p := Probe{Jail: j, Covers: hostProcCovers(j.Bwrap, j.Policy)}
 	var stdout, stderr bytes.Buffer
 	spec := j.baseSpec(strings.NewReader(""), &stdout, &stderr)
-	if p.Err = reaper.Begin(); p.Err != nil {
-		return p
-	}
-	staged, err := j.stage()
+	sess, err := j.open()
 	if err != nil {
 		p.Err = err
 		return p
 	}
-	defer staged.Remove()
-	masks, err := runstate.HoldMasks(runstate.MaskDir(), j.Plan.Masks)
-	if err != nil {
-		p.Err = err
-		return p
-	}
+	defer sess.remove()
 	out, err := supervise.Run(spec)
-	if merr := masks.Release(); merr != nil && err == nil {
+	if merr := sess.endJail(); merr != nil && err == nil {
 		err = merr
 	}
 	p.Started = err == nil && out.Record.Reason == record.ReasonExit

@@ -16,7 +16,6 @@ import (
 	"github.com/agentjail/agentjail/mounts"
 	"github.com/agentjail/agentjail/policy"
 	"github.com/agentjail/agentjail/procs"
-	"github.com/agentjail/agentjail/reaper"
 	"github.com/agentjail/agentjail/record"
 	"github.com/agentjail/agentjail/runstate"
 	"github.com/agentjail/agentjail/supervise"
@@ -143,15 +142,12 @@ func run(req Request, stdio IO) (int, error) {
 	// once the command line is known good, so that a mistake gets its one
 	// message alone.
 	runstate.SweepDeadRuns(func(format string, args ...any) { fmt.Fprintf(stdio.Stderr, "agentjail: "+format+"\n", args...) })
-	if err := reaper.Begin(); err != nil {
-		return failed(err)
-	}
-	staged, err := j.stage()
+	sess, err := j.open()
 	if err != nil {
 		return failed(err)
 	}
-	defer staged.Remove()
-	if staged != nil {
+	defer sess.remove()
+	if staged := sess.staged; staged != nil {
 		rec.Degradations = append(rec.Degradations, degraded(stdio.Stderr, staged.Degradations...)...)
 	}
 
@@ -168,14 +164,10 @@ func run(req Request, stdio IO) (int, error) {
 			spec.StdoutTap = parser
 		}
 	}
-	masks, err := runstate.HoldMasks(runstate.MaskDir(), j.Plan.Masks)
-	if err != nil {
-		return failed(err)
-	}
 	live := runstate.NewLive(runstate.LiveDir(), runstate.State{
 		RunID: j.RunID, Profile: j.Profile, StartedAt: rec.StartedAt, User: rec.User,
 		StopWaitMS: (spec.Grace + supervise.KillWait).Milliseconds(),
-		Stage:      staged.Path(),
+		Stage:      sess.staged.Path(),
 	})
 	spec.Live = live
 
@@ -195,7 +187,7 @@ func run(req Request, stdio IO) (int, error) {
 		stdio.Stderr = io.Discard
 	}
 	degraded(stdio.Stderr, rec.Degradations[len(spec.Record.Degradations):]...)
-	if merr := masks.Release(); merr != nil {
+	if merr := sess.endJail(); merr != nil {
 		PrintError(stdio.Stderr, merr)
 	}
 	if runErr != nil {
@@ -221,7 +213,7 @@ func run(req Request, stdio IO) (int, error) {
 	for _, v := range rec.Violations {
 		fmt.Fprintf(stdio.Stderr, "agentjail: violation: %s\n", v.Detail)
 	}
-	claudeAfter(j, staged, parser, results, &rec, spec.Secrets)
+	claudeAfter(j, sess.staged, parser, results, &rec, spec.Secrets)
 	code := rec.ExitCode
 	if out.path != "" {
 		// A record asked for and missing must not pass for a run that

@@ -56,8 +56,12 @@ func jailFlags() []cli.Flag {
 }
 
 // request is the jail's part of a run or render command line: what
-// jailFlags set, and argv.
-func request(cmd *cli.Command, argv []string) launch.Request {
+// jailFlags set, and argv; a command line without a command is a usage
+// error naming the subcommand.
+func request(cmd *cli.Command, argv []string) (launch.Request, error) {
+	if len(argv) == 0 {
+		return launch.Request{}, launch.UsageError("no command to run: write `agentjail " + cmd.Name + " [flags] -- CMD [ARG...]`")
+	}
 	req := launch.Request{
 		Profile: cmd.String("profile"), User: cmd.String("user"), Chdir: cmd.String("chdir"),
 		Write: cmd.StringSlice("write"), Read: cmd.StringSlice("read"), Seccomp: cmd.StringSlice("seccomp"),
@@ -69,7 +73,7 @@ func request(cmd *cli.Command, argv []string) launch.Request {
 			*dst = &d
 		}
 	}
-	return req
+	return req, nil
 }
 
 // commandArgs returns the jailed command and its arguments. With StopOnNthArg

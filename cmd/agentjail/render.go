@@ -18,7 +18,11 @@ import (
 // line whose file-descriptor arguments are placeholders, a comment listing
 // them, and the names (never the values) of the jail's environment.
 func (e appEnv) renderAction(ctx context.Context, cmd *cli.Command) error {
-	j, err := launch.Prepare(request(cmd, commandArgs(cmd, e.rawAfter(cmd.Name))), launch.Options{RunID: "<run-id>"})
+	req, err := request(cmd, commandArgs(cmd, e.rawAfter(cmd.Name)))
+	if err != nil {
+		return err
+	}
+	j, err := launch.Prepare(req, launch.Options{RunID: "<run-id>"})
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,10 @@ import (
 // runAction runs the jail: the command line becomes a launch.Request, and
 // launch.Run does the rest, down to the exit code.
 func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
-	req := request(cmd, commandArgs(cmd, e.rawAfter(cmd.Name)))
+	req, err := request(cmd, commandArgs(cmd, e.rawAfter(cmd.Name)))
+	if err != nil {
+		return launch.SetupFailed(launch.Request{Profile: cmd.String("profile"), Record: cmd.String("record")}, err)
+	}
 	req.Log, req.Record, req.Results = cmd.String("log"), cmd.String("record"), cmd.String("results")
 	*e.code = launch.Run(req, launch.IO{Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr})
 	return nil
