@@ -261,3 +261,29 @@ func (d *Dir) OpenAppend(name string, uid int) (*os.File, error) {
 	}
 	return os.NewFile(uintptr(fd), p), nil
 }
+
+// ReadOwn reads the file name in d that is agentjail's own: opened without
+// following a link and without blocking, and read only when it is a regular
+// file of the effective user's, with one link, that no one else may write,
+// of at most max bytes. Anything else is an error.
+func (d *Dir) ReadOwn(name string, max int64) ([]byte, error) {
+	fd, err := unix.Openat(d.fd(), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return nil, fmt.Errorf("%s: %w: not a regular file", name, ErrNotOwn)
+	case int(st.Uid) != os.Geteuid() || st.Nlink != 1 || st.Mode&0o022 != 0:
+		return nil, fmt.Errorf("%s: %w: owner %d, %d links, mode %04o", name, ErrNotOwn, st.Uid, st.Nlink, st.Mode&0o7777)
+	case st.Size > max:
+		return nil, fmt.Errorf("%s: %d bytes, more than %d", name, st.Size, max)
+	}
+	return io.ReadAll(io.LimitReader(f, max))
+}

@@ -254,12 +254,16 @@ func CacheDir() string {
 func seccompFiles(p policy.Policy, interrupt <-chan os.Signal) ([]*os.File, error) {
 	read := func(name string) ([]byte, error) { return hostfs.ReadInput(name, policy.MaxFileSize, interrupt) }
 	filters, err := seccomp.Filters(p, read, seccomp.CurrentHost())
-	if err != nil {
+	if err != nil || len(filters) == 0 {
 		return nil, err
 	}
+	// Compiled filters are kept in the run directory, which no jail sees
+	// and runstate.CheckRunDir has found to be agentjail's user's alone.
+	cache, _ := seccomp.OpenCache(filepath.Join(runstate.RunDir(), "seccomp"), mounts.WritableRoots(p))
+	defer cache.Close()
 	var files []*os.File
 	for i, f := range filters {
-		bpf, err := seccomp.Compile(f)
+		bpf, err := cache.Compile(f)
 		var file *os.File
 		if err == nil {
 			file, err = seccomp.File(strconv.Itoa(i), bpf)

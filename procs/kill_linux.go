@@ -25,7 +25,7 @@ func NewGuard(procRoot string) Guard { return Guard(ancestors(procRoot, os.Getpi
 // signalled through a pidfd after its marker and start time were read
 // again with the pidfd open, so a pid reused since the scan is never hit.
 func KillMarked(procRoot, runID string) ([]Proc, error) {
-	procs, err := MarkedBy(procRoot, runID)
+	procs, err := MarkedBy(procRoot, runID, Since{})
 	if err != nil {
 		return nil, err
 	}

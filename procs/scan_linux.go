@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,15 +42,19 @@ func Marked(procRoot string) (map[string][]Proc, error) {
 	return scan(procRoot, "")
 }
 
-// MarkedBy lists the processes under procRoot carrying exactly runID.
-func MarkedBy(procRoot, runID string) ([]Proc, error) {
-	m, err := scan(procRoot, runID)
+// MarkedBy lists the processes under procRoot carrying exactly runID,
+// looking only at those created after since (a zero Since: at all).
+func MarkedBy(procRoot, runID string, since Since) ([]Proc, error) {
+	m, err := scanIf(procRoot, runID, since.filter(procRoot))
 	return m[runID], err
 }
 
-// scan walks procRoot's numeric entries. With only set, processes carrying
-// another run id are not examined further.
-func scan(procRoot, only string) (map[string][]Proc, error) {
+func scan(procRoot, only string) (map[string][]Proc, error) { return scanIf(procRoot, only, nil) }
+
+// scanIf walks procRoot's numeric entries, those keep accepts (nil: all).
+// With only set, processes carrying another run id are not examined
+// further.
+func scanIf(procRoot, only string, keep func(pid int) bool) (map[string][]Proc, error) {
 	dir, err := os.Open(procRoot)
 	if err != nil {
 		return nil, err
@@ -58,6 +63,12 @@ func scan(procRoot, only string) (map[string][]Proc, error) {
 	names, err := dir.Readdirnames(-1)
 	if err != nil {
 		return nil, err
+	}
+	if keep != nil {
+		names = slices.DeleteFunc(names, func(name string) bool {
+			pid, err := strconv.Atoi(name)
+			return err != nil || !keep(pid)
+		})
 	}
 	dirfd := int(dir.Fd())
 	// Opening and reading another process's environment is kernel work:

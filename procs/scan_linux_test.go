@@ -69,7 +69,7 @@ func TestMarkedFindsExactMarkersOnly(t *testing.T) {
 	if len(m) != 3 {
 		t.Errorf("run ids %v, want runa, runa2, runb", m)
 	}
-	only, err := MarkedBy(root, "runa")
+	only, err := MarkedBy(root, "runa", Since{})
 	if err != nil || !slices.Equal(pids(only), []int{100, 101, 106}) {
 		t.Errorf("MarkedBy runa: %v %v", pids(only), err)
 	}
@@ -115,5 +115,50 @@ func TestParseStatRefusesGarbage(t *testing.T) {
 		if _, err := ParseStat([]byte(s)); err == nil {
 			t.Errorf("ParseStat(%q) accepted", s)
 		}
+	}
+}
+
+// TestMarkedBySince: a scan after a mark looks at the pids handed out
+// since, wrapping at pid_max, and at every pid once pid_max processes may
+// have been created, or without the marks.
+func TestMarkedBySince(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	for _, pid := range []int{5, 50, 95, 200} {
+		fakeProc(t, root, pid, 1, "agent", []string{MarkerVar + "=run"}, "agent")
+	}
+	marks := func(last, forks int) {
+		os.MkdirAll(filepath.Join(root, "sys/kernel"), 0o755)
+		os.WriteFile(filepath.Join(root, "sys/kernel/ns_last_pid"), []byte(fmt.Sprintf("%d\n", last)), 0o644)
+		os.WriteFile(filepath.Join(root, "sys/kernel/pid_max"), []byte("300\n"), 0o644)
+		os.WriteFile(filepath.Join(root, "stat"), []byte(fmt.Sprintf("cpu 1 2 3\nprocesses %d\nprocs_running 1\n", forks)), 0o644)
+	}
+	pids := func(ps []Proc) []int {
+		var out []int
+		for _, p := range ps {
+			out = append(out, p.PID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, c := range []struct {
+		name            string
+		from, to, forks int
+		want            []int
+	}{
+		{"a range", 40, 100, 60, []int{50, 95}},
+		{"wrapped", 150, 10, 160, []int{5, 200}},
+		{"pid_max processes since", 40, 100, 300, []int{5, 50, 95, 200}},
+	} {
+		marks(c.from, 1000)
+		since := Mark(root)
+		marks(c.to, 1000+c.forks)
+		got, err := MarkedBy(root, "run", since)
+		if err != nil || !slices.Equal(pids(got), c.want) {
+			t.Errorf("%s: %v %v, want %v", c.name, pids(got), err, c.want)
+		}
+	}
+	if got, _ := MarkedBy(root, "run", Since{}); len(got) != 4 {
+		t.Errorf("no mark: %v", pids(got))
 	}
 }

@@ -31,7 +31,7 @@ func RunDir() string {
 
 // RunSubdirs are the directories agentjail makes in the run directory
 // (the run's own staging directory, named by its fresh id, is made later).
-var RunSubdirs = []string{"bin", "masks", "runs"}
+var RunSubdirs = []string{"bin", "masks", "runs", "seccomp"}
 
 // CheckRunDir refuses a run directory that is not the caller's alone, and
 // creates it (0700) when create is set and it is missing. Without

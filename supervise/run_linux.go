@@ -143,8 +143,9 @@ type supervisor struct {
 	spec      Spec
 	rec       record.Record
 	start     time.Time
-	midLine   bool    // the jail's last stderr byte was not a newline
-	abandoned [2]bool // agentjail gave up writing to its stdout, stderr
+	since     procs.Since // the process table before bwrap started
+	midLine   bool        // the jail's last stderr byte was not a newline
+	abandoned [2]bool     // agentjail gave up writing to its stdout, stderr
 
 	cmd     *exec.Cmd
 	box     *sandbox
@@ -165,6 +166,9 @@ type supervisor struct {
 
 func (s *supervisor) run() error {
 	sp := s.spec
+	// Whatever carries the run's marker is created from now on: the sweep
+	// at the end looks only at those pids.
+	s.since = procs.Mark(sp.ProcRoot)
 	var pipes [10]*os.File // status, exec report, block, stdout, stderr: read and write ends
 	defer func() {
 		for _, f := range pipes {
@@ -268,7 +272,7 @@ func (s *supervisor) run() error {
 	}
 	scanned := make(chan scan, 1)
 	go func() {
-		procs, err := procs.MarkedBy(sp.ProcRoot, sp.RunID)
+		procs, err := procs.MarkedBy(sp.ProcRoot, sp.RunID, s.since)
 		scanned <- scan{procs, err}
 	}()
 	if s.box != nil && !s.rec.KillWaitExpired && !s.box.waitExit(teardownWait) {

@@ -170,7 +170,7 @@ func TestRunSweepsWhatLeftTheGroup(t *testing.T) {
 	if r.Reason != record.ReasonExit || len(r.Orphans) != 1 || !strings.Contains(r.Orphans[0].Cmd, "sleep 1000") {
 		t.Fatalf("reason %s, orphans %+v", r.Reason, r.Orphans)
 	}
-	left, err := procs.MarkedBy("/proc", spec.RunID)
+	left, err := procs.MarkedBy("/proc", spec.RunID, procs.Since{})
 	if err != nil || len(left) != 0 {
 		t.Errorf("still carrying the marker: %+v %v", left, err)
 	}

@@ -106,7 +106,7 @@ func BenchmarkLaunch(b *testing.B) {
 		args []string
 	}{
 		{"tier1, /bin/true", nil},
-		{"tier1, repo with submodule and worktree", []string{"--write", repo}},
+		{"tier1, repo with submodule and worktree", []string{"--user", "1000", "--write", repo}},
 	} {
 		args := append([]string{"--profile", "tier1"}, c.args...)
 		ref, env := launchReference(b, args...)

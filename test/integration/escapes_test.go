@@ -35,6 +35,7 @@ package integration
 //	the operator's outputs            TestEscapeOperatorOutputsRecord, ...Log, ...Results
 //	  in a writable root                (escapes_outputs_test.go)
 //	processes and memory exhausted    TestEscapeExhaustion (escapes_exhaustion_test.go)
+//	the compiled-filter cache         TestEscapeSeccompCache (escapes_cache_test.go)
 //	symlinked protected paths         TestSymlinkedProtectedPaths (jail_test.go)
 
 import (
