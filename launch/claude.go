@@ -67,7 +67,7 @@ func (j *Jail) IsLogin(c mounts.Copy) bool {
 // results. It is set when the command is claude, or when the operator had
 // a login for the run's private Claude Code directory, or it held
 // transcripts. Problems are warnings: the run itself is over.
-func claudeAfter(j *Jail, st *hostfs.Staged, parser *claude.Parser, results *hostfs.Dir, rec *record.Record, secrets []string) {
+func claudeAfter(j *Jail, sess *session, parser *claude.Parser, results *hostfs.Dir, rec *record.Record, secrets []string) {
 	var sum record.Claude
 	if parser != nil {
 		sum = parser.Summary()
@@ -83,10 +83,10 @@ func claudeAfter(j *Jail, st *hostfs.Staged, parser *claude.Parser, results *hos
 	sum.Transcripts = []string{}
 	switch {
 	case results == nil:
-	case home == nil || st == nil:
+	case home == nil || sess.claudeDir == nil:
 		warn("--results: the profile gives claude no private directory (claude.home), so there are no transcripts to copy")
 	default:
-		copied, skipped := hostfs.CopyTranscripts(home.Dir, results, j.User.UID, hostfs.MaxTranscripts, hostfs.MaxTranscriptBytes)
+		copied, skipped := hostfs.CopyTranscripts(sess.claudePath(), results, j.User.UID, hostfs.MaxTranscripts, hostfs.MaxTranscriptBytes)
 		sum.Transcripts = append(sum.Transcripts, copied...)
 		for _, s := range skipped {
 			warn("--results: %s", s)

@@ -50,6 +50,7 @@ func RunProbe(req Request, here string) Probe {
 		return p
 	}
 	defer sess.remove()
+	spec.OnStarter = sess.onStarter
 	out, err := supervise.Run(spec)
 	if merr := sess.endJail(); merr != nil && err == nil {
 		err = merr

@@ -147,9 +147,6 @@ func run(req Request, stdio IO) (int, error) {
 		return failed(err)
 	}
 	defer sess.remove()
-	if staged := sess.staged; staged != nil {
-		rec.Degradations = append(rec.Degradations, degraded(stdio.Stderr, staged.Degradations...)...)
-	}
 
 	spec := j.baseSpec(stdio.Stdin, stdio.Stdout, stdio.Stderr)
 	spec.Signals, spec.Record, spec.Secrets = sigs, rec, secretValues(j.Env)
@@ -167,14 +164,23 @@ func run(req Request, stdio IO) (int, error) {
 	live := runstate.NewLive(runstate.LiveDir(), runstate.State{
 		RunID: j.RunID, Profile: j.Profile, StartedAt: rec.StartedAt, User: rec.User,
 		StopWaitMS: (spec.Grace + supervise.KillWait).Milliseconds(),
-		Stage:      sess.staged.Path(),
+		Stage:      StageDir(j.RunID),
 	})
-	spec.Live = live
+	spec.Live, spec.OnStarter = live, sess.onStarter
 
+	// What the writable roots hold before the agent runs: taken while bwrap
+	// sets the jail up, before the sandbox is released (spec.Hold).
 	since := hostfs.RunClock()
-	before := j.protectedSnapshot()
+	var before mounts.Snapshot
+	snapped := make(chan struct{})
+	go func() { before = j.protectedSnapshot(); close(snapped) }()
+	spec.Hold = snapped
 	outcome, runErr := supervise.Run(spec)
+	<-snapped
 	rec = outcome.Record
+	if staged := sess.staged; staged != nil {
+		rec.Degradations = append(rec.Degradations, staged.Degradations...)
+	}
 	if _, err := tty.Restore(); err != nil {
 		rec.Warnings = append(rec.Warnings, fmt.Sprintf("cannot restore the terminal's modes: %v; run `stty sane`", err))
 	}
@@ -213,7 +219,7 @@ func run(req Request, stdio IO) (int, error) {
 	for _, v := range rec.Violations {
 		fmt.Fprintf(stdio.Stderr, "agentjail: violation: %s\n", v.Detail)
 	}
-	claudeAfter(j, sess.staged, parser, results, &rec, spec.Secrets)
+	claudeAfter(j, sess, parser, results, &rec, spec.Secrets)
 	code := rec.ExitCode
 	if out.path != "" {
 		// A record asked for and missing must not pass for a run that

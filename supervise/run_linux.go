@@ -7,7 +7,6 @@ import (
 	"maps"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -85,6 +84,14 @@ type Spec struct {
 	// Live, when set, publishes the run (NewLive): Run opens it, stop
 	// requests come from it and ps reads the status through it.
 	Live *runstate.Live
+	// Hold, when set, keeps the sandbox from running the agent until it is
+	// closed: work that must precede the agent but not bwrap (a snapshot of
+	// the writable roots) is done while bwrap sets the jail up.
+	Hold <-chan struct{}
+	// OnStarter, when set, runs on the thread bwrap is started from before
+	// anything else of the run (see starter): what bwrap must inherit from
+	// that thread, the run's private mount namespace, is made there.
+	OnStarter func() error
 	// Secrets are values redacted from the record's excerpts.
 	Secrets []string
 	// Record is the record so far (run id, profile, argv, user, bwrap
@@ -129,11 +136,6 @@ func Run(spec Spec) (Outcome, error) {
 		KillWaitMS: KillWait.Milliseconds(), OutputHead: spec.Head, OutputTail: spec.Tail,
 		Rlimits: map[string]string{},
 	}
-	// bwrap's --die-with-parent is PR_SET_PDEATHSIG, which fires when the
-	// thread that forked bwrap exits, not the process (go.dev/issue/27505,
-	// prctl(2)). This goroutine keeps its thread until bwrap is gone.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	err := s.run()
 	s.rec.Finish(time.Now())
 	return Outcome{Record: s.rec, StderrMidLine: s.midLine, Abandoned: s.abandoned}, err
@@ -203,14 +205,19 @@ func (s *supervisor) run() error {
 	// Only a stdin that is not a file is copied by a goroutine cmd.Wait
 	// waits for; a reader that never returns must not hold the run.
 	cmd.WaitDelay = time.Second
-	err := s.startBwrap(cmd)
+	st, err := newStarter(sp.OnStarter)
+	defer st.stop()
+	if err != nil {
+		return s.setupFailed(err)
+	}
+	st.do(func() { err = s.startBwrap(cmd) })
 	if err != nil && s.cgroup != nil {
 		s.rec.Degradations = append(s.rec.Degradations, record.Note{What: "cgroup", Detail: fmt.Sprintf("cannot start bwrap inside %s: %v; started without a cgroup of its own, so without its limits", s.cgroup.dir, err)})
 		s.cgroup.end(sp.ProcRoot, time.Second)
 		s.cgroup = nil
 		cmd = &exec.Cmd{Path: cmd.Path, Args: cmd.Args, Stdin: cmd.Stdin, Stdout: cmd.Stdout,
 			Stderr: cmd.Stderr, ExtraFiles: cmd.ExtraFiles, WaitDelay: cmd.WaitDelay}
-		err = s.startBwrap(cmd)
+		st.do(func() { err = s.startBwrap(cmd) })
 	}
 	// The child holds its ends now; ours would keep the pipes open.
 	for _, f := range []*os.File{statusW, reportW, blockR, outW, errW} {
@@ -573,6 +580,9 @@ func (s *supervisor) adopt(pid int, blockW *os.File) error {
 		if err := s.cgroup.join(pid); err != nil {
 			return err
 		}
+	}
+	if s.spec.Hold != nil {
+		<-s.spec.Hold
 	}
 	// The sandbox may already have failed and closed its end: EPIPE then
 	// (SIGPIPE is caught by agentjail run), and bwrap's exit tells the rest.
