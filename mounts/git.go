@@ -213,7 +213,12 @@ func (f *finder) scan(g string) *gitDir {
 			}
 		}
 	} else if underAny(cd, f.roots) {
-		f.add(&f.pr.watched, cd)
+		// git dies on an empty commondir, so no empty mask will do; a
+		// file naming the git directory itself (".", Input.CommonDirFile)
+		// leaves git's common directory where it is, and the agent cannot
+		// make one that names a directory of its own.
+		f.pinTo(cd)
+		f.add(&f.pr.commondirs, cd)
 	}
 	if common != g {
 		// The common directory's own hooks, config, worktrees and

@@ -59,8 +59,12 @@ type Input struct {
 	ExecStage     string // host path of the agentjail binary
 	// EmptyFile is an empty regular file on the host that every user can
 	// read; masks are bound from it (see protect). "": /dev/null.
-	EmptyFile  string
-	StagingDir string // where copied credentials are placed before launch
+	EmptyFile string
+	// CommonDirFile is a regular file on the host holding ".\n" that
+	// every user can read: a missing commondir of a git directory under a
+	// writable root is masked with it (git dies on an empty one).
+	CommonDirFile string
+	StagingDir    string // where copied credentials are placed before launch
 	// ClaudeDir is the host directory that holds the run's private Claude
 	// Code directory (claude.home), bound at ~/.claude in the jail.
 	ClaudeDir string
@@ -446,6 +450,13 @@ func (r *renderer) protect(roots []string) {
 	for _, m := range pr.masks {
 		r.mount("--ro-bind", empty, m)
 	}
+	for _, m := range pr.commondirs {
+		if r.in.CommonDirFile == "" {
+			r.errs = append(r.errs, fmt.Errorf("%s is missing and there is no file to mask it with (Input.CommonDirFile)", m))
+			break
+		}
+		r.mount("--ro-bind", r.in.CommonDirFile, m)
+	}
 	for _, l := range pr.links {
 		target, err := resolve(r.in.Disk, l)
 		if err != nil {
@@ -462,8 +473,8 @@ func (r *renderer) protect(roots []string) {
 		r.errs = append(r.errs, fmt.Errorf("%w: %s -> %s: a mount cannot cover a link, so the agent could replace it with a file or directory of its own (a planted hook, a rewritten .env); %s, or accept it with `filesystem: {accept_protected_symlinks: true}` in a profile, which keeps the target read-only and ends a run that replaces the link with reason violation (exit 125)",
 			ErrProtectedLink, l, target, fix))
 	}
-	r.plan.Protected = append(pr.existing, pr.masks...)
-	r.plan.Masks = pr.masks
+	r.plan.Protected = append(append(pr.existing, pr.masks...), pr.commondirs...)
+	r.plan.Masks = append(pr.masks, pr.commondirs...)
 }
 
 // deny hides each denied path the run user could reach: an empty,

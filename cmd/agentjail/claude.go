@@ -27,6 +27,9 @@ func (j *jail) stage() (*supervise.Staged, error) {
 		if err := supervise.EmptyFile(emptyFile()); err != nil {
 			return nil, err
 		}
+		if err := supervise.CommonDirFile(commonDirFile()); err != nil {
+			return nil, err
+		}
 	}
 	if len(j.plan.Dirs) == 0 && len(j.plan.Copies) == 0 {
 		return nil, nil

@@ -189,6 +189,7 @@ func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error
 		Chdir:         dir,
 		ExecStage:     exe,
 		EmptyFile:     emptyFile(),
+		CommonDirFile: commonDirFile(),
 		StagingDir:    filepath.Join(stageDir(j.runID), "credentials"),
 		ClaudeDir:     claudeDir,
 		RunDir:        supervise.RunDir(),
@@ -258,6 +259,9 @@ func stageDir(runID string) string { return filepath.Join(supervise.RunDir(), ru
 
 // emptyFile is the empty file masks are bound from.
 func emptyFile() string { return filepath.Join(supervise.RunDir(), "empty") }
+
+// commonDirFile is the file masks over a missing commondir are bound from.
+func commonDirFile() string { return filepath.Join(supervise.RunDir(), "commondir") }
 
 // cacheDir holds the detected bwrap version.
 func cacheDir() string {

@@ -71,8 +71,11 @@ func gitProject(t *testing.T) (string, string) {
 // .git/hooks read-only, the .git inside them pinned; plain bwrap is given
 // the same): a linked worktree's commondir pointed at a config of the
 // agent's, an included file inside the root edited, a submodule's .git
-// file pointed at a git directory of the agent's, and a nested repository
-// moved aside for one of the agent's. Under agentjail each fails, also
+// file pointed at a git directory of the agent's, a nested repository
+// moved aside for one of the agent's, and (found by the review after) a
+// commondir written where none was, in the repository's .git or a
+// submodule's git directory, naming a common directory of the agent's.
+// Under agentjail each fails, also
 // from the agent's own user and mount namespace (its copies of the mounts
 // are locked): the run exits 0, the repository is unchanged, and the
 // operator's git status runs nothing of the agent's.
@@ -98,6 +101,12 @@ true`},
 		{"submodule's .git file", ".", gitdir + `echo 'gitdir: ../evil' > libsub/.git && gitdir evil <<'EOF' && echo PLANTED-GITFILE
 %[1]smv libsub libsub.aside && mkdir libsub && echo 'gitdir: ../evil' > libsub/.git && gitdir evil <<'EOF' && echo PLANTED-RENAMED
 %[1]strue`},
+		{"repository's commondir", ".", `mkdir -p evil && cp -r .git/objects .git/refs evil/ && cat > evil/config <<'EOF'
+%[1]secho ../evil > .git/commondir && echo PLANTED-COMMONDIR
+true`},
+		{"submodule's commondir", "libsub", `mkdir -p evil && cp -r .git/modules/libsub/objects .git/modules/libsub/refs evil/ && cat > evil/config <<'EOF'
+%[1]secho ../../../evil > .git/modules/libsub/commondir && echo PLANTED-COMMONDIR
+true`},
 		{"nested repository moved aside", "nested", `mv nested nested.aside && mkdir nested && cd nested && mkdir .git && cp -r ../nested.aside/.git/objects ../nested.aside/.git/refs .git/ && echo 'ref: refs/heads/main' > .git/HEAD && cat > .git/config <<'EOF' && echo PLANTED-NESTED
 %[1]strue`},
 	} {
