@@ -115,6 +115,8 @@ func outputError(flag, p string, err error, fix string) error {
 	switch {
 	case errors.Is(err, hostfs.ErrLink):
 		fix = "remove the link, or choose a path outside the writable roots"
+	case errors.Is(err, hostfs.ErrForeignLink):
+		fix = "give the path without the link, or remove the link"
 	case errors.Is(err, hostfs.ErrNotOwn):
 		fix = "remove it (agentjail creates the file itself), or choose another path"
 	case flag == "--record" && errors.As(err, &pe):

@@ -374,3 +374,52 @@ func TestEscapeOperatorOutputsResults(t *testing.T) {
 		}
 	})
 }
+
+// TestEscapeOperatorOutputsOtherRoots: the outputs trusted only this run's
+// writable roots, so a link an earlier run left in its own root, which is
+// not this run's, was followed: run A (--write p1) links p1/agent.log to a
+// root-only script, run B (--write p2 --log p1/agent.log) appended to it.
+// Now, outside the writable roots, a link is followed only when it is the
+// operator's (root's or agentjail's user's, in a directory no one else may
+// write, or a sticky one): --log, --record and --results through the
+// agent's links are refused before anything runs, and the victim is
+// untouched.
+func TestEscapeOperatorOutputsOtherRoots(t *testing.T) {
+	jailed(t)
+	vdir, script := victim(t)
+	p1 := workspace(t)
+	r := aj(t, "run", "--write", p1, "--chdir", p1, "--", "sh", "-c", "ln -s "+script+" agent.log; ln -s "+script+" run.json; ln -s "+vdir+" results; ln -s "+vdir+" out")
+	wantCode(t, r, 0)
+	// The plain approach, a shell's >>, appends to the script.
+	if f, err := os.OpenFile(filepath.Join(p1, "agent.log"), os.O_WRONLY|os.O_APPEND, 0); err == nil {
+		f.WriteString("$(touch /tmp/pwned)\n")
+		f.Close()
+	}
+	b, _ := os.ReadFile(script)
+	holeShown(t, strings.Contains(string(b), "pwned"), "an append to p1/agent.log reaches the root-only script", r)
+	os.WriteFile(script, []byte("echo harmless\n"), 0o700)
+
+	for _, c := range []struct{ flag, path string }{
+		{"--log", filepath.Join(p1, "agent.log")},
+		{"--record", filepath.Join(p1, "run.json")},
+		{"--record", filepath.Join(p1, "out/run.json")},
+		{"--results", filepath.Join(p1, "results")},
+		{"--results", filepath.Join(p1, "out/transcripts")},
+	} {
+		t.Run(c.flag+" "+filepath.Base(c.path), func(t *testing.T) {
+			t.Parallel()
+			p2 := workspace(t)
+			marker := filepath.Join(p2, "ran")
+			r := aj(t, "run", "--write", p2, "--chdir", p2, c.flag, c.path, "--", "touch", marker)
+			refusedBeforeRun(t, r, marker, "agentjail: "+c.flag+" "+c.path+": ", "a symbolic link another user could have made or replaced, which agentjail does not follow; give the path without the link, or remove the link")
+		})
+	}
+	t.Cleanup(func() {
+		if b, _ := os.ReadFile(script); string(b) != "echo harmless\n" {
+			t.Errorf("the victim changed: %q", b)
+		}
+		if got := entries(t, vdir); got != "victim.sh" {
+			t.Errorf("the root-only directory holds %q", got)
+		}
+	})
+}
