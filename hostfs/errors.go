@@ -17,6 +17,8 @@ var (
 	// ErrNotOwn: an existing file below a writable root is not a plain
 	// file of the expected user's own, so it is not appended to.
 	ErrNotOwn = errors.New("not a plain file of agentjail's own")
+	// ErrTooLarge: a tree to copy holds more than its Budget.
+	ErrTooLarge = errors.New("more than agentjail copies")
 	// ErrMoved: a file agentjail had just put in place was replaced
 	// before it could check it (another run's agent at work).
 	ErrMoved = errors.New("replaced while agentjail wrote it")

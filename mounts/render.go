@@ -175,7 +175,7 @@ func Render(in Input) (Plan, error) {
 	r.protect(roots)
 	r.deny(roots)
 	r.hideRunDir(roots)
-	r.credentials()
+	r.credentials(roots)
 	r.claude(roots)
 	r.tail()
 	if n := len(r.plan.Args) + 1; n > bwrapMaxArgs {
@@ -426,7 +426,8 @@ func (r *renderer) protect(roots []string) {
 		depth = *d
 	}
 	homes := slices.Compact(append(slices.Clone(r.in.OperatorHomes), r.in.User.Home))
-	pr := findProtected(placeholderDisk{r.in.Disk, r.in.IsPlaceholder}, roots, r.p.Filesystem.Protect, depth, homes)
+	patterns := append(slices.Clone(r.p.Filesystem.Protect), r.copySources()...)
+	pr := findProtected(placeholderDisk{r.in.Disk, r.in.IsPlaceholder}, roots, patterns, depth, homes)
 	r.errs = append(r.errs, pr.errs...)
 	// Parents first, before what they hold is made read-only.
 	slices.Sort(pr.pins)
@@ -547,14 +548,18 @@ func (r *renderer) hideRunDir(roots []string) {
 // credentials makes each ~/path of the operator's appear under the agent's
 // home: bound read-only when the run user can read it, otherwise copied into
 // the staging directory (owned by the run user) and that copy bound
-// read-only, so nothing is ever written back.
-func (r *renderer) credentials() {
+// read-only, so nothing is ever written back. One that is a link in a
+// writable root, or passes through one, is left out (plantedLink).
+func (r *renderer) credentials(roots []string) {
 	for _, c := range r.p.Filesystem.Credentials {
 		sub := policy.ExpandPath(c, []string{"/"}, "")[0]
 		for _, h := range r.in.OperatorHomes {
 			src := path.Join(h, sub)
 			if !exists(r.in.Disk, src) {
 				continue
+			}
+			if r.plantedLink(src, roots) != "" {
+				break
 			}
 			dst := path.Join(r.plan.Home, sub)
 			if r.in.User.canReadTree(r.in.Disk, src) {
@@ -603,6 +608,12 @@ func (r *renderer) claude(roots []string) {
 		} {
 			for _, h := range r.in.OperatorHomes {
 				src := path.Join(h, f.src)
+				if !exists(r.in.Disk, src) {
+					continue
+				}
+				if r.plantedLink(src, roots) != "" {
+					break
+				}
 				if fi, err := fs.Stat(r.in.Disk, rel(src)); err != nil || !fi.Mode().IsRegular() {
 					continue
 				}

@@ -40,6 +40,9 @@ type jail struct {
 	// nil for none; credentials reports it for the record (login).
 	loginFile   []byte
 	credentials *claude.Credentials
+	// configFile is what the run gets of the operator's ~/.claude.json,
+	// nil for none (config).
+	configFile []byte
 }
 
 // loader loads built-in profiles and profile files (readInput; a signal

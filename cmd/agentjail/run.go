@@ -91,9 +91,11 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return failed(err)
 	}
-	if warning != "" {
-		fmt.Fprintf(e.stderr, "agentjail: warning: %s\n", warning)
-		rec.Warnings = append(rec.Warnings, warning)
+	for _, warning := range []string{warning, j.config()} {
+		if warning != "" {
+			fmt.Fprintf(e.stderr, "agentjail: warning: %s\n", warning)
+			rec.Warnings = append(rec.Warnings, warning)
+		}
 	}
 	if log != nil {
 		defer log.Close()
