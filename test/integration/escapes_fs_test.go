@@ -116,8 +116,9 @@ func TestEscapeMissingProtectedPaths(t *testing.T) {
 // the host at the next git command. Every directory between the writable
 // root and a protected path is pinned (a mount point cannot be renamed),
 // also the project's own above a nested repository; what the agent still
-// makes (a new repository) is found after the run: reason violation, exit
-// 125, listed, nothing restored.
+// makes (a new repository) is found after the run and moved aside (its
+// .git renamed, so that git does not use it): reason violation, exit 125,
+// listed.
 func TestEscapeRenameParent(t *testing.T) {
 	jailed(t)
 	repo := map[string]string{}
@@ -179,16 +180,18 @@ true`
 		}
 		listed = append(listed, v.Detail)
 	}
-	want := filepath.Join(p, "other/.git/hooks") + " appeared"
+	aside := filepath.Join(p, "other/.git.agentjail-quarantine-"+got.RunID)
+	want := filepath.Join(p, "other/.git") + " appeared during the run: git takes it for a git directory (.git); moved aside to " + aside
 	if len(listed) != 1 || !strings.Contains(listed[0], want) {
 		t.Errorf("violations %q, want one: %q", listed, want)
 	}
 	if !strings.Contains(r.stderr, "agentjail: violation: "+want) {
 		t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
 	}
-	// Nothing is restored silently: what the agent made is still there.
-	if data, _ := os.ReadFile(filepath.Join(p, "other/.git/hooks/post-checkout")); string(data) != "evil\n" {
-		t.Errorf("other/.git/hooks/post-checkout was changed by agentjail: %q", data)
+	// The new repository is moved aside, so that git does not use it, and
+	// kept whole for the operator to review.
+	if data, _ := os.ReadFile(filepath.Join(aside, "hooks/post-checkout")); string(data) != "evil\n" || fileExists(filepath.Join(p, "other/.git")) {
+		t.Errorf("other/.git was not moved aside whole: %q", data)
 	}
 }
 

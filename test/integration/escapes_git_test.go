@@ -181,3 +181,56 @@ true`},
 		})
 	}
 }
+
+// TestEscapeGitNewSubmodule: a submodule that was not there at the start
+// needs no protected file: the agent enters one in the index, which it may
+// write (`git update-index --add --cacheinfo 160000,<sha>,newsub`), and
+// makes newsub/.git name a git directory of its own with a core.fsmonitor;
+// the operator's next `git status` in the protected repository runs it.
+// agentjail found it after the run (a violation), too late: the file was
+// still there. Now each new .git and commondir is moved aside by
+// descriptor before the violation is reported, and git status runs
+// nothing.
+func TestEscapeGitNewSubmodule(t *testing.T) {
+	jailed(t)
+	const attack = `sha=$(git rev-parse HEAD) &&
+mkdir -p evil && cp -r .git/objects .git/refs evil/ && echo 'ref: refs/heads/main' > evil/HEAD &&
+printf '[core]\n\tfsmonitor = "touch %s; false"\n' > evil/config &&
+git update-index --add --cacheinfo 160000,$sha,newsub && mkdir newsub && echo 'gitdir: ../evil' > newsub/.git && echo PLANTED`
+	marks := workspace(t)
+	status := func(home, p, marker string) bool {
+		t.Helper()
+		out, err := operatorGit(t, home, p, "status")
+		if _, statErr := os.Stat(marker); statErr == nil {
+			return true
+		}
+		if err != nil {
+			t.Fatalf("the operator's git status fails after the run: %v\n%s", err, out)
+		}
+		return false
+	}
+
+	p, home := gitProject(t)
+	marker := filepath.Join(marks, "plain")
+	binds := []string{"--bind", p, p, "--chdir", p}
+	for _, f := range []string{".git/hooks", ".git/config", ".gitmodules"} {
+		binds = append(binds, "--ro-bind", filepath.Join(p, f), filepath.Join(p, f))
+	}
+	r := plainBwrap{cred: uid1000, args: binds}.run(t, "sh", "-c", fmt.Sprintf(attack, marker))
+	holeShown(t, strings.Contains(r.stdout, "PLANTED") && status(home, p, marker), "the operator's git status runs the new submodule's core.fsmonitor", r)
+
+	p, home = gitProject(t)
+	marker = filepath.Join(marks, "agentjail")
+	r = aj(t, "run", "--write", p, "--chdir", p, "--", "sh", "-c", fmt.Sprintf(attack, marker))
+	wantCode(t, r, 125)
+	if !strings.Contains(r.stdout, "PLANTED") {
+		t.Fatalf("the attack did not run in the jail:\n%s\n%s", r.stdout, r.stderr)
+	}
+	gitfile := filepath.Join(p, "newsub/.git")
+	if !strings.Contains(r.stderr, "agentjail: violation: "+gitfile+" appeared during the run: git takes it for a git directory (.git); moved aside to "+gitfile+".agentjail-quarantine-") {
+		t.Errorf("no violation says the new .git was moved aside:\n%s", r.stderr)
+	}
+	if status(home, p, marker) {
+		t.Error("the operator's git status ran the agent's core.fsmonitor")
+	}
+}
