@@ -53,6 +53,9 @@ type gitState struct {
 	configs map[string][]gitVar // by file, with what it includes
 	tops    map[[2]string]bool  // (git directory, work tree) handled
 	passwd  []byte
+	// global is the configuration git reads for every repository from
+	// the homes in a writable root (globalConfigs).
+	global []gitVar
 }
 
 // gitDir is one git directory, scanned.
@@ -292,7 +295,7 @@ func (f *finder) top(g string, gd *gitDir, top string) {
 	if top != g {
 		f.keepDotGit(top)
 	}
-	for _, v := range gd.vars {
+	for _, v := range append(slices.Clip(f.git.global), gd.vars...) {
 		switch {
 		case !v.set || v.value == "":
 		case v.name == "core.hookspath":

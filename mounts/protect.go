@@ -72,6 +72,9 @@ func findProtected(d Disk, roots, patterns []string, depth int, homes []string) 
 		}
 	}
 	git := slices.Contains(relative, ".git/config") || slices.Contains(relative, ".git/hooks")
+	if git {
+		f.globalConfigs()
+	}
 	for _, root := range roots {
 		if git {
 			f.enclosing(root)

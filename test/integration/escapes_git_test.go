@@ -234,3 +234,59 @@ git update-index --add --cacheinfo 160000,$sha,newsub && mkdir newsub && echo 'g
 		t.Error("the operator's git status ran the agent's core.fsmonitor")
 	}
 }
+
+// TestEscapeGitGlobalConfigInAWritableHome: with the operator's home a
+// writable root, the profiles protected ~/.gitconfig by name, yet git reads
+// the user's configuration from ~/.config/git/config too, and from every
+// file ~/.gitconfig includes; the agent wrote a core.fsmonitor there, and
+// the operator's next `git status` in any repository ran it. Now both, and
+// every include, are read-only (uncreatable when missing) in such a home.
+func TestEscapeGitGlobalConfigInAWritableHome(t *testing.T) {
+	jailed(t)
+	attack := func(home, marker string) string {
+		cfg := fmt.Sprintf(`[core]\n\tfsmonitor = "touch %s; false"\n`, marker)
+		return fmt.Sprintf(`cd %s && printf '%s' >> .gitconfig.local && echo PLANTED-INCLUDE; mkdir -p .config/git && printf '%s' > .config/git/config && echo PLANTED-XDG; true`, home, cfg, cfg)
+	}
+	setup := func() (home, repo string) {
+		home, repo = workspace(t), workspace(t)
+		write(t, home, map[string]string{".gitconfig": "[include]\n\tpath = ~/.gitconfig.local\n", ".gitconfig.local": "[color]\n\tui = auto\n"})
+		if out, err := operatorGit(t, home, repo, "init", "-q"); err != nil {
+			t.Fatalf("git init: %v\n%s", err, out)
+		}
+		return home, repo
+	}
+	ran := func(home, repo, marker string) bool {
+		t.Helper()
+		out, err := operatorGit(t, home, repo, "status")
+		if fileExists(marker) {
+			return true
+		}
+		if err != nil {
+			t.Fatalf("the operator's git status fails: %v\n%s", err, out)
+		}
+		return false
+	}
+	marks := workspace(t)
+
+	for _, xdg := range []bool{false, true} {
+		home, repo := setup()
+		marker := filepath.Join(marks, fmt.Sprint("plain-", xdg))
+		script := attack(home, marker)
+		if xdg {
+			script = strings.Replace(script, ".gitconfig.local", "/dev/null", 1)
+		}
+		r := plainBwrap{cred: uid1000, args: []string{"--bind", home, home, "--ro-bind", filepath.Join(home, ".gitconfig"), filepath.Join(home, ".gitconfig")}}.run(t, "sh", "-c", script)
+		holeShown(t, ran(home, repo, marker), fmt.Sprintf("the operator's git status runs a core.fsmonitor from the home (XDG file: %v)", xdg), r)
+	}
+
+	home, repo := setup()
+	marker := filepath.Join(marks, "agentjail")
+	r := invocation{env: []string{"HOME=" + home}, dir: home}.run(t, "run", "--write", home, "--", "sh", "-c", attack(home, marker))
+	wantCode(t, r, 0)
+	if strings.Contains(r.stdout, "PLANTED") {
+		t.Errorf("the agent wrote git's configuration in the home:\n%s", r.stdout)
+	}
+	if ran(home, repo, marker) {
+		t.Error("the operator's git status ran the agent's core.fsmonitor")
+	}
+}
