@@ -84,6 +84,10 @@ type Input struct {
 	// that is unknown. With covers, Render binds the existing /proc if the
 	// policy allows it (a degradation), else refuses (ErrProcCovered).
 	ProcCovers []string
+	// Inputs are the files agentjail read to make this jail (profiles,
+	// seccomp files), absolute: kept read-only where they lie in a
+	// writable root, so that no run edits what the next one loads.
+	Inputs []string
 }
 
 // Plan is a rendered jail.
@@ -426,7 +430,7 @@ func (r *renderer) protect(roots []string) {
 		depth = *d
 	}
 	homes := slices.Compact(append(slices.Clone(r.in.OperatorHomes), r.in.User.Home))
-	patterns := append(slices.Clone(r.p.Filesystem.Protect), r.copySources()...)
+	patterns := append(append(slices.Clone(r.p.Filesystem.Protect), r.copySources()...), r.inputs(roots)...)
 	pr := findProtected(placeholderDisk{r.in.Disk, r.in.IsPlaceholder}, roots, patterns, depth, homes)
 	r.errs = append(r.errs, pr.errs...)
 	// Parents first, before what they hold is made read-only.

@@ -3,6 +3,8 @@ package mounts
 import (
 	"fmt"
 	"path"
+	"slices"
+	"strings"
 
 	"github.com/agentjail/agentjail/policy"
 )
@@ -45,4 +47,22 @@ func (r *renderer) plantedLink(src string, roots []string) string {
 	r.plan.Warnings = append(r.plan.Warnings, fmt.Sprintf("%s is not given to the jail: %s is a symbolic link (to %s) in a writable root, which agentjail does not follow for a copy (an agent may have planted it); replace the link by what it points to",
 		src, link, t))
 	return link
+}
+
+// inputs returns the input files (Input.Inputs) that lie in a writable
+// root, where the agent of this run could edit what the next run loads (a
+// profile, one it extends, a seccomp file), for protect to keep read-only,
+// and warns about them once.
+func (r *renderer) inputs(roots []string) []string {
+	var in []string
+	for _, p := range r.in.Inputs {
+		if t, err := resolve(r.in.Disk, p); err == nil && underAny(t, roots) && !slices.Contains(in, p) {
+			in = append(in, p)
+		}
+	}
+	if len(in) > 0 {
+		r.plan.Warnings = append(r.plan.Warnings, fmt.Sprintf("%s: in a writable root, kept read-only for this run so that the agent cannot edit what the next run loads; keep profiles and seccomp files outside the writable roots",
+			strings.Join(in, ", ")))
+	}
+	return in
 }

@@ -60,3 +60,36 @@ func TestCopySourcesInAWritableHome(t *testing.T) {
 		}
 	}
 }
+
+// TestInputsInAWritableRoot: a profile (or one it extends, or a seccomp
+// file) in a writable root is read-only for the run, with one warning;
+// one outside the roots is left alone.
+func TestInputsInAWritableRoot(t *testing.T) {
+	t.Parallel()
+	in := input(t, "tier1", "/srv/proj")
+	d := in.Disk.(fstest.MapFS)
+	d["srv/proj/agentjail.yaml"] = node(0o644, 1000, 1000, "extends: tier1\n")
+	d["srv/proj/conf/seccomp.json"] = node(0o644, 1000, 1000, "{}")
+	in.Inputs = []string{"/srv/proj/agentjail.yaml", "/srv/proj/conf/seccomp.json", "/etc/agentjail/base.yaml"}
+	plan, err := Render(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/srv/proj/agentjail.yaml", "/srv/proj/conf/seccomp.json"} {
+		if !slices.Contains(plan.Protected, p) {
+			t.Errorf("%s is not read-only: %q", p, plan.Protected)
+		}
+	}
+	if slices.Contains(plan.Protected, "/etc/agentjail/base.yaml") {
+		t.Error("an input outside the roots is protected")
+	}
+	n := 0
+	for _, w := range plan.Warnings {
+		if strings.Contains(w, "/srv/proj/agentjail.yaml, /srv/proj/conf/seccomp.json: in a writable root, kept read-only for this run") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d warnings about the inputs, want one: %q", n, plan.Warnings)
+	}
+}

@@ -92,7 +92,18 @@ func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error
 	if j.runID == "" {
 		j.runID = newRunID()
 	}
-	base, err := loader(opt.interrupt).Load(j.profile)
+	// The files read as input, to be kept read-only where they lie in a
+	// writable root (mounts.Input.Inputs).
+	var inputs []string
+	l := loader(opt.interrupt)
+	read := l.ReadFile
+	l.ReadFile = func(name string) ([]byte, error) {
+		if abs, err := filepath.Abs(name); err == nil {
+			inputs = append(inputs, abs)
+		}
+		return read(name)
+	}
+	base, err := l.Load(j.profile)
 	if err != nil {
 		return nil, err
 	}
@@ -179,6 +190,11 @@ func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error
 	if !opt.freshProc {
 		covers = hostProcCovers(j.bwrap, j.policy)
 	}
+	for _, f := range j.policy.Seccomp.Files {
+		if abs, err := filepath.Abs(f); err == nil {
+			inputs = append(inputs, abs)
+		}
+	}
 	claudeDir := filepath.Join(stageDir(j.runID), "claude")
 	if opt.noClaudeHome {
 		claudeDir = ""
@@ -200,6 +216,7 @@ func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error
 		Seccomp:       len(j.seccomp),
 		Argv:          argv,
 		ProcCovers:    covers,
+		Inputs:        inputs,
 	})
 	if err != nil {
 		j.release()

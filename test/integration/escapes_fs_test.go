@@ -403,3 +403,43 @@ func TestEscapeConcurrentRuns(t *testing.T) {
 		t.Error("the last run out left the placeholder")
 	}
 }
+
+// TestEscapeInputFilesInAWritableRoot: a profile in a writable root
+// (`--profile ./agentjail.yaml --write .`), the profile it extends, or a
+// seccomp file there, was the agent's to edit: run N widened what run N+1
+// loads (another writable root, no seccomp rule). Now every input file in a
+// writable root is read-only for the run, with one warning.
+func TestEscapeInputFilesInAWritableRoot(t *testing.T) {
+	jailed(t)
+	files := map[string]string{
+		"agentjail.yaml": "extends: ./parent.yaml\nseccomp:\n  files: [SECCOMP]\n",
+		"parent.yaml":    "extends: tier1\n",
+		"seccomp.json":   `{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["mkdir"], "action": "SCMP_ACT_ERRNO"}]}`,
+	}
+	setup := func() string {
+		p := workspace(t)
+		for name, data := range files {
+			write(t, p, map[string]string{name: strings.ReplaceAll(data, "SECCOMP", filepath.Join(p, "seccomp.json"))})
+		}
+		return p
+	}
+	edit := `for f in agentjail.yaml parent.yaml seccomp.json; do echo '# edited' >> $f && echo EDITED $f; done; true`
+
+	p := setup()
+	before := treeHash(t, p)
+	c := plainBwrap{cred: uid1000, args: []string{"--bind", p, p, "--chdir", p}}.run(t, "sh", "-c", edit)
+	holeShown(t, treeHash(t, p) != before, "the agent edits the profiles and the seccomp file", c)
+
+	p = setup()
+	before = treeHash(t, p)
+	r := aj(t, "run", "--profile", filepath.Join(p, "agentjail.yaml"), "--write", p, "--chdir", p, "--", "sh", "-c", edit)
+	wantCode(t, r, 0)
+	if strings.Contains(r.stdout, "EDITED") || treeHash(t, p) != before {
+		t.Errorf("the agent edited an input file:\n%s", r.stdout)
+	}
+	want := "agentjail: warning: " + filepath.Join(p, "agentjail.yaml") + ", " + filepath.Join(p, "parent.yaml") + ", " + filepath.Join(p, "seccomp.json") +
+		": in a writable root, kept read-only for this run so that the agent cannot edit what the next run loads"
+	if strings.Count(r.stderr, "kept read-only for this run") != 1 || !strings.Contains(r.stderr, want) {
+		t.Errorf("stderr lacks one warning %q:\n%s", want, r.stderr)
+	}
+}
