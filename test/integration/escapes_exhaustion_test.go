@@ -104,7 +104,7 @@ func TestEscapeExhaustion(t *testing.T) {
 			t.Errorf("signals sent %+v, want one SIGKILL to the jail's group, no grace", s)
 		}
 		lines := agentjailLines(r.stderr)
-		if len(lines) != 1 || !strings.HasPrefix(lines[0], "agentjail: the jail reached limits.pids (4096 tasks") || !strings.Contains(lines[0], "exit 122") {
+		if len(lines) != 1 || !strings.HasPrefix(lines[0], "agentjail: the run ended: limits.pids reached (4096 tasks)") || !strings.Contains(lines[0], "exit 122") {
 			t.Errorf("agentjail's own lines on stderr %q, want the one about limits.pids", lines)
 		}
 		wantDegradationsPrinted(t, r.stderr, rec)
@@ -141,7 +141,7 @@ func TestEscapeExhaustion(t *testing.T) {
 		}
 		t.Logf("plain bwrap: %s; agentjail: %q, ended after %d ms, %d OOM kills at a peak of %d bytes", strings.TrimSpace(c.stdout), r.stdout, rec.DurationMS, *rec.Limits.OOMKills, *rec.Limits.MemoryPeak)
 		lines := agentjailLines(r.stderr)
-		if len(lines) != 1 || !strings.HasPrefix(lines[0], "agentjail: the jail ran out of limits.memory (256.0 MiB") {
+		if len(lines) != 1 || !strings.HasPrefix(lines[0], "agentjail: the run ended: limits.memory reached (256.0 MiB") {
 			t.Errorf("agentjail's own lines on stderr %q, want the one about limits.memory", lines)
 		}
 		wantDegradationsPrinted(t, r.stderr, rec)
