@@ -3,9 +3,10 @@ package integration
 // The operator's outputs in a writable root (issue 14, item 1): what
 // agentjail writes for the operator (--record, --log, --results) must not
 // follow or trust what an agent planted there, in this run or an earlier
-// one. Each test first shows the hole with the plain approach — what
-// agentjail did before, or what a shell redirection does: follow the path —
-// and then that agentjail leaves the victim alone.
+// one. Each test first shows the hole: with the plain approach where there
+// is one (what a shell redirection does: follow the path), else that the
+// agent's link is in place on the host; then that agentjail leaves the
+// victim alone.
 
 import (
 	"fmt"
@@ -27,23 +28,6 @@ func victim(t *testing.T) (dir, script string) {
 		t.Fatal(err)
 	}
 	return dir, script
-}
-
-// followingReplace is the plain approach to replacing a file that
-// agentjail took before (supervise.WriteAtomic): the path's links
-// resolved, a new file renamed over the target.
-func followingReplace(t *testing.T, p string, data []byte) {
-	t.Helper()
-	if target, err := filepath.EvalSymlinks(p); err == nil {
-		p = target
-	}
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, p); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // asUser is agentjail started by the ordinary user uid 1000 from dir,
@@ -84,16 +68,16 @@ func TestEscapeOperatorOutputsRecord(t *testing.T) {
 	jailed(t)
 	payload := `$(touch /tmp/pwned)`
 
-	// Run N plants the link; the plain approach writes through it.
+	// Run N plants the link. No plain-bwrap baseline: the door was
+	// agentjail's own record writing (this test fails on the tree before
+	// issue 14's fix); what the test can see is that the link is there on
+	// the host, leading to the root-only script.
 	_, script := victim(t)
 	p := workspace(t)
 	r := aj(t, "run", "--write", p, "--chdir", p, "--", "ln", "-s", script, "run.json")
 	wantCode(t, r, 0)
-	before, _ := os.ReadFile(script)
-	followingReplace(t, filepath.Join(p, "run.json"), []byte(payload))
-	after, _ := os.ReadFile(script)
-	holeShown(t, string(after) == payload, "a write to run.json replaces the root-only script", r)
-	os.WriteFile(script, before, 0o700)
+	target, _ := filepath.EvalSymlinks(filepath.Join(p, "run.json"))
+	holeShown(t, target == script, "run.json on the host is a link to the root-only script", r)
 	// Run N+1 writes its record there.
 	r = aj(t, "run", "--write", p, "--chdir", p, "--record", filepath.Join(p, "run.json"), "--", "echo", payload)
 	wantCode(t, r, 0)
