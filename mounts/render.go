@@ -183,8 +183,8 @@ func Render(in Input) (Plan, error) {
 	r.claude(roots)
 	r.tail()
 	if n := len(r.plan.Args) + 1; n > bwrapMaxArgs {
-		r.errs = append(r.errs, fmt.Errorf("%w: the jail takes %d (%d mounts, most of them protecting %d paths under the writable roots: every submodule, worktree and nested repository takes several), bubblewrap accepts at most %d; pass narrower writable roots",
-			ErrTooManyArgs, n, len(r.stack), len(r.plan.Protected), bwrapMaxArgs))
+		r.errs = append(r.errs, fmt.Errorf("%w: %d, for %d protected paths under the writable roots, where bubblewrap takes %d; pass narrower writable roots",
+			ErrTooManyArgs, n, len(r.plan.Protected), bwrapMaxArgs))
 	}
 	// Emit only what the detected bwrap understands: an option it lacks
 	// would fail the launch with bwrap's "Unknown option", or worse, be

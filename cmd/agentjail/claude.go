@@ -186,7 +186,7 @@ func (j *jail) login(now time.Time) (warning string, err error) {
 		c.Detail += "; the run has " + other
 		return "", nil
 	case errors.Is(err, claude.ErrLoginExpired) && claude.Command(j.argv) != "":
-		return "", fmt.Errorf("%s %v, and the jail gets no refresh token to renew it: run claude on the host once (it renews the login), or give the run a token from `claude setup-token` as CLAUDE_CODE_OAUTH_TOKEN, or an ANTHROPIC_API_KEY", src, err)
+		return "", fmt.Errorf("%s %v (the jail gets no refresh token); run claude on the host to renew it, or give the run CLAUDE_CODE_OAUTH_TOKEN (claude setup-token) or ANTHROPIC_API_KEY", src, err)
 	}
 	return c.Detail, nil
 }

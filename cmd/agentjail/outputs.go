@@ -42,7 +42,7 @@ func (r *recordFile) open() error {
 	}
 	d, name, err := r.walker.Parent(r.path)
 	if errors.Is(err, hostfs.ErrLink) && slices.Equal(r.walker.Roots, hostfs.Strict.Roots) {
-		return fmt.Errorf("--record %s: the path passes through a symbolic link, and before the profile has loaded agentjail cannot tell which directories an agent may have written, so it follows none; give the path without links", r.path)
+		return fmt.Errorf("--record %s: a symbolic link on the path, which agentjail follows nowhere until the profile names the writable roots; give the path without links", r.path)
 	}
 	if err != nil {
 		return outputError("--record", r.path, err, "choose a writable directory")

@@ -151,7 +151,7 @@ func TestEscapeOperatorOutputsRecord(t *testing.T) {
 			rec = filepath.Join(p, "out/run.json")
 			r = aj(t, append(append([]string{"run", "--write", p, "--record", rec}, mistake...), "--", "true")...)
 			wantCode(t, r, 125)
-			if !strings.Contains(r.stderr, "--record "+rec+": the path passes through a symbolic link, and before the profile has loaded agentjail cannot tell") {
+			if !strings.Contains(r.stderr, "--record "+rec+": a symbolic link on the path, which agentjail follows nowhere until the profile names the writable roots; give the path without links") {
 				t.Errorf("%v: stderr:\n%s", mistake, r.stderr)
 			}
 			if got := entries(t, vdir); got != "victim.sh" {
