@@ -26,10 +26,14 @@ const QuarantineSuffix = ".agentjail-quarantine-"
 // core.fsmonitor would run at the next `git status`, is a directory
 // without a repository again). It returns the notes: one for each path
 // moved aside, saying where it is now, then ProtectedChanges' for the rest.
-func Quarantine(before, after mounts.Snapshot, w hostfs.Walker, runID string) []Note {
+// protected are the paths the jail protected (mounts.Plan.Protected, masks
+// included): a .git that held one of them was there before the run, even
+// when the snapshot holds nothing of it (its config and hooks were
+// missing, and masked).
+func Quarantine(before, after mounts.Snapshot, protected []string, w hostfs.Walker, runID string) []Note {
 	var notes []Note
 	rest := maps.Clone(after)
-	for _, p := range newGitEntries(before, after) {
+	for _, p := range newGitEntries(before, after, protected) {
 		for q := range rest {
 			if q == p || strings.HasPrefix(q, p+"/") {
 				delete(rest, q)
@@ -54,8 +58,8 @@ func Quarantine(before, after mounts.Snapshot, w hostfs.Walker, runID string) []
 
 // newGitEntries returns the outermost new .git entries, and the new
 // commondir files outside them, that after holds: a .git is new when
-// before held neither it nor anything below it.
-func newGitEntries(before, after mounts.Snapshot) []string {
+// neither before nor protected held it or anything below it.
+func newGitEntries(before, after mounts.Snapshot, protected []string) []string {
 	var found []string
 	seen := func(p string) bool {
 		return slices.ContainsFunc(found, func(f string) bool { return p == f || strings.HasPrefix(p, f+"/") })
@@ -69,7 +73,7 @@ func newGitEntries(before, after mounts.Snapshot) []string {
 				return false
 			}
 		}
-		return true
+		return !slices.ContainsFunc(protected, func(q string) bool { return q == p || strings.HasPrefix(q, p+"/") })
 	}
 	for _, q := range slices.Sorted(maps.Keys(after)) {
 		if _, ok := before[q]; ok || seen(q) {

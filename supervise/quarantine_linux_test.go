@@ -22,12 +22,12 @@ func TestQuarantine(t *testing.T) {
 	}
 	outside := t.TempDir()
 	j := func(p string) string { return filepath.Join(root, p) }
-	for _, d := range []string{".git/hooks", ".git/worktrees/w", "newsub", "x/.git/hooks"} {
+	for _, d := range []string{".git/hooks", ".git/worktrees/w", "newsub", "x/.git/hooks", "old/.git/modules/m"} {
 		os.MkdirAll(j(d), 0o755)
 	}
 	for p, data := range map[string]string{
 		".git/config": "", ".env": "changed", "newsub/.git": "gitdir: ../evil\n", "x/.git/config": "",
-		".git/worktrees/w/commondir": "../../../evil\n",
+		".git/worktrees/w/commondir": "../../../evil\n", "old/.git/modules/m/config": "",
 	} {
 		os.WriteFile(j(p), []byte(data), 0o644)
 	}
@@ -37,8 +37,11 @@ func TestQuarantine(t *testing.T) {
 	e := mounts.Entry{Size: 1}
 	before := mounts.Snapshot{j(".git/config"): e, j(".git/hooks"): e, j(".env"): e}
 	after := mounts.Snapshot{j(".git/config"): e, j(".git/hooks"): e, j(".env"): {Size: 7},
-		j("newsub/.git"): e, j("x/.git/config"): e, j("x/.git/hooks"): e, j(".git/worktrees/w/commondir"): e, j("y/.git"): e}
-	notes := Quarantine(before, after, hostfs.Walker{Roots: []string{root}}, "RUN")
+		j("newsub/.git"): e, j("x/.git/config"): e, j("x/.git/hooks"): e, j(".git/worktrees/w/commondir"): e, j("y/.git"): e,
+		j("old/.git/modules/m/config"): e}
+	// old/.git was there, without config or hooks (masked in the jail).
+	protected := []string{j("old/.git/config"), j("old/.git/hooks")}
+	notes := Quarantine(before, after, protected, hostfs.Walker{Roots: []string{root}}, "RUN")
 	var details []string
 	for _, n := range notes {
 		details = append(details, n.Detail)
@@ -62,7 +65,10 @@ func TestQuarantine(t *testing.T) {
 	if !strings.Contains(all, j("y/.git")+" appeared during the run: git takes it for a git directory (.git), and could not be moved aside") {
 		t.Errorf("no note says y/.git could not be moved:\n%s", all)
 	}
-	if len(notes) != 5 || !strings.Contains(all, j(".env")+" changed during the run") || strings.Contains(all, "x/.git/config") {
+	if _, err := os.Lstat(j("old/.git")); err != nil {
+		t.Errorf("old/.git, there before the run, was moved: %v", err)
+	}
+	if len(notes) != 6 || !strings.Contains(all, j(".env")+" changed during the run") || !strings.Contains(all, j("old/.git/modules/m/config")+" appeared") || strings.Contains(all, "x/.git/config") {
 		t.Errorf("notes:\n%s", all)
 	}
 }

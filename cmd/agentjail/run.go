@@ -177,7 +177,7 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	after := make(chan mounts.Snapshot, 1)
 	go func() { after <- j.protectedSnapshot() }()
 	notes, serr := supervise.StripSetID(mounts.WritableRoots(j.policy), since)
-	rec.Violate(supervise.Quarantine(before, <-after, j.walker(), j.runID)...)
+	rec.Violate(supervise.Quarantine(before, <-after, j.plan.Protected, j.walker(), j.runID)...)
 	rec.Violate(notes...)
 	if serr != nil {
 		rec.Warnings = append(rec.Warnings, serr.Error())
