@@ -44,7 +44,7 @@ func (r *renderer) plantedLink(src string, roots []string) string {
 		return ""
 	}
 	t, _ := r.in.Disk.ReadLink(rel(link))
-	r.plan.Warnings = append(r.plan.Warnings, fmt.Sprintf("%s is not given to the jail: %s is a symbolic link (to %s) in a writable root, which agentjail does not follow for a copy (an agent may have planted it); replace the link by what it points to",
+	r.plan.Warnings = append(r.plan.Warnings, fmt.Sprintf("%s is not given to the jail: %s is a symbolic link (to %s) in a writable root, which an agent may have planted; replace it by what it points to",
 		src, link, t))
 	return link
 }
