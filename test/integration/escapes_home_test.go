@@ -32,28 +32,33 @@ func operatorHome(t *testing.T) (home, secret, secretDir string) {
 	return home, secret, secretDir
 }
 
-// TestEscapeCopiesFromAWritableHome: run N links ~/.claude.json to a
+// TestEscapeCopiesFromAWritableHome: run N linked ~/.claude.json to a
 // root-only file and ~/.aws to a root-only directory; agentjail, as root,
 // copied what they point to into run N+1's jail, owned by the run user
 // (render followed the links, the staging opened them). No plain-bwrap
 // baseline: the door was agentjail's own; this test fails on the tree
-// before the fix. Now such a link is a protected path that is a link,
-// refused before anything runs; a profile that accepts protected links
-// gets a warning, and nothing is copied through the link.
+// before the fix. Now run N cannot make the links (the names are
+// protected in a writable home), and links an earlier run left are a
+// protected path that is a link, refused before anything runs; a profile
+// that accepts protected links gets a warning, and nothing is copied
+// through the link.
 func TestEscapeCopiesFromAWritableHome(t *testing.T) {
 	jailed(t)
 	home, secret, secretDir := operatorHome(t)
 	inv := invocation{env: []string{"HOME=" + home}, dir: home}
+	// Run N can no longer plant them: both names are protected in a
+	// writable home.
 	r := inv.run(t, "run", "--profile", "tier3", "--write", home, "--", "sh", "-c",
-		"rm -f "+home+"/.claude.json; ln -s "+secret+" "+home+"/.claude.json && ln -s "+secretDir+" "+home+"/.aws && echo PLANTED")
-	if !strings.Contains(r.stdout, "PLANTED") {
-		// The protection keeps the links from being made at all.
-		t.Logf("run N could not plant the links (%d):\n%s", r.code, r.stderr)
-		os.Remove(filepath.Join(home, ".claude.json"))
-		os.Symlink(secret, filepath.Join(home, ".claude.json"))
-		os.Symlink(secretDir, filepath.Join(home, ".aws"))
-		os.Lchown(filepath.Join(home, ".claude.json"), runUID, runUID)
-		os.Lchown(filepath.Join(home, ".aws"), runUID, runUID)
+		"rm -f "+home+"/.claude.json && echo PLANTED-CONFIG; ln -s "+secretDir+" "+home+"/.aws && echo PLANTED-AWS; true")
+	wantCode(t, r, 0)
+	if strings.Contains(r.stdout, "PLANTED") {
+		t.Errorf("run N planted a link:\n%s", r.stdout)
+	}
+	// An earlier run (before the fix, or with another profile) left them.
+	os.Remove(filepath.Join(home, ".claude.json"))
+	for link, target := range map[string]string{".claude.json": secret, ".aws": secretDir} {
+		os.Symlink(target, filepath.Join(home, link))
+		os.Lchown(filepath.Join(home, link), runUID, runUID)
 	}
 	read := []string{"--", "sh", "-c", `cat "$CLAUDE_CONFIG_DIR/.claude.json" "$HOME/.aws/credentials" 2>&1; echo RAN`}
 
