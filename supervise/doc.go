@@ -8,8 +8,8 @@
 // wait), forwards the signals agentjail receives, kills what is left
 // (cgroup.kill, then a /proc sweep for the run's marker) and writes the run
 // record. After the run, ProtectedChanges (pure, given before and after
-// snapshots) and StripSetID say what the agent got around: the record's
-// violations. Before a run it stages the files the plan binds from the
+// snapshots; Quarantine moves a new .git or commondir aside first) and
+// StripSetID say what the agent got around: the record's violations. Before a run it stages the files the plan binds from the
 // host (copies owned by the run user, Stage); after it, it reads back only
 // the run user's own plain files (CopyTranscripts, which writes them
 // through hostfs, as WriteFile writes the record). It also keeps the

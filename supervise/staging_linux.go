@@ -20,10 +20,18 @@ import (
 // FileCopy is one file or tree copied into a run's staging directory; with
 // Data, one file made with that content instead, Src only naming where it
 // comes from (the part of the operator's Claude Code login a run gets).
+// From reaches Src: with the run's writable roots, so that no link an
+// agent could have planted there is followed.
 type FileCopy struct {
 	Src, Dst string
 	Data     []byte
+	From     hostfs.Walker
 }
+
+// MaxCopy bounds what one run's copies take together: an agent that may
+// write where a copied tree lies (a home given as a writable root) must
+// not fill agentjail's run directory, often a small tmpfs, with it.
+var MaxCopy = hostfs.Budget{Entries: 20000, Bytes: 64 << 20}
 
 // StageDir is a directory made in a run's staging directory; Size, when
 // not 0, caps it with a tmpfs of that size.
@@ -61,8 +69,10 @@ type Staged struct {
 // be mounted (no CAP_SYS_ADMIN), the directory is a plain one and the
 // degradation is reported.
 //
-// A source that is a symlink is followed; links inside a copied tree are
-// copied as links; sockets, fifos and devices are skipped.
+// A source is read from descriptors through its walker (hostfs.Walker.Copy):
+// below a writable root no link is followed, the source's own name
+// included; links inside a copied tree are copied as links; sockets, fifos
+// and devices are skipped; all copies together take at most MaxCopy.
 func Stage(root string, dirs []StageDir, copies []FileCopy, uid, gid int) (*Staged, error) {
 	st := &Staged{Root: root}
 	if err := traversable(filepath.Dir(root)); err != nil {
@@ -115,6 +125,7 @@ func Stage(root string, dirs []StageDir, copies []FileCopy, uid, gid int) (*Stag
 		}
 		st.Mounts = append(st.Mounts, d.Path)
 	}
+	budget := MaxCopy
 	for _, c := range copies {
 		if err := mkdirs(filepath.Dir(c.Dst)); err != nil {
 			return st, err
@@ -126,46 +137,8 @@ func Stage(root string, dirs []StageDir, copies []FileCopy, uid, gid int) (*Stag
 			made = append(made, c.Dst)
 			continue
 		}
-		src, err := filepath.EvalSymlinks(c.Src)
-		if err != nil {
-			return st, fmt.Errorf("copy %s into the jail: %w", c.Src, err)
-		}
-		err = filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			rel, _ := filepath.Rel(src, p)
-			dst := filepath.Join(c.Dst, rel)
-			info, err := d.Info()
-			if err != nil {
-				return err
-			}
-			switch {
-			case d.IsDir():
-				if err := os.Mkdir(dst, 0o700); err != nil {
-					return err
-				}
-			case d.Type()&fs.ModeSymlink != 0:
-				t, err := os.Readlink(p)
-				if err == nil {
-					err = os.Symlink(t, dst)
-				}
-				if err != nil {
-					return err
-				}
-			case d.Type().IsRegular():
-				if err := copyFile(p, dst); err != nil {
-					return err
-				}
-			default:
-				return nil
-			}
-			made = append(made, dst)
-			if d.Type()&fs.ModeSymlink == 0 {
-				return os.Chmod(dst, info.Mode().Perm())
-			}
-			return nil
-		})
+		m, err := c.From.Copy(c.Src, c.Dst, &budget)
+		made = append(made, m...)
 		if err != nil {
 			return st, fmt.Errorf("copy %s into the jail: %w", c.Src, err)
 		}
@@ -179,16 +152,6 @@ func Stage(root string, dirs []StageDir, copies []FileCopy, uid, gid int) (*Stag
 		}
 	}
 	return st, nil
-}
-
-// copyFile copies a regular file into a new file dst.
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	return writeNew(dst, in)
 }
 
 // writeNew writes what r holds into a new file dst, 0600 (never through a

@@ -40,6 +40,9 @@ type jail struct {
 	// nil for none; credentials reports it for the record (login).
 	loginFile   []byte
 	credentials *claude.Credentials
+	// configFile is what the run gets of the operator's ~/.claude.json,
+	// nil for none (config).
+	configFile []byte
 }
 
 // loader loads built-in profiles and profile files (readInput; a signal
@@ -89,7 +92,18 @@ func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error
 	if j.runID == "" {
 		j.runID = newRunID()
 	}
-	base, err := loader(opt.interrupt).Load(j.profile)
+	// The files read as input, to be kept read-only where they lie in a
+	// writable root (mounts.Input.Inputs).
+	var inputs []string
+	l := loader(opt.interrupt)
+	read := l.ReadFile
+	l.ReadFile = func(name string) ([]byte, error) {
+		if abs, err := filepath.Abs(name); err == nil {
+			inputs = append(inputs, abs)
+		}
+		return read(name)
+	}
+	base, err := l.Load(j.profile)
 	if err != nil {
 		return nil, err
 	}
@@ -176,6 +190,11 @@ func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error
 	if !opt.freshProc {
 		covers = hostProcCovers(j.bwrap, j.policy)
 	}
+	for _, f := range j.policy.Seccomp.Files {
+		if abs, err := filepath.Abs(f); err == nil {
+			inputs = append(inputs, abs)
+		}
+	}
 	claudeDir := filepath.Join(stageDir(j.runID), "claude")
 	if opt.noClaudeHome {
 		claudeDir = ""
@@ -189,6 +208,7 @@ func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error
 		Chdir:         dir,
 		ExecStage:     exe,
 		EmptyFile:     emptyFile(),
+		CommonDirFile: commonDirFile(),
 		StagingDir:    filepath.Join(stageDir(j.runID), "credentials"),
 		ClaudeDir:     claudeDir,
 		RunDir:        supervise.RunDir(),
@@ -196,6 +216,7 @@ func prepareWith(cmd *cli.Command, argv []string, opt jailOptions) (*jail, error
 		Seccomp:       len(j.seccomp),
 		Argv:          argv,
 		ProcCovers:    covers,
+		Inputs:        inputs,
 	})
 	if err != nil {
 		j.release()
@@ -258,6 +279,9 @@ func stageDir(runID string) string { return filepath.Join(supervise.RunDir(), ru
 
 // emptyFile is the empty file masks are bound from.
 func emptyFile() string { return filepath.Join(supervise.RunDir(), "empty") }
+
+// commonDirFile is the file masks over a missing commondir are bound from.
+func commonDirFile() string { return filepath.Join(supervise.RunDir(), "commondir") }
 
 // cacheDir holds the detected bwrap version.
 func cacheDir() string {

@@ -97,6 +97,9 @@ func (j *jail) renderHeader() string {
 	var made []string
 	if len(j.plan.Masks) > 0 {
 		made = append(made, shellQuote(emptyFile())+": an empty file every user can read (mode 0444), the source of every mask")
+		if slices.ContainsFunc(j.plan.Masks, func(m string) bool { return strings.HasSuffix(m, "/commondir") }) {
+			made = append(made, shellQuote(commonDirFile())+": a file holding \".\" and a newline, every user can read (mode 0444), the source of the masks over a missing commondir")
+		}
 	}
 	if len(j.plan.Dirs) > 0 || len(j.plan.Copies) > 0 {
 		made = append(made, shellQuote(stageDir(j.runID))+": a directory the run user can traverse (mode 0711)")
@@ -112,6 +115,9 @@ func (j *jail) renderHeader() string {
 		what := "a copy of " + shellQuote(c.Src)
 		if j.isLogin(c) {
 			what = "the login of " + shellQuote(c.Src) + " without its refresh token (only claudeAiOauth's accessToken, expiresAt, scopes, subscriptionType, rateLimitTier)"
+		}
+		if j.isConfig(c) {
+			what = "the onboarding and trust state of " + shellQuote(c.Src) + " (none of its keys, tokens or history: see docs/claude.md)"
 		}
 		made = append(made, fmt.Sprintf("%s: %s owned by %s (files 0600, directories 0700)", shellQuote(c.Dst), what, who))
 	}

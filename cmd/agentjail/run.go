@@ -91,9 +91,11 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return failed(err)
 	}
-	if warning != "" {
-		fmt.Fprintf(e.stderr, "agentjail: warning: %s\n", warning)
-		rec.Warnings = append(rec.Warnings, warning)
+	for _, warning := range []string{warning, j.config()} {
+		if warning != "" {
+			fmt.Fprintf(e.stderr, "agentjail: warning: %s\n", warning)
+			rec.Warnings = append(rec.Warnings, warning)
+		}
 	}
 	if log != nil {
 		defer log.Close()
@@ -175,7 +177,7 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	after := make(chan mounts.Snapshot, 1)
 	go func() { after <- j.protectedSnapshot() }()
 	notes, serr := supervise.StripSetID(mounts.WritableRoots(j.policy), since)
-	rec.Violate(supervise.ProtectedChanges(before, <-after)...)
+	rec.Violate(supervise.Quarantine(before, <-after, j.plan.Protected, j.walker(), j.runID)...)
 	rec.Violate(notes...)
 	if serr != nil {
 		rec.Warnings = append(rec.Warnings, serr.Error())
