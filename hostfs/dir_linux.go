@@ -222,18 +222,26 @@ func (d *Dir) AddNew(name string, src io.Reader, perm uint32, uid, gid int) (str
 // an existing file must be a regular file with one link owned by uid
 // (agentjail's user): not a link, a fifo, a device, nor a hard link to or a
 // file of someone else's, which the agent could have left there. Outside
-// the roots the name is opened as the operator gave it.
+// the roots the name is opened as the operator gave it, but a link there is
+// followed only when it is the operator's (a trusted link: /dev/stderr), so
+// a link an earlier run with other writable roots left is not.
 func (d *Dir) OpenAppend(name string, uid int) (*os.File, error) {
 	p := path.Join(d.Path, name)
 	flags := unix.O_WRONLY | unix.O_APPEND | unix.O_CREAT | unix.O_CLOEXEC
 	if d.Beneath {
 		// O_NONBLOCK: a fifo opens at once (ENXIO) rather than wait for a reader.
 		flags |= unix.O_NOFOLLOW | unix.O_NONBLOCK
+	} else if err := d.trustedName(name); err != nil {
+		return nil, err
+	} else if st, err := d.Lstat(name); err != nil || st.Mode&unix.S_IFMT != unix.S_IFLNK {
+		flags |= unix.O_NOFOLLOW // not a link now: nor when opened
 	}
 	fd, err := unix.Openat(d.fd(), name, flags, 0o600)
 	switch {
 	case errors.Is(err, unix.ELOOP) && d.Beneath:
 		return nil, fmt.Errorf("%s: %w", p, ErrLink)
+	case errors.Is(err, unix.ELOOP):
+		return nil, fmt.Errorf("%s: %w", p, ErrForeignLink)
 	case errors.Is(err, unix.ENXIO) && d.Beneath:
 		return nil, fmt.Errorf("%s is a fifo: %w", p, ErrNotOwn)
 	case err != nil:

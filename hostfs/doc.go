@@ -7,7 +7,11 @@
 // may lie in a writable root, where an agent of this run or an earlier one
 // could have put a symbolic link, a file or a directory of its own. A
 // Walker knows the run's writable roots. The part of a path above them is
-// the operator's, and its links are followed; from a writable root down,
+// the operator's, and its links are followed when they are the operator's
+// too (root's or agentjail's user's, in a directory no one else may
+// write, or a sticky one): an earlier run's writable roots are not this
+// run's, and its agent's links there are not followed; from a writable
+// root down,
 // the path is resolved from a descriptor of the root by openat2(2) with
 // RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS (before Linux 5.6, one
 // O_NOFOLLOW|O_DIRECTORY component at a time). What is then done in a

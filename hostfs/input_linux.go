@@ -1,13 +1,10 @@
 package hostfs
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -17,44 +14,32 @@ import (
 // ReadInput reads a file the operator names as input: a profile, a
 // profile it extends, a seccomp profile. Only a regular file or a pipe
 // (`--profile <(gen)`) is read, and at most limit bytes of
-// it. A device, a directory or a socket is refused before it is opened:
-// the path is opened with O_PATH, which runs no driver's open (opening
-// /dev/watchdog arms it), checked, and only then reopened for reading
-// through /proc/self/fd, so a path swapped meanwhile is not read either.
+// it. A device, a directory or a socket is refused before it is opened
+// (OpenAt: O_PATH, checked, then reopened through /proc/self/fd).
 // A pipe is read without blocking a thread, and a signal on interrupt
 // (nil: SIGINT or SIGTERM) ends the wait for its writer.
 func ReadInput(name string, limit int, interrupt <-chan os.Signal) ([]byte, error) {
-	fd, err := unix.Open(name, unix.O_PATH|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err // ENOENT matches fs.ErrNotExist
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, err
-	}
 	fix := "give a regular file, or a pipe such as <(command)"
-	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFREG:
-		if st.Size > int64(limit) {
-			return nil, fmt.Errorf("%d bytes, more than the %d KiB an input file may have", st.Size, limit>>10)
+	f, st, err := OpenAt(unix.AT_FDCWD, name, false, func(st *unix.Stat_t) error {
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG:
+			if st.Size > int64(limit) {
+				return fmt.Errorf("%d bytes, more than the %d KiB an input file may have", st.Size, limit>>10)
+			}
+		case unix.S_IFIFO:
+		case unix.S_IFDIR:
+			return fmt.Errorf("a directory; %s", fix)
+		case unix.S_IFCHR, unix.S_IFBLK:
+			return fmt.Errorf("a device; %s", fix)
+		case unix.S_IFSOCK:
+			return fmt.Errorf("a socket; %s", fix)
+		default:
+			return fmt.Errorf("not a regular file; %s", fix)
 		}
-	case unix.S_IFIFO:
-	case unix.S_IFDIR:
-		return nil, fmt.Errorf("a directory; %s", fix)
-	case unix.S_IFCHR, unix.S_IFBLK:
-		return nil, fmt.Errorf("a device; %s", fix)
-	case unix.S_IFSOCK:
-		return nil, fmt.Errorf("a socket; %s", fix)
-	default:
-		return nil, fmt.Errorf("not a regular file; %s", fix)
-	}
-	f, err := os.OpenFile("/proc/self/fd/"+strconv.Itoa(fd), os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, errors.New("cannot reopen it through /proc/self/fd; mount /proc")
-	}
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("cannot open it for reading: %w", errors.Unwrap(err))
+		return nil, err
 	}
 	defer f.Close()
 	var data []byte

@@ -19,10 +19,18 @@ import (
 // FileCopy is one file or tree copied into a run's staging directory; with
 // Data, one file made with that content instead, Src only naming where it
 // comes from (the part of the operator's Claude Code login a run gets).
+// From reaches Src: with the run's writable roots, so that no link an
+// agent could have planted there is followed.
 type FileCopy struct {
 	Src, Dst string
 	Data     []byte
+	From     Walker
 }
+
+// MaxCopy bounds what one run's copies take together: an agent that may
+// write where a copied tree lies (a home given as a writable root) must
+// not fill agentjail's run directory, often a small tmpfs, with it.
+var MaxCopy = Budget{Entries: 20000, Bytes: 64 << 20}
 
 // StageDir is a directory made in a run's staging directory; Size, when
 // not 0, caps it with a tmpfs of that size.
@@ -60,8 +68,10 @@ type Staged struct {
 // be mounted (no CAP_SYS_ADMIN), the directory is a plain one and the
 // degradation is reported.
 //
-// A source that is a symlink is followed; links inside a copied tree are
-// copied as links; sockets, fifos and devices are skipped.
+// A source is read from descriptors through its walker (Walker.Copy):
+// below a writable root no link is followed, the source's own name
+// included; links inside a copied tree are copied as links; sockets, fifos
+// and devices are skipped; all copies together take at most MaxCopy.
 func Stage(root string, dirs []StageDir, copies []FileCopy, uid, gid int) (*Staged, error) {
 	st := &Staged{Root: root}
 	if err := traversable(filepath.Dir(root)); err != nil {
@@ -114,6 +124,7 @@ func Stage(root string, dirs []StageDir, copies []FileCopy, uid, gid int) (*Stag
 		}
 		st.Mounts = append(st.Mounts, d.Path)
 	}
+	budget := MaxCopy
 	for _, c := range copies {
 		if err := mkdirs(filepath.Dir(c.Dst)); err != nil {
 			return st, err
@@ -125,46 +136,8 @@ func Stage(root string, dirs []StageDir, copies []FileCopy, uid, gid int) (*Stag
 			made = append(made, c.Dst)
 			continue
 		}
-		src, err := filepath.EvalSymlinks(c.Src)
-		if err != nil {
-			return st, fmt.Errorf("copy %s into the jail: %w", c.Src, err)
-		}
-		err = filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			rel, _ := filepath.Rel(src, p)
-			dst := filepath.Join(c.Dst, rel)
-			info, err := d.Info()
-			if err != nil {
-				return err
-			}
-			switch {
-			case d.IsDir():
-				if err := os.Mkdir(dst, 0o700); err != nil {
-					return err
-				}
-			case d.Type()&fs.ModeSymlink != 0:
-				t, err := os.Readlink(p)
-				if err == nil {
-					err = os.Symlink(t, dst)
-				}
-				if err != nil {
-					return err
-				}
-			case d.Type().IsRegular():
-				if err := copyFile(p, dst); err != nil {
-					return err
-				}
-			default:
-				return nil
-			}
-			made = append(made, dst)
-			if d.Type()&fs.ModeSymlink == 0 {
-				return os.Chmod(dst, info.Mode().Perm())
-			}
-			return nil
-		})
+		m, err := c.From.Copy(c.Src, c.Dst, &budget)
+		made = append(made, m...)
 		if err != nil {
 			return st, fmt.Errorf("copy %s into the jail: %w", c.Src, err)
 		}
@@ -178,16 +151,6 @@ func Stage(root string, dirs []StageDir, copies []FileCopy, uid, gid int) (*Stag
 		}
 	}
 	return st, nil
-}
-
-// copyFile copies a regular file into a new file dst.
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	return writeNew(dst, in)
 }
 
 // writeNew writes what r holds into a new file dst, 0600 (never through a
@@ -208,35 +171,61 @@ func writeNew(dst string, r io.Reader) error {
 // read (0444), in a directory others may traverse: the source the jail's
 // masks are bound from. It is made once and shared by every run; a file
 // that is not empty or not regular is an error, never used.
-func EmptyFile(path string) error {
+func EmptyFile(path string) error { return maskSource(path, "", "the masks' empty file") }
+
+// CommonDir is what the masks over a missing commondir hold: the git
+// directory itself, which is where git looks when there is no commondir
+// (setup.c, get_common_dir_noenv). git dies on an empty commondir.
+const CommonDir = ".\n"
+
+// CommonDirFile makes sure path is a regular file holding CommonDir that
+// every user can read (0444): the source the masks over a missing
+// commondir are bound from (mounts.Input.CommonDirFile), made and checked
+// as EmptyFile's.
+func CommonDirFile(path string) error {
+	return maskSource(path, CommonDir, "the commondir masks' file")
+}
+
+// maskSource makes sure path is a regular file holding content that every
+// user can read, in a directory others may traverse; made once (atomically:
+// concurrent runs may race, and each makes the same) and shared by every
+// run. A file holding anything else is an error, never used.
+func maskSource(path, content, what string) error {
 	if err := traversable(filepath.Dir(path)); err != nil {
 		return err
 	}
-	fi, err := os.Lstat(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		if err := createEmpty(path); err != nil {
-			return fmt.Errorf("create the masks' empty file %s: %w", path, err)
+		if err := createSource(path, content); err != nil {
+			return fmt.Errorf("create %s %s: %w", what, path, err)
 		}
-		fi, err = os.Lstat(path)
+		f, err = os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	}
 	if err != nil {
 		return err
 	}
-	if !fi.Mode().IsRegular() || fi.Size() != 0 || fi.Mode().Perm()&0o444 != 0o444 {
-		return fmt.Errorf("%s should be an empty file every user can read, and is not (%v, %d bytes); remove it", path, fi.Mode(), fi.Size())
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	data, _ := io.ReadAll(io.LimitReader(f, int64(len(content))+1))
+	if !fi.Mode().IsRegular() || string(data) != content || fi.Mode().Perm()&0o444 != 0o444 {
+		return fmt.Errorf("%s should be a file every user can read holding %q, and is not (%v, %q); remove it", path, content, fi.Mode(), data)
 	}
 	return nil
 }
 
-// createEmpty creates path empty and 0444, atomically: concurrent runs may
-// race to create it.
-func createEmpty(path string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".empty-*")
+func createSource(path, content string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".mask-*")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	err = tmp.Chmod(0o444)
+	_, err = tmp.WriteString(content)
+	if err == nil {
+		err = tmp.Chmod(0o444)
+	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}

@@ -116,7 +116,8 @@ func absolute(p string) (string, error) {
 }
 
 // split resolves abs from / down to the first writable root it enters,
-// following the links on the way (the operator's). It returns the
+// following the links on the way that are the operator's (trusted). It
+// returns the
 // canonical path reached — a writable root, the last directory that
 // exists, or all of abs resolved — and the components left below it, to
 // be walked without links. A link above the roots whose target enters one
@@ -152,6 +153,9 @@ func (w Walker) split(abs string) (string, []string, error) {
 			// it when the file is opened.
 			todo = append([]string{name}, todo...)
 			break
+		}
+		if !trustedLink(done, next) {
+			return "", nil, fmt.Errorf("%s: %w", next, ErrForeignLink)
 		}
 		if links++; links > maxLinks {
 			return "", nil, &fs.PathError{Op: "open", Path: abs, Err: unix.ELOOP}

@@ -366,3 +366,68 @@ func TestParentOfDescriptor(t *testing.T) {
 		t.Errorf("the pipe got %q", b)
 	}
 }
+
+// TestForeignLinks: outside this run's writable roots a link is followed
+// only when it is the operator's. An earlier run with other roots could
+// have written T/earlier: its agent's link there (owned by the run user)
+// is not followed, nor root's own link in a directory others may write,
+// while root's link in a sticky directory is.
+func TestForeignLinks(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	T, w := tree(t)
+	j := func(p string) string { return filepath.Join(T, p) }
+	os.Chmod(T, 0o755)
+	for d, mode := range map[string]os.FileMode{"earlier": 0o755, "shared": 0o777, "sticky": 0o777 | os.ModeSticky} {
+		os.Mkdir(j(d), 0o755)
+		os.Chmod(j(d), mode)
+		for _, name := range []string{"agent.log", "dir"} {
+			target := j("victim/file")
+			if name == "dir" {
+				target = j("victim")
+			}
+			os.Symlink(target, j(d+"/"+name))
+		}
+	}
+	os.Chown(j("earlier"), 1000, 1000)
+	os.Lchown(j("earlier/agent.log"), 1000, 1000)
+	os.Lchown(j("earlier/dir"), 1000, 1000)
+	for _, c := range []struct {
+		path    string
+		foreign bool
+	}{
+		{"earlier/agent.log", true},
+		{"earlier/dir/run.json", true},
+		{"shared/agent.log", true},
+		{"shared/dir/run.json", true},
+		{"sticky/agent.log", false},
+		{"sticky/dir/run.json", false},
+	} {
+		d, name, err := w.Parent(j(c.path))
+		if c.foreign != errors.Is(err, ErrForeignLink) || !c.foreign && (err != nil || d.Path != j("victim")) {
+			t.Errorf("Parent(%s) = %+v %q %v; foreign: %v", c.path, d, name, err, c.foreign)
+		}
+		d.Close()
+	}
+	// The name itself, met in a directory already open.
+	for _, c := range []struct {
+		dir     string
+		foreign bool
+	}{{"earlier", true}, {"shared", true}, {"sticky", false}} {
+		d, err := w.Dir(j(c.dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := d.OpenAppend("agent.log", os.Geteuid())
+		if c.foreign != errors.Is(err, ErrForeignLink) {
+			t.Errorf("OpenAppend(%s/agent.log): %v; foreign: %v", c.dir, err, c.foreign)
+		}
+		if f != nil {
+			f.Close()
+		}
+		d.Close()
+	}
+	if b, _ := os.ReadFile(j("victim/file")); string(b) != "victim" {
+		t.Errorf("the victim changed: %q", b)
+	}
+}

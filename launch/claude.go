@@ -4,11 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"path/filepath"
-	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentjail/agentjail/claude"
 	"github.com/agentjail/agentjail/hostfs"
@@ -27,18 +26,24 @@ func (j *Jail) stage() (*hostfs.Staged, error) {
 		if err := hostfs.EmptyFile(EmptyFile()); err != nil {
 			return nil, err
 		}
+		if err := hostfs.CommonDirFile(CommonDirFile()); err != nil {
+			return nil, err
+		}
 	}
 	if len(j.Plan.Dirs) == 0 && len(j.Plan.Copies) == 0 {
 		return nil, nil
 	}
 	var copies []hostfs.FileCopy
 	for _, c := range j.Plan.Copies {
-		fc := hostfs.FileCopy{Src: c.Src, Dst: c.Dst}
-		if j.IsLogin(c) {
-			if j.loginFile == nil {
-				continue
-			}
+		fc := hostfs.FileCopy{Src: c.Src, Dst: c.Dst, From: j.walker()}
+		switch {
+		case j.IsLogin(c):
 			fc.Data = j.loginFile
+		case j.IsConfig(c):
+			fc.Data = j.configFile
+		}
+		if (j.IsLogin(c) || j.IsConfig(c)) && fc.Data == nil {
+			continue
 		}
 		copies = append(copies, fc)
 	}
@@ -59,6 +64,39 @@ func (j *Jail) stage() (*hostfs.Staged, error) {
 func (j *Jail) IsLogin(c mounts.Copy) bool {
 	h := j.Plan.Claude
 	return h != nil && h.Credentials != "" && c.Dst == filepath.Join(h.Dir, mounts.ClaudeCredentials)
+}
+
+// IsConfig reports whether c copies the operator's ~/.claude.json, of
+// which a run gets only part (config).
+func (j *Jail) IsConfig(c mounts.Copy) bool {
+	h := j.Plan.Claude
+	return h != nil && c.Dst == filepath.Join(h.Dir, mounts.ClaudeConfig)
+}
+
+// walker reaches what agentjail reads or writes for the operator: no link
+// in the run's writable roots is followed (hostfs).
+func (j *Jail) walker() hostfs.Walker {
+	return hostfs.Walker{Roots: mounts.WritableRoots(j.Policy)}
+}
+
+// config reads the operator's ~/.claude.json that the plan copies into the
+// run's private directory and keeps what the run gets of it
+// (claude.StageConfig: the onboarding and trust state, no secrets). One
+// that cannot be read or is not claude's is left out, with a warning.
+func (j *Jail) config() (warning string) {
+	for _, c := range j.Plan.Copies {
+		if !j.IsConfig(c) {
+			continue
+		}
+		data, err := readClaudeFile(j.walker(), c.Src, claude.MaxConfig)
+		if err == nil {
+			j.configFile, err = claude.StageConfig(data)
+		}
+		if err != nil {
+			return fmt.Sprintf("%s %v: not copied in (claude starts without its onboarding and trust state)", c.Src, err)
+		}
+	}
+	return ""
 }
 
 // claudeAfter completes the record's `claude` object once the run has
@@ -125,7 +163,7 @@ func (j *Jail) login(now time.Time) (warning string, err error) {
 		wall = time.Duration(*w)
 	}
 	var l claude.Login
-	data, err := readLogin(src)
+	data, err := readClaudeFile(j.walker(), src, claude.MaxCredentials)
 	if err == nil {
 		l, err = claude.StageLogin(data, now, wall)
 	}
@@ -148,32 +186,33 @@ func (j *Jail) login(now time.Time) (warning string, err error) {
 		c.Detail += "; the run has " + other
 		return "", nil
 	case errors.Is(err, claude.ErrLoginExpired) && claude.Command(j.Argv) != "":
-		return "", fmt.Errorf("%s %v, and the jail gets no refresh token to renew it: run claude on the host once (it renews the login), or give the run a token from `claude setup-token` as CLAUDE_CODE_OAUTH_TOKEN, or an ANTHROPIC_API_KEY", src, err)
+		return "", fmt.Errorf("%s %v (the jail gets no refresh token); run claude on the host to renew it, or give the run CLAUDE_CODE_OAUTH_TOKEN (claude setup-token) or ANTHROPIC_API_KEY", src, err)
 	}
 	return c.Detail, nil
 }
 
-// readLogin reads the operator's credentials file: a regular file (a FIFO
-// would block the start; a device would never end) of at most
-// claude.MaxCredentials bytes.
-func readLogin(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
+// readClaudeFile reads a file of the operator's Claude Code (its
+// credentials, its ~/.claude.json) through w (hostfs: no link an agent
+// could have planted in a writable root is followed): a regular file (a
+// FIFO would block the start; a device would never end) of at most max
+// bytes, checked before it is opened for reading (hostfs.OpenAt).
+func readClaudeFile(w hostfs.Walker, path string, max int64) ([]byte, error) {
+	var wrong error
+	f, _, err := w.Open(path, func(st *unix.Stat_t) error {
+		switch {
+		case st.Mode&unix.S_IFMT != unix.S_IFREG:
+			wrong = errors.New("is not a regular file")
+		case st.Size > max:
+			wrong = fmt.Errorf("is %d bytes, more than the %d agentjail reads", st.Size, max)
 		}
+		return wrong
+	})
+	if wrong != nil {
+		return nil, wrong
+	}
+	if err != nil {
 		return nil, fmt.Errorf("cannot be read (%w)", err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("cannot be read (%w)", err)
-	case !fi.Mode().IsRegular():
-		return nil, errors.New("is not a regular file")
-	case fi.Size() > claude.MaxCredentials:
-		return nil, fmt.Errorf("is %d bytes, more than the %d agentjail reads", fi.Size(), claude.MaxCredentials)
-	}
-	return io.ReadAll(io.LimitReader(f, claude.MaxCredentials))
+	return io.ReadAll(io.LimitReader(f, max))
 }

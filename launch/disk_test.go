@@ -2,6 +2,7 @@ package launch
 
 import (
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -9,37 +10,47 @@ import (
 	"time"
 )
 
-// TestHostDiskOpensAFIFOWithoutBlocking: a FIFO where mounts expects a git
-// file is opened and found to be no regular file, instead of waiting for a
-// writer for ever (os.DirFS's Open would).
-func TestHostDiskOpensAFIFOWithoutBlocking(t *testing.T) {
+// TestHostDiskOpensOnlyFilesAndDirectories: a FIFO or a device where
+// mounts expects a git file is refused before it is opened, instead of
+// waiting for a writer for ever (os.DirFS's Open would) or running the
+// device's open; a regular file and a directory open.
+func TestHostDiskOpensOnlyFilesAndDirectories(t *testing.T) {
 	t.Parallel()
-	fifo := filepath.Join(t.TempDir(), "config")
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "config")
 	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	name := strings.TrimPrefix(fifo, "/")
+	os.WriteFile(filepath.Join(dir, "file"), []byte("x"), 0o644)
 	done := make(chan error, 1)
 	go func() {
-		f, err := newHostDisk().Open(name)
-		if err == nil {
-			var fi fs.FileInfo
-			if fi, err = f.Stat(); err == nil && fi.Mode().IsRegular() {
-				t.Error("a FIFO stats as a regular file")
+		for _, p := range []string{fifo, "/dev/null"} {
+			if f, err := newHostDisk().Open(strings.TrimPrefix(p, "/")); err == nil || !strings.Contains(err.Error(), "not a regular file or a directory") {
+				t.Errorf("Open(%s): %v", p, err)
+				if f != nil {
+					f.Close()
+				}
 			}
-			f.Close()
 		}
-		done <- err
+		done <- nil
 	}()
 	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
+	case <-done:
 	case <-time.After(10 * time.Second): // a hang detector, not a timing
 		t.Fatal("opening a FIFO through the host disk blocked")
 	}
-	if fi, err := fs.Stat(newHostDisk(), name); err != nil || fi.Mode()&fs.ModeNamedPipe == 0 {
+	for _, p := range []string{dir, filepath.Join(dir, "file")} {
+		f, err := newHostDisk().Open(strings.TrimPrefix(p, "/"))
+		if err != nil {
+			t.Errorf("Open(%s): %v", p, err)
+			continue
+		}
+		f.Close()
+	}
+	if entries, err := fs.ReadDir(newHostDisk(), strings.TrimPrefix(dir, "/")); err != nil || len(entries) != 2 {
+		t.Errorf("ReadDir = %v, %v", entries, err)
+	}
+	if fi, err := fs.Stat(newHostDisk(), strings.TrimPrefix(fifo, "/")); err != nil || fi.Mode()&fs.ModeNamedPipe == 0 {
 		t.Errorf("Stat = %v, %v", fi, err)
 	}
 }

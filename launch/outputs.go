@@ -42,7 +42,7 @@ func (r *recordFile) open() error {
 	}
 	d, name, err := r.walker.Parent(r.path)
 	if errors.Is(err, hostfs.ErrLink) && slices.Equal(r.walker.Roots, hostfs.Strict.Roots) {
-		return fmt.Errorf("--record %s: the path passes through a symbolic link, and before the profile has loaded agentjail cannot tell which directories an agent may have written, so it follows none; give the path without links", r.path)
+		return fmt.Errorf("--record %s: a symbolic link on the path, which agentjail follows nowhere until the profile names the writable roots; give the path without links", r.path)
 	}
 	if err != nil {
 		return outputError("--record", r.path, err, "choose a writable directory")
@@ -125,6 +125,8 @@ func outputError(flag, p string, err error, fix string) error {
 	switch {
 	case errors.Is(err, hostfs.ErrLink):
 		fix = "remove the link, or choose a path outside the writable roots"
+	case errors.Is(err, hostfs.ErrForeignLink):
+		fix = "give the path without the link, or remove the link"
 	case errors.Is(err, hostfs.ErrNotOwn):
 		fix = "remove it (agentjail creates the file itself), or choose another path"
 	case flag == "--record" && errors.As(err, &pe):

@@ -42,6 +42,9 @@ type Jail struct {
 	// nil for none; credentials reports it for the record (login).
 	loginFile   []byte
 	credentials *record.ClaudeLogin
+	// configFile is what the run gets of the operator's ~/.claude.json,
+	// nil for none (config).
+	configFile []byte
 }
 
 // Loader loads built-in profiles and profile files (hostfs.ReadInput; a
@@ -67,7 +70,18 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 	if j.RunID == "" {
 		j.RunID = newRunID()
 	}
-	base, err := Loader(opt.Interrupt).Load(j.Profile)
+	// The files read as input, to be kept read-only where they lie in a
+	// writable root (mounts.Input.Inputs).
+	var inputs []string
+	l := Loader(opt.Interrupt)
+	read := l.ReadFile
+	l.ReadFile = func(name string) ([]byte, error) {
+		if abs, err := filepath.Abs(name); err == nil {
+			inputs = append(inputs, abs)
+		}
+		return read(name)
+	}
+	base, err := l.Load(j.Profile)
 	if err != nil {
 		return nil, err
 	}
@@ -154,6 +168,11 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 	if !opt.FreshProc {
 		covers = hostProcCovers(j.Bwrap, j.Policy)
 	}
+	for _, f := range j.Policy.Seccomp.Files {
+		if abs, err := filepath.Abs(f); err == nil {
+			inputs = append(inputs, abs)
+		}
+	}
 	claudeDir := filepath.Join(StageDir(j.RunID), "claude")
 	if opt.NoClaudeHome {
 		claudeDir = ""
@@ -167,6 +186,7 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 		Chdir:         dir,
 		ExecStage:     exe,
 		EmptyFile:     EmptyFile(),
+		CommonDirFile: CommonDirFile(),
 		StagingDir:    filepath.Join(StageDir(j.RunID), "credentials"),
 		ClaudeDir:     claudeDir,
 		RunDir:        runstate.RunDir(),
@@ -174,6 +194,7 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 		Seccomp:       len(j.Seccomp),
 		Argv:          j.Argv,
 		ProcCovers:    covers,
+		Inputs:        inputs,
 	})
 	if err != nil {
 		j.Release()
@@ -236,6 +257,9 @@ func StageDir(runID string) string { return filepath.Join(runstate.RunDir(), run
 
 // EmptyFile is the empty file masks are bound from.
 func EmptyFile() string { return filepath.Join(runstate.RunDir(), "empty") }
+
+// CommonDirFile is the file masks over a missing commondir are bound from.
+func CommonDirFile() string { return filepath.Join(runstate.RunDir(), "commondir") }
 
 // CacheDir holds the detected bwrap version.
 func CacheDir() string {

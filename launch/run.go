@@ -126,9 +126,11 @@ func run(req Request, stdio IO) (int, error) {
 	if err != nil {
 		return failed(err)
 	}
-	if warning != "" {
-		fmt.Fprintf(stdio.Stderr, "agentjail: warning: %s\n", warning)
-		rec.Warnings = append(rec.Warnings, warning)
+	for _, warning := range []string{warning, j.config()} {
+		if warning != "" {
+			fmt.Fprintf(stdio.Stderr, "agentjail: warning: %s\n", warning)
+			rec.Warnings = append(rec.Warnings, warning)
+		}
 	}
 	if log != nil {
 		defer log.Close()
@@ -210,7 +212,7 @@ func run(req Request, stdio IO) (int, error) {
 	after := make(chan mounts.Snapshot, 1)
 	go func() { after <- j.protectedSnapshot() }()
 	notes, serr := hostfs.StripSetID(mounts.WritableRoots(j.Policy), since)
-	rec.Violate(mounts.ProtectedChanges(before, <-after)...)
+	rec.Violate(quarantine(before, <-after, j.Plan.Protected, j.walker(), j.RunID)...)
 	rec.Violate(notes...)
 	if serr != nil {
 		rec.Warnings = append(rec.Warnings, serr.Error())

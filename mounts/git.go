@@ -53,6 +53,9 @@ type gitState struct {
 	configs map[string][]gitVar // by file, with what it includes
 	tops    map[[2]string]bool  // (git directory, work tree) handled
 	passwd  []byte
+	// global is the configuration git reads for every repository from
+	// the homes in a writable root (globalConfigs).
+	global []gitVar
 }
 
 // gitDir is one git directory, scanned.
@@ -213,7 +216,12 @@ func (f *finder) scan(g string) *gitDir {
 			}
 		}
 	} else if underAny(cd, f.roots) {
-		f.add(&f.pr.watched, cd)
+		// git dies on an empty commondir, so no empty mask will do; a
+		// file naming the git directory itself (".", Input.CommonDirFile)
+		// leaves git's common directory where it is, and the agent cannot
+		// make one that names a directory of its own.
+		f.pinTo(cd)
+		f.add(&f.pr.commondirs, cd)
 	}
 	if common != g {
 		// The common directory's own hooks, config, worktrees and
@@ -287,7 +295,7 @@ func (f *finder) top(g string, gd *gitDir, top string) {
 	if top != g {
 		f.keepDotGit(top)
 	}
-	for _, v := range gd.vars {
+	for _, v := range append(slices.Clip(f.git.global), gd.vars...) {
 		switch {
 		case !v.set || v.value == "":
 		case v.name == "core.hookspath":

@@ -66,7 +66,7 @@ func formatProtection(pr protection) string {
 	for _, l := range []struct {
 		name string
 		list []string
-	}{{"pin", pr.pins}, {"read-only", pr.existing}, {"mask", pr.masks}, {"link", pr.links}, {"watched", pr.watched}} {
+	}{{"pin", pr.pins}, {"read-only", pr.existing}, {"mask", pr.masks}, {"link", pr.links}, {"commondir", pr.commondirs}, {"watched", pr.watched}} {
 		for _, p := range slices.Sorted(slices.Values(l.list)) {
 			fmt.Fprintf(&b, "%s %s\n", l.name, p)
 		}
@@ -116,7 +116,9 @@ func TestGitMetadataGolden(t *testing.T) {
 		"pin /srv/proj/a/b/c/d/e/nested/.git",
 		"read-only /srv/proj/a/b/c/d/e/nested/.git/config",
 		"read-only /srv/proj/backup.git/config",
-		"watched /srv/proj/.git/commondir",
+		"commondir /srv/proj/.git/commondir", // masked with ".\n": git dies on an empty one
+		"commondir /srv/proj/.git/modules/libsub/commondir",
+		"commondir /srv/proj/.git/modules/vendor/lib/modules/inner/commondir",
 		"watched /srv/proj/.git/modules/libsub/config.worktree",
 	} {
 		if !strings.Contains(got, want+"\n") {
@@ -219,7 +221,7 @@ func TestRenderRefusesTooManyArguments(t *testing.T) {
 		d["srv/proj/libs/"+name+"/.git"] = node(0o644, 1000, 1000, "gitdir: ../../.git/modules/"+name+"\n")
 	}
 	_, err := Render(in)
-	if !errors.Is(err, ErrTooManyArgs) || !strings.Contains(err.Error(), "bubblewrap accepts at most 9000; pass narrower writable roots") {
+	if !errors.Is(err, ErrTooManyArgs) || !strings.Contains(err.Error(), "where bubblewrap takes 9000; pass narrower writable roots") {
 		t.Fatalf("Render = %v, want ErrTooManyArgs", err)
 	}
 }

@@ -28,10 +28,14 @@ type protection struct {
 	// EBUSY), so the agent cannot move a protected path's parent aside and
 	// make a new, writable one in its place (the rename-parent bypass).
 	pins []string
+	// commondirs are missing commondir files of git directories, masked
+	// with a file holding ".\n" rather than an empty one (git dies on an
+	// empty commondir).
+	commondirs []string
 	// watched are paths that no mount can keep from being created, since
-	// git takes even an empty file there for something (a git directory's
-	// commondir: git dies on an empty one, in the jail and on the host).
-	// The snapshots record them: one that appears is a violation.
+	// git takes even an empty file there for something (the .git of a
+	// de-initialised submodule). The snapshots record them: one that
+	// appears is a violation.
 	watched []string
 	errs    []error // git files too large to read
 }
@@ -68,6 +72,9 @@ func findProtected(d Disk, roots, patterns []string, depth int, homes []string) 
 		}
 	}
 	git := slices.Contains(relative, ".git/config") || slices.Contains(relative, ".git/hooks")
+	if git {
+		f.globalConfigs()
+	}
 	for _, root := range roots {
 		if git {
 			f.enclosing(root)

@@ -47,8 +47,12 @@ type Input struct {
 	ExecStage     string // host path of the exec stage binary (execstage.Binary, or agentjail itself)
 	// EmptyFile is an empty regular file on the host that every user can
 	// read; masks are bound from it (see protect). "": /dev/null.
-	EmptyFile  string
-	StagingDir string // where copied credentials are placed before launch
+	EmptyFile string
+	// CommonDirFile is a regular file on the host holding ".\n" that
+	// every user can read: a missing commondir of a git directory under a
+	// writable root is masked with it (git dies on an empty one).
+	CommonDirFile string
+	StagingDir    string // where copied credentials are placed before launch
 	// ClaudeDir is the host directory that holds the run's private Claude
 	// Code directory (claude.home), bound at ~/.claude in the jail.
 	ClaudeDir string
@@ -68,6 +72,10 @@ type Input struct {
 	// that is unknown. With covers, Render binds the existing /proc if the
 	// policy allows it (a degradation), else refuses (ErrProcCovered).
 	ProcCovers []string
+	// Inputs are the files agentjail read to make this jail (profiles,
+	// seccomp files), absolute: kept read-only where they lie in a
+	// writable root, so that no run edits what the next one loads.
+	Inputs []string
 }
 
 // Plan is a rendered jail.
@@ -159,12 +167,12 @@ func Render(in Input) (Plan, error) {
 	r.protect(roots)
 	r.deny(roots)
 	r.hideRunDir(roots)
-	r.credentials()
+	r.credentials(roots)
 	r.claude(roots)
 	r.tail()
 	if n := len(r.plan.Args) + 1; n > bwrapMaxArgs {
-		r.errs = append(r.errs, fmt.Errorf("%w: the jail takes %d (%d mounts, most of them protecting %d paths under the writable roots: every submodule, worktree and nested repository takes several), bubblewrap accepts at most %d; pass narrower writable roots",
-			ErrTooManyArgs, n, len(r.stack), len(r.plan.Protected), bwrapMaxArgs))
+		r.errs = append(r.errs, fmt.Errorf("%w: %d, for %d protected paths under the writable roots, where bubblewrap takes %d; pass narrower writable roots",
+			ErrTooManyArgs, n, len(r.plan.Protected), bwrapMaxArgs))
 	}
 	// Emit only what the detected bwrap understands: an option it lacks
 	// would fail the launch with bwrap's "Unknown option", or worse, be
@@ -410,7 +418,8 @@ func (r *renderer) protect(roots []string) {
 		depth = *d
 	}
 	homes := slices.Compact(append(slices.Clone(r.in.OperatorHomes), r.in.User.Home))
-	pr := findProtected(placeholderDisk{r.in.Disk, r.in.IsPlaceholder}, roots, r.p.Filesystem.Protect, depth, homes)
+	patterns := append(append(slices.Clone(r.p.Filesystem.Protect), r.copySources()...), r.inputs(roots)...)
+	pr := findProtected(placeholderDisk{r.in.Disk, r.in.IsPlaceholder}, roots, patterns, depth, homes)
 	r.errs = append(r.errs, pr.errs...)
 	// Parents first, before what they hold is made read-only.
 	slices.Sort(pr.pins)
@@ -434,6 +443,13 @@ func (r *renderer) protect(roots []string) {
 	for _, m := range pr.masks {
 		r.mount("--ro-bind", empty, m)
 	}
+	for _, m := range pr.commondirs {
+		if r.in.CommonDirFile == "" {
+			r.errs = append(r.errs, fmt.Errorf("%s is missing and there is no file to mask it with (Input.CommonDirFile)", m))
+			break
+		}
+		r.mount("--ro-bind", r.in.CommonDirFile, m)
+	}
 	for _, l := range pr.links {
 		target, err := resolve(r.in.Disk, l)
 		if err != nil {
@@ -450,8 +466,8 @@ func (r *renderer) protect(roots []string) {
 		r.errs = append(r.errs, fmt.Errorf("%w: %s -> %s: a mount cannot cover a link, so the agent could replace it with a file or directory of its own (a planted hook, a rewritten .env); %s, or accept it with `filesystem: {accept_protected_symlinks: true}` in a profile, which keeps the target read-only and ends a run that replaces the link with reason violation (exit 125)",
 			ErrProtectedLink, l, target, fix))
 	}
-	r.plan.Protected = append(pr.existing, pr.masks...)
-	r.plan.Masks = pr.masks
+	r.plan.Protected = append(append(pr.existing, pr.masks...), pr.commondirs...)
+	r.plan.Masks = append(pr.masks, pr.commondirs...)
 }
 
 // deny hides each denied path the run user could reach: an empty,
@@ -524,14 +540,18 @@ func (r *renderer) hideRunDir(roots []string) {
 // credentials makes each ~/path of the operator's appear under the agent's
 // home: bound read-only when the run user can read it, otherwise copied into
 // the staging directory (owned by the run user) and that copy bound
-// read-only, so nothing is ever written back.
-func (r *renderer) credentials() {
+// read-only, so nothing is ever written back. One that is a link in a
+// writable root, or passes through one, is left out (plantedLink).
+func (r *renderer) credentials(roots []string) {
 	for _, c := range r.p.Filesystem.Credentials {
 		sub := policy.ExpandPath(c, []string{"/"}, "")[0]
 		for _, h := range r.in.OperatorHomes {
 			src := path.Join(h, sub)
 			if !exists(r.in.Disk, src) {
 				continue
+			}
+			if r.plantedLink(src, roots) != "" {
+				break
 			}
 			dst := path.Join(r.plan.Home, sub)
 			if r.in.User.canReadTree(r.in.Disk, src) {
@@ -580,6 +600,12 @@ func (r *renderer) claude(roots []string) {
 		} {
 			for _, h := range r.in.OperatorHomes {
 				src := path.Join(h, f.src)
+				if !exists(r.in.Disk, src) {
+					continue
+				}
+				if r.plantedLink(src, roots) != "" {
+					break
+				}
 				if fi, err := fs.Stat(r.in.Disk, rel(src)); err != nil || !fi.Mode().IsRegular() {
 					continue
 				}

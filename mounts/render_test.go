@@ -121,6 +121,7 @@ func input(t *testing.T, profile string, write ...string) Input {
 		StagingDir:    "/run/agentjail/RUN/credentials",
 		ClaudeDir:     "/run/agentjail/RUN/claude",
 		EmptyFile:     "/run/agentjail/empty",
+		CommonDirFile: "/run/agentjail/commondir",
 		Argv:          []string{"claude", "--print", "hi"},
 	}
 }

@@ -102,6 +102,9 @@ func (l Loader) load(ref, fromDir string, chain []string) (Policy, error) {
 		return Policy{}, err
 	}
 	if p.Extends == "" {
+		if err := essentials(name, p); IsFile(ref) && err != nil {
+			return Policy{}, err
+		}
 		return p, nil
 	}
 	dir := ""

@@ -12,15 +12,15 @@ import (
 // YAML parser sees them. A size cap alone does not bound the parser's
 // memory: every node keeps the path from the root to it (goccy/go-yaml
 // parser/context.go, withChild and withIndex), so memory grows with
-// nesting times size, or key length times size: 40 KB of unclosed [ took
-// 2.5 GB, a 256 KiB file of one long key and short entries under it 3.8 GB.
+// nesting times size, or key length times size: a small file of unclosed
+// [, or of one long key and short entries under it, takes gigabytes.
 // Aliases are refused outright: merge keys (<<: [*a, *a]) over aliases of
 // aliases make the decoder's work exponential in the number of lines.
 const (
 	// MaxFileSize caps every file agentjail reads as input: a profile, a
-	// profile it extends, a seccomp profile. The largest built-in profile
-	// is 3.4 KB, Docker's default seccomp profile 13 KB. The YAML library
-	// takes up to 400 bytes of memory per byte of text.
+	// profile it extends, a seccomp profile: well above every built-in
+	// profile and Docker's default seccomp profile, and small, since the
+	// YAML library takes hundreds of bytes of memory per byte of text.
 	MaxFileSize = 128 << 10
 	// maxDepth caps the nesting of collections; a profile needs 5
 	// (filesystem.tmpfs./tmp.size, or a list in a flow mapping).
@@ -86,7 +86,7 @@ func (sh *shape) see(tk *token.Token) string {
 	prev := sh.prev
 	sh.prev = tk
 	if prev != nil && prev.Type == token.AliasType {
-		return fmt.Sprintf("the alias *%s: a profile may not use YAML aliases, which the decoder expands wherever they are used; write the value out, or share it with extends: (a pattern that starts with * must be quoted: \"*.pem\")", tk.Value)
+		return fmt.Sprintf("the alias *%s: a profile may not use YAML aliases; write the value out (quote a pattern that starts with *: \"*.pem\")", tk.Value)
 	}
 	switch tk.Type {
 	case token.MappingKeyType:

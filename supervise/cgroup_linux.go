@@ -143,8 +143,8 @@ func makeCgroup(procRoot, runID string, want cgroupLimits) (*runCgroup, []record
 
 // unheld says what a missing controller leaves unenforced.
 var unheld = map[string]string{
-	"pids":   "limits.pids is applied as the rlimit nproc instead (unless the profile sets nproc): since Linux 5.14 it counts the tasks of the run user in the jail's user namespace (older kernels: on the whole host; a root run user: none); a fork bomb is held there but not seen, so the run ends at its idle or wall limit",
-	"memory": "limits.memory is not enforced: nothing caps the jail's memory or the tmpfs mounts the agent makes itself (no rlimit can: as counts address space, which Node and Go reserve by tens of GiB)",
+	"pids":   "limits.pids holds as the rlimit nproc instead, where a fork bomb is held but not seen (the run ends at its idle or wall limit); see docs/supervision.md, Without a cgroup",
+	"memory": "limits.memory is not enforced, nor any cap on the tmpfs mounts the agent makes; see docs/supervision.md, Without a cgroup",
 }
 
 // makeV1 creates <agentjail's cgroup>/agentjail/<runID> in the cgroup v1

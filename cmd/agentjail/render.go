@@ -101,6 +101,9 @@ func renderHeader(j *launch.Jail) string {
 	var made []string
 	if len(j.Plan.Masks) > 0 {
 		made = append(made, shellQuote(launch.EmptyFile())+": an empty file every user can read (mode 0444), the source of every mask")
+		if slices.ContainsFunc(j.Plan.Masks, func(m string) bool { return strings.HasSuffix(m, "/commondir") }) {
+			made = append(made, shellQuote(launch.CommonDirFile())+": a file holding \".\" and a newline, every user can read (mode 0444), the source of the masks over a missing commondir")
+		}
 	}
 	if len(j.Plan.Dirs) > 0 || len(j.Plan.Copies) > 0 {
 		made = append(made, shellQuote(launch.StageDir(j.RunID))+": a directory the run user can traverse (mode 0711)")
@@ -116,6 +119,9 @@ func renderHeader(j *launch.Jail) string {
 		what := "a copy of " + shellQuote(c.Src)
 		if j.IsLogin(c) {
 			what = "the login of " + shellQuote(c.Src) + " without its refresh token (only claudeAiOauth's accessToken, expiresAt, scopes, subscriptionType, rateLimitTier)"
+		}
+		if j.IsConfig(c) {
+			what = "the onboarding and trust state of " + shellQuote(c.Src) + " (none of its keys, tokens or history: see docs/claude.md)"
 		}
 		made = append(made, fmt.Sprintf("%s: %s owned by %s (files 0600, directories 0700)", shellQuote(c.Dst), what, who))
 	}

@@ -495,7 +495,7 @@ func TestClaudeLoginChecks(t *testing.T) {
 			case len(lines) != 1 || !strings.Contains(lines[0], creds+c.stderr):
 				t.Errorf("stderr is not one line saying %q:\n%s", creds+c.stderr, r.stderr)
 			case c.code == 125:
-				want := ", and the jail gets no refresh token to renew it: run claude on the host once (it renews the login), or give the run a token from `claude setup-token` as CLAUDE_CODE_OAUTH_TOKEN, or an ANTHROPIC_API_KEY"
+				want := " (the jail gets no refresh token); run claude on the host to renew it, or give the run CLAUDE_CODE_OAUTH_TOKEN (claude setup-token) or ANTHROPIC_API_KEY"
 				if !strings.HasPrefix(lines[0], "agentjail: "+creds) || !strings.HasSuffix(lines[0], want) || got.Reason != "setup_failed" || got.Error != strings.TrimPrefix(lines[0], "agentjail: ") {
 					t.Errorf("stderr %q, record reason %s error %q", lines[0], got.Reason, got.Error)
 				}

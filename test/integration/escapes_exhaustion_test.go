@@ -104,7 +104,7 @@ func TestEscapeExhaustion(t *testing.T) {
 			t.Errorf("signals sent %+v, want one SIGKILL to the jail's group, no grace", s)
 		}
 		lines := agentjailLines(r.stderr)
-		if len(lines) != 1 || !strings.HasPrefix(lines[0], "agentjail: the jail reached limits.pids (4096 tasks") || !strings.Contains(lines[0], "exit 122") {
+		if len(lines) != 1 || !strings.HasPrefix(lines[0], "agentjail: the run ended: limits.pids reached (4096 tasks)") || !strings.Contains(lines[0], "exit 122") {
 			t.Errorf("agentjail's own lines on stderr %q, want the one about limits.pids", lines)
 		}
 		wantDegradationsPrinted(t, r.stderr, rec)
@@ -141,7 +141,7 @@ func TestEscapeExhaustion(t *testing.T) {
 		}
 		t.Logf("plain bwrap: %s; agentjail: %q, ended after %d ms, %d OOM kills at a peak of %d bytes", strings.TrimSpace(c.stdout), r.stdout, rec.DurationMS, *rec.Limits.OOMKills, *rec.Limits.MemoryPeak)
 		lines := agentjailLines(r.stderr)
-		if len(lines) != 1 || !strings.HasPrefix(lines[0], "agentjail: the jail ran out of limits.memory (256.0 MiB") {
+		if len(lines) != 1 || !strings.HasPrefix(lines[0], "agentjail: the run ended: limits.memory reached (256.0 MiB") {
 			t.Errorf("agentjail's own lines on stderr %q, want the one about limits.memory", lines)
 		}
 		wantDegradationsPrinted(t, r.stderr, rec)
@@ -155,9 +155,17 @@ func TestEscapeExhaustion(t *testing.T) {
 // TestDefaultCaps: every built-in profile caps the jail's tasks (4096) and
 // memory (half the host's RAM, no swap) in the run's cgroups, wherever
 // this host keeps the controllers, which the test says; a host that
-// offers neither must say so in the record instead.
+// offers neither must say so in the record instead. Where the host offers
+// a controller to root (a v1 hierarchy /proc/self/cgroup lists, or the v2
+// root's cgroup.controllers), the run must be placed in it: the
+// degradation branches are for hosts that do not.
 func TestDefaultCaps(t *testing.T) {
 	jailed(t)
+	offers := map[string]bool{}
+	for _, c := range []string{"pids", "memory"} {
+		offers[c] = offered(t, c)
+		t.Logf("this host offers the %s controller to root: %v", c, offers[c])
+	}
 	meminfo, err := os.ReadFile("/proc/meminfo")
 	if err != nil {
 		t.Fatal(err)
@@ -191,6 +199,8 @@ func TestDefaultCaps(t *testing.T) {
 					t.Errorf("pids_max %d, pids_refused %v", *l.PidsMax, l.PidsRefused)
 				}
 				t.Logf("pids.max 4096 in %s", where("pids"))
+			case offers["pids"]:
+				t.Errorf("the host offers the pids controller, yet the run has no pids.max: %q", degraded["cgroup.pids"])
 			case !strings.Contains(degraded["cgroup.pids"], "rlimit nproc") || l.Rlimits["nproc"] != "4096":
 				t.Errorf("no pids.max, yet degradation %q and rlimit nproc %q", degraded["cgroup.pids"], l.Rlimits["nproc"])
 			default:
@@ -209,6 +219,8 @@ func TestDefaultCaps(t *testing.T) {
 					swap = strconv.FormatInt(*l.SwapMax, 10)
 				}
 				t.Logf("memory.max %d bytes (swap %s) in %s", *l.MemoryMax, swap, where("memory"))
+			case offers["memory"]:
+				t.Errorf("the host offers the memory controller, yet the run has no memory.max: %q", degraded["cgroup.memory"])
 			case !strings.Contains(degraded["cgroup.memory"], "not enforced"):
 				t.Errorf("no memory limit, yet degradation %q", degraded["cgroup.memory"])
 			default:
@@ -217,6 +229,27 @@ func TestDefaultCaps(t *testing.T) {
 			wantCgroupsGone(t, rec)
 		})
 	}
+}
+
+// offered reports whether this host gives root the cgroup controller: a
+// cgroup v1 hierarchy that /proc/self/cgroup lists it in
+// ("4:memory:/..."), or the cgroup v2 root's cgroup.controllers.
+func offered(t *testing.T, controller string) bool {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return false
+	}
+	data, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if f := strings.SplitN(l, ":", 3); len(f) == 3 && slicesContains(strings.Split(f[1], ","), controller) {
+			return true
+		}
+	}
+	v2, _ := os.ReadFile("/sys/fs/cgroup/cgroup.controllers")
+	return slicesContains(strings.Fields(string(v2)), controller)
 }
 
 func swapTotal(meminfo []byte) int64 {

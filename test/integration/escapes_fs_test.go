@@ -116,8 +116,9 @@ func TestEscapeMissingProtectedPaths(t *testing.T) {
 // the host at the next git command. Every directory between the writable
 // root and a protected path is pinned (a mount point cannot be renamed),
 // also the project's own above a nested repository; what the agent still
-// makes (a new repository) is found after the run: reason violation, exit
-// 125, listed, nothing restored.
+// makes (a new repository) is found after the run and moved aside (its
+// .git renamed, so that git does not use it): reason violation, exit 125,
+// listed.
 func TestEscapeRenameParent(t *testing.T) {
 	jailed(t)
 	repo := map[string]string{}
@@ -179,16 +180,18 @@ true`
 		}
 		listed = append(listed, v.Detail)
 	}
-	want := filepath.Join(p, "other/.git/hooks") + " appeared"
+	aside := filepath.Join(p, "other/.git.agentjail-quarantine-"+got.RunID)
+	want := filepath.Join(p, "other/.git") + " appeared during the run: git takes it for a git directory (.git); moved aside to " + aside
 	if len(listed) != 1 || !strings.Contains(listed[0], want) {
 		t.Errorf("violations %q, want one: %q", listed, want)
 	}
 	if !strings.Contains(r.stderr, "agentjail: violation: "+want) {
 		t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
 	}
-	// Nothing is restored silently: what the agent made is still there.
-	if data, _ := os.ReadFile(filepath.Join(p, "other/.git/hooks/post-checkout")); string(data) != "evil\n" {
-		t.Errorf("other/.git/hooks/post-checkout was changed by agentjail: %q", data)
+	// The new repository is moved aside, so that git does not use it, and
+	// kept whole for the operator to review.
+	if data, _ := os.ReadFile(filepath.Join(aside, "hooks/post-checkout")); string(data) != "evil\n" || fileExists(filepath.Join(p, "other/.git")) {
+		t.Errorf("other/.git was not moved aside whole: %q", data)
 	}
 }
 
@@ -398,5 +401,45 @@ func TestEscapeConcurrentRuns(t *testing.T) {
 	}
 	if fileExists(mcp) {
 		t.Error("the last run out left the placeholder")
+	}
+}
+
+// TestEscapeInputFilesInAWritableRoot: a profile in a writable root
+// (`--profile ./agentjail.yaml --write .`), the profile it extends, or a
+// seccomp file there, was the agent's to edit: run N widened what run N+1
+// loads (another writable root, no seccomp rule). Now every input file in a
+// writable root is read-only for the run, with one warning.
+func TestEscapeInputFilesInAWritableRoot(t *testing.T) {
+	jailed(t)
+	files := map[string]string{
+		"agentjail.yaml": "extends: ./parent.yaml\nseccomp:\n  files: [SECCOMP]\n",
+		"parent.yaml":    "extends: tier1\n",
+		"seccomp.json":   `{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["mkdir"], "action": "SCMP_ACT_ERRNO"}]}`,
+	}
+	setup := func() string {
+		p := workspace(t)
+		for name, data := range files {
+			write(t, p, map[string]string{name: strings.ReplaceAll(data, "SECCOMP", filepath.Join(p, "seccomp.json"))})
+		}
+		return p
+	}
+	edit := `for f in agentjail.yaml parent.yaml seccomp.json; do echo '# edited' >> $f && echo EDITED $f; done; true`
+
+	p := setup()
+	before := treeHash(t, p)
+	c := plainBwrap{cred: uid1000, args: []string{"--bind", p, p, "--chdir", p}}.run(t, "sh", "-c", edit)
+	holeShown(t, treeHash(t, p) != before, "the agent edits the profiles and the seccomp file", c)
+
+	p = setup()
+	before = treeHash(t, p)
+	r := aj(t, "run", "--profile", filepath.Join(p, "agentjail.yaml"), "--write", p, "--chdir", p, "--", "sh", "-c", edit)
+	wantCode(t, r, 0)
+	if strings.Contains(r.stdout, "EDITED") || treeHash(t, p) != before {
+		t.Errorf("the agent edited an input file:\n%s", r.stdout)
+	}
+	want := "agentjail: warning: " + filepath.Join(p, "agentjail.yaml") + ", " + filepath.Join(p, "parent.yaml") + ", " + filepath.Join(p, "seccomp.json") +
+		": in a writable root, kept read-only for this run so that the agent cannot edit what the next run loads"
+	if strings.Count(r.stderr, "kept read-only for this run") != 1 || !strings.Contains(r.stderr, want) {
+		t.Errorf("stderr lacks one warning %q:\n%s", want, r.stderr)
 	}
 }

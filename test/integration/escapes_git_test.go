@@ -71,8 +71,11 @@ func gitProject(t *testing.T) (string, string) {
 // .git/hooks read-only, the .git inside them pinned; plain bwrap is given
 // the same): a linked worktree's commondir pointed at a config of the
 // agent's, an included file inside the root edited, a submodule's .git
-// file pointed at a git directory of the agent's, and a nested repository
-// moved aside for one of the agent's. Under agentjail each fails, also
+// file pointed at a git directory of the agent's, a nested repository
+// moved aside for one of the agent's, and (found by the review after) a
+// commondir written where none was, in the repository's .git or a
+// submodule's git directory, naming a common directory of the agent's.
+// Under agentjail each fails, also
 // from the agent's own user and mount namespace (its copies of the mounts
 // are locked): the run exits 0, the repository is unchanged, and the
 // operator's git status runs nothing of the agent's.
@@ -98,6 +101,12 @@ true`},
 		{"submodule's .git file", ".", gitdir + `echo 'gitdir: ../evil' > libsub/.git && gitdir evil <<'EOF' && echo PLANTED-GITFILE
 %[1]smv libsub libsub.aside && mkdir libsub && echo 'gitdir: ../evil' > libsub/.git && gitdir evil <<'EOF' && echo PLANTED-RENAMED
 %[1]strue`},
+		{"repository's commondir", ".", `mkdir -p evil && cp -r .git/objects .git/refs evil/ && cat > evil/config <<'EOF'
+%[1]secho ../evil > .git/commondir && echo PLANTED-COMMONDIR
+true`},
+		{"submodule's commondir", "libsub", `mkdir -p evil && cp -r .git/modules/libsub/objects .git/modules/libsub/refs evil/ && cat > evil/config <<'EOF'
+%[1]secho ../../../evil > .git/modules/libsub/commondir && echo PLANTED-COMMONDIR
+true`},
 		{"nested repository moved aside", "nested", `mv nested nested.aside && mkdir nested && cd nested && mkdir .git && cp -r ../nested.aside/.git/objects ../nested.aside/.git/refs .git/ && echo 'ref: refs/heads/main' > .git/HEAD && cat > .git/config <<'EOF' && echo PLANTED-NESTED
 %[1]strue`},
 	} {
@@ -170,5 +179,114 @@ true`},
 				}
 			}
 		})
+	}
+}
+
+// TestEscapeGitNewSubmodule: a submodule that was not there at the start
+// needs no protected file: the agent enters one in the index, which it may
+// write (`git update-index --add --cacheinfo 160000,<sha>,newsub`), and
+// makes newsub/.git name a git directory of its own with a core.fsmonitor;
+// the operator's next `git status` in the protected repository runs it.
+// agentjail found it after the run (a violation), too late: the file was
+// still there. Now each new .git and commondir is moved aside by
+// descriptor before the violation is reported, and git status runs
+// nothing.
+func TestEscapeGitNewSubmodule(t *testing.T) {
+	jailed(t)
+	const attack = `sha=$(git rev-parse HEAD) &&
+mkdir -p evil && cp -r .git/objects .git/refs evil/ && echo 'ref: refs/heads/main' > evil/HEAD &&
+printf '[core]\n\tfsmonitor = "touch %s; false"\n' > evil/config &&
+git update-index --add --cacheinfo 160000,$sha,newsub && mkdir newsub && echo 'gitdir: ../evil' > newsub/.git && echo PLANTED`
+	marks := workspace(t)
+	status := func(home, p, marker string) bool {
+		t.Helper()
+		out, err := operatorGit(t, home, p, "status")
+		if _, statErr := os.Stat(marker); statErr == nil {
+			return true
+		}
+		if err != nil {
+			t.Fatalf("the operator's git status fails after the run: %v\n%s", err, out)
+		}
+		return false
+	}
+
+	p, home := gitProject(t)
+	marker := filepath.Join(marks, "plain")
+	binds := []string{"--bind", p, p, "--chdir", p}
+	for _, f := range []string{".git/hooks", ".git/config", ".gitmodules"} {
+		binds = append(binds, "--ro-bind", filepath.Join(p, f), filepath.Join(p, f))
+	}
+	r := plainBwrap{cred: uid1000, args: binds}.run(t, "sh", "-c", fmt.Sprintf(attack, marker))
+	holeShown(t, strings.Contains(r.stdout, "PLANTED") && status(home, p, marker), "the operator's git status runs the new submodule's core.fsmonitor", r)
+
+	p, home = gitProject(t)
+	marker = filepath.Join(marks, "agentjail")
+	r = aj(t, "run", "--write", p, "--chdir", p, "--", "sh", "-c", fmt.Sprintf(attack, marker))
+	wantCode(t, r, 125)
+	if !strings.Contains(r.stdout, "PLANTED") {
+		t.Fatalf("the attack did not run in the jail:\n%s\n%s", r.stdout, r.stderr)
+	}
+	gitfile := filepath.Join(p, "newsub/.git")
+	if !strings.Contains(r.stderr, "agentjail: violation: "+gitfile+" appeared during the run: git takes it for a git directory (.git); moved aside to "+gitfile+".agentjail-quarantine-") {
+		t.Errorf("no violation says the new .git was moved aside:\n%s", r.stderr)
+	}
+	if status(home, p, marker) {
+		t.Error("the operator's git status ran the agent's core.fsmonitor")
+	}
+}
+
+// TestEscapeGitGlobalConfigInAWritableHome: with the operator's home a
+// writable root, the profiles protected ~/.gitconfig by name, yet git reads
+// the user's configuration from ~/.config/git/config too, and from every
+// file ~/.gitconfig includes; the agent wrote a core.fsmonitor there, and
+// the operator's next `git status` in any repository ran it. Now both, and
+// every include, are read-only (uncreatable when missing) in such a home.
+func TestEscapeGitGlobalConfigInAWritableHome(t *testing.T) {
+	jailed(t)
+	attack := func(home, marker string) string {
+		cfg := fmt.Sprintf(`[core]\n\tfsmonitor = "touch %s; false"\n`, marker)
+		return fmt.Sprintf(`cd %s && printf '%s' >> .gitconfig.local && echo PLANTED-INCLUDE; mkdir -p .config/git && printf '%s' > .config/git/config && echo PLANTED-XDG; true`, home, cfg, cfg)
+	}
+	setup := func() (home, repo string) {
+		home, repo = workspace(t), workspace(t)
+		write(t, home, map[string]string{".gitconfig": "[include]\n\tpath = ~/.gitconfig.local\n", ".gitconfig.local": "[color]\n\tui = auto\n"})
+		if out, err := operatorGit(t, home, repo, "init", "-q"); err != nil {
+			t.Fatalf("git init: %v\n%s", err, out)
+		}
+		return home, repo
+	}
+	ran := func(home, repo, marker string) bool {
+		t.Helper()
+		out, err := operatorGit(t, home, repo, "status")
+		if fileExists(marker) {
+			return true
+		}
+		if err != nil {
+			t.Fatalf("the operator's git status fails: %v\n%s", err, out)
+		}
+		return false
+	}
+	marks := workspace(t)
+
+	for _, xdg := range []bool{false, true} {
+		home, repo := setup()
+		marker := filepath.Join(marks, fmt.Sprint("plain-", xdg))
+		script := attack(home, marker)
+		if xdg {
+			script = strings.Replace(script, ".gitconfig.local", "/dev/null", 1)
+		}
+		r := plainBwrap{cred: uid1000, args: []string{"--bind", home, home, "--ro-bind", filepath.Join(home, ".gitconfig"), filepath.Join(home, ".gitconfig")}}.run(t, "sh", "-c", script)
+		holeShown(t, ran(home, repo, marker), fmt.Sprintf("the operator's git status runs a core.fsmonitor from the home (XDG file: %v)", xdg), r)
+	}
+
+	home, repo := setup()
+	marker := filepath.Join(marks, "agentjail")
+	r := invocation{env: []string{"HOME=" + home}, dir: home}.run(t, "run", "--write", home, "--", "sh", "-c", attack(home, marker))
+	wantCode(t, r, 0)
+	if strings.Contains(r.stdout, "PLANTED") {
+		t.Errorf("the agent wrote git's configuration in the home:\n%s", r.stdout)
+	}
+	if ran(home, repo, marker) {
+		t.Error("the operator's git status ran the agent's core.fsmonitor")
 	}
 }

@@ -84,3 +84,30 @@ printf '%s' '` + forged + `' > .credentials.json.new && mv .credentials.json.new
 	}
 	unchanged("after a link")
 }
+
+// TestEscapeClaudeConfig: agentjail copied the operator's ~/.claude.json
+// whole into the run, with what it may hold besides the onboarding state:
+// an API key (primaryApiKey), MCP servers' environment and headers (their
+// tokens), every project's prompt history. No plain-bwrap baseline: the
+// copy was agentjail's own. Now the run gets the onboarding and trust state
+// alone (claude.StageConfig), and the record says nothing of the rest.
+func TestEscapeClaudeConfig(t *testing.T) {
+	jailed(t)
+	home, _ := operatorLogin(t, "sk-ant-oat01-operator", time.Now().Add(8*time.Hour))
+	ws := workspace(t)
+	config := `{"hasCompletedOnboarding":true,"primaryApiKey":"sk-ant-api03-SECRET1",
+"mcpServers":{"db":{"command":"db-mcp","env":{"DB_PASSWORD":"SECRET2"}}},
+"projects":{"` + ws + `":{"hasTrustDialogAccepted":true,"history":[{"display":"the password is SECRET3"}],
+"mcpServers":{"x":{"type":"http","headers":{"Authorization":"Bearer SECRET4"}}}}}}`
+	os.WriteFile(filepath.Join(home, ".claude.json"), []byte(config), 0o600)
+	rec := recordPath(t)
+	r := invocation{env: []string{"HOME=" + home}, dir: ws}.run(t, "run", "--user", "1000", "--write", ws, "--record", rec, "--",
+		"sh", "-c", `cat "$CLAUDE_CONFIG_DIR/.claude.json"`)
+	wantCode(t, r, 0)
+	if strings.Contains(r.stdout, "SECRET") || !strings.Contains(r.stdout, `"hasCompletedOnboarding":true`) || !strings.Contains(r.stdout, `"hasTrustDialogAccepted":true`) {
+		t.Errorf("the jail's ~/.claude.json is not the onboarding and trust state alone:\n%s", r.stdout)
+	}
+	if b, _ := os.ReadFile(rec); strings.Contains(string(b), "SECRET") {
+		t.Errorf("the record holds a secret of the operator's config:\n%s", b)
+	}
+}

@@ -3,9 +3,10 @@ package integration
 // The operator's outputs in a writable root (issue 14, item 1): what
 // agentjail writes for the operator (--record, --log, --results) must not
 // follow or trust what an agent planted there, in this run or an earlier
-// one. Each test first shows the hole with the plain approach — what
-// agentjail did before, or what a shell redirection does: follow the path —
-// and then that agentjail leaves the victim alone.
+// one. Each test first shows the hole: with the plain approach where there
+// is one (what a shell redirection does: follow the path), else that the
+// agent's link is in place on the host; then that agentjail leaves the
+// victim alone.
 
 import (
 	"fmt"
@@ -27,23 +28,6 @@ func victim(t *testing.T) (dir, script string) {
 		t.Fatal(err)
 	}
 	return dir, script
-}
-
-// followingReplace is the plain approach to replacing a file that
-// agentjail took before (the WriteAtomic of before): the path's links
-// resolved, a new file renamed over the target.
-func followingReplace(t *testing.T, p string, data []byte) {
-	t.Helper()
-	if target, err := filepath.EvalSymlinks(p); err == nil {
-		p = target
-	}
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, p); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // asUser is agentjail started by the ordinary user uid 1000 from dir,
@@ -84,16 +68,16 @@ func TestEscapeOperatorOutputsRecord(t *testing.T) {
 	jailed(t)
 	payload := `$(touch /tmp/pwned)`
 
-	// Run N plants the link; the plain approach writes through it.
+	// Run N plants the link. No plain-bwrap baseline: the door was
+	// agentjail's own record writing (this test fails on the tree before
+	// issue 14's fix); what the test can see is that the link is there on
+	// the host, leading to the root-only script.
 	_, script := victim(t)
 	p := workspace(t)
 	r := aj(t, "run", "--write", p, "--chdir", p, "--", "ln", "-s", script, "run.json")
 	wantCode(t, r, 0)
-	before, _ := os.ReadFile(script)
-	followingReplace(t, filepath.Join(p, "run.json"), []byte(payload))
-	after, _ := os.ReadFile(script)
-	holeShown(t, string(after) == payload, "a write to run.json replaces the root-only script", r)
-	os.WriteFile(script, before, 0o700)
+	target, _ := filepath.EvalSymlinks(filepath.Join(p, "run.json"))
+	holeShown(t, target == script, "run.json on the host is a link to the root-only script", r)
 	// Run N+1 writes its record there.
 	r = aj(t, "run", "--write", p, "--chdir", p, "--record", filepath.Join(p, "run.json"), "--", "echo", payload)
 	wantCode(t, r, 0)
@@ -167,7 +151,7 @@ func TestEscapeOperatorOutputsRecord(t *testing.T) {
 			rec = filepath.Join(p, "out/run.json")
 			r = aj(t, append(append([]string{"run", "--write", p, "--record", rec}, mistake...), "--", "true")...)
 			wantCode(t, r, 125)
-			if !strings.Contains(r.stderr, "--record "+rec+": the path passes through a symbolic link, and before the profile has loaded agentjail cannot tell") {
+			if !strings.Contains(r.stderr, "--record "+rec+": a symbolic link on the path, which agentjail follows nowhere until the profile names the writable roots; give the path without links") {
 				t.Errorf("%v: stderr:\n%s", mistake, r.stderr)
 			}
 			if got := entries(t, vdir); got != "victim.sh" {
@@ -371,6 +355,55 @@ func TestEscapeOperatorOutputsResults(t *testing.T) {
 		}
 		if rec.Claude == nil || len(rec.Claude.Transcripts) != 1000 {
 			t.Errorf("the record lists %d transcripts", len(rec.Claude.Transcripts))
+		}
+	})
+}
+
+// TestEscapeOperatorOutputsOtherRoots: the outputs trusted only this run's
+// writable roots, so a link an earlier run left in its own root, which is
+// not this run's, was followed: run A (--write p1) links p1/agent.log to a
+// root-only script, run B (--write p2 --log p1/agent.log) appended to it.
+// Now, outside the writable roots, a link is followed only when it is the
+// operator's (root's or agentjail's user's, in a directory no one else may
+// write, or a sticky one): --log, --record and --results through the
+// agent's links are refused before anything runs, and the victim is
+// untouched.
+func TestEscapeOperatorOutputsOtherRoots(t *testing.T) {
+	jailed(t)
+	vdir, script := victim(t)
+	p1 := workspace(t)
+	r := aj(t, "run", "--write", p1, "--chdir", p1, "--", "sh", "-c", "ln -s "+script+" agent.log; ln -s "+script+" run.json; ln -s "+vdir+" results; ln -s "+vdir+" out")
+	wantCode(t, r, 0)
+	// The plain approach, a shell's >>, appends to the script.
+	if f, err := os.OpenFile(filepath.Join(p1, "agent.log"), os.O_WRONLY|os.O_APPEND, 0); err == nil {
+		f.WriteString("$(touch /tmp/pwned)\n")
+		f.Close()
+	}
+	b, _ := os.ReadFile(script)
+	holeShown(t, strings.Contains(string(b), "pwned"), "an append to p1/agent.log reaches the root-only script", r)
+	os.WriteFile(script, []byte("echo harmless\n"), 0o700)
+
+	for _, c := range []struct{ flag, path string }{
+		{"--log", filepath.Join(p1, "agent.log")},
+		{"--record", filepath.Join(p1, "run.json")},
+		{"--record", filepath.Join(p1, "out/run.json")},
+		{"--results", filepath.Join(p1, "results")},
+		{"--results", filepath.Join(p1, "out/transcripts")},
+	} {
+		t.Run(c.flag+" "+filepath.Base(c.path), func(t *testing.T) {
+			t.Parallel()
+			p2 := workspace(t)
+			marker := filepath.Join(p2, "ran")
+			r := aj(t, "run", "--write", p2, "--chdir", p2, c.flag, c.path, "--", "touch", marker)
+			refusedBeforeRun(t, r, marker, "agentjail: "+c.flag+" "+c.path+": ", "a symbolic link another user could have made or replaced, which agentjail does not follow; give the path without the link, or remove the link")
+		})
+	}
+	t.Cleanup(func() {
+		if b, _ := os.ReadFile(script); string(b) != "echo harmless\n" {
+			t.Errorf("the victim changed: %q", b)
+		}
+		if got := entries(t, vdir); got != "victim.sh" {
+			t.Errorf("the root-only directory holds %q", got)
 		}
 	})
 }

@@ -81,12 +81,15 @@ func TestEscapeTerminal(t *testing.T) {
 			if hidden < 0 {
 				t.Fatalf("the agent's \\e[8m did not reach the terminal:\n%q", r.out)
 			}
+			// Every run here ends with a line of agentjail's: a
+			// violation, or what ended the run.
 			rest := r.out[hidden:]
 			msg := strings.Index(rest, "agentjail: ")
-			if c.name == "the command ends" && !strings.Contains(rest, "agentjail: violation: ") {
-				t.Errorf("no violation line after the run:\n%q", rest)
+			if c.name == "the command ends" && !strings.Contains(rest, "agentjail: violation: ") ||
+				c.name != "the command ends" && !strings.Contains(rest, "agentjail: the run ended: ") {
+				t.Errorf("no line of agentjail's after the run:\n%q", rest)
 			}
-			if msg >= 0 && !strings.Contains(rest[:msg], term.Reset) {
+			if msg < 0 || !strings.Contains(rest[:msg], term.Reset) {
 				t.Errorf("agentjail spoke without resetting the attributes first:\n%q", rest)
 			}
 		})

@@ -17,7 +17,8 @@ package integration
 //	every writable tmpfs capped       TestEscapeTmpfsCaps
 //	missing protected paths           TestEscapeMissingProtectedPaths
 //	rename-parent bypass              TestEscapeRenameParent
-//	git metadata (issue 14, item 3)   TestEscapeGitMetadata (escapes_git_test.go)
+//	git metadata (issue 14, item 3)   TestEscapeGitMetadata, TestEscapeGitNewSubmodule,
+//	                                    TestEscapeGitGlobalConfigInAWritableHome (escapes_git_test.go)
 //	symlinked writable roots          TestEscapeSymlinkedWritableRoots
 //	setuid / device files             TestEscapeSetIDAndDeviceFiles
 //	concurrent runs                   TestEscapeConcurrentRuns
@@ -31,9 +32,13 @@ package integration
 //	another user's run directory      TestEscapeRunDirectory
 //	socket files in /run/user         TestEscapeUserRuntimeSockets
 //	the run directory from a jail     TestEscapeRunDirectoryInTheJail
-//	the operator's Claude Code login  TestEscapeClaudeLogin (issue 14; no baseline: the door was agentjail's)
-//	the operator's outputs            TestEscapeOperatorOutputsRecord, ...Log, ...Results
-//	  in a writable root                (escapes_outputs_test.go)
+//	the operator's Claude Code login  TestEscapeClaudeLogin, TestEscapeClaudeConfig (issue 14; no
+//	  and ~/.claude.json                baseline: the door was agentjail's)
+//	the operator's outputs            TestEscapeOperatorOutputsRecord, ...Log, ...Results,
+//	  in a writable root                ...OtherRoots (escapes_outputs_test.go)
+//	a home as a writable root         TestEscapeCopiesFromAWritableHome, TestEscapeLoginInAWritableHome
+//	                                    (escapes_home_test.go)
+//	input files in a writable root    TestEscapeInputFilesInAWritableRoot (escapes_fs_test.go)
 //	processes and memory exhausted    TestEscapeExhaustion (escapes_exhaustion_test.go)
 //	the compiled-filter cache         TestEscapeSeccompCache (escapes_cache_test.go)
 //	symlinked protected paths         TestSymlinkedProtectedPaths (jail_test.go)

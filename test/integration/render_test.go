@@ -60,6 +60,8 @@ func TestRenderedLineRuns(t *testing.T) {
 				if f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o444); err == nil {
 					f.Close()
 				}
+			case strings.HasPrefix(what, `a file holding "." and a newline, every user can read (mode 0444)`):
+				os.WriteFile(p, []byte(".\n"), 0o444)
 			case strings.HasPrefix(what, "a directory the run user can traverse (mode 0711)"):
 				if err := os.Mkdir(p, 0o711); err != nil {
 					t.Fatal(err)

@@ -26,7 +26,7 @@ func newSeccompEnv(t *testing.T) seccompEnv {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build probe: %v\n%s", err, out)
 	}
-	write(t, dir, map[string]string{"control.yaml": "description: the same jail without a seccomp filter\nseccomp:\n  default: false\nenvironment:\n  allow: [PATH]\n"})
+	write(t, dir, map[string]string{"control.yaml": "description: the same jail without a seccomp filter\nseccomp:\n  default: false\nenvironment:\n  allow: [PATH]\nlimits:\n  pids: 4096\n  memory: 1GiB\nfilesystem:\n  tmpfs:\n    /tmp: {size: 64MiB}\n"})
 	return e
 }
 

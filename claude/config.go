@@ -1,0 +1,75 @@
+package claude
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// MaxConfig bounds the operator's ~/.claude.json agentjail reads: it grows
+// with every project's history, and a few MiB is already much.
+const MaxConfig = 16 << 20
+
+// configKeys are the keys of ~/.claude.json a run gets (Claude Code
+// 2.1.197's global configuration): the state that spares a run claude's
+// first-start dialogs, and which account the copied login is. Everything
+// else stays out: primaryApiKey, the MCP servers' env and headers (their
+// tokens), customApiKeyResponses (API keys' ends), every project's prompt
+// history, userID.
+var configKeys = []string{
+	"hasCompletedOnboarding",
+	"lastOnboardingVersion",
+	"theme",
+	"bypassPermissionsModeAccepted", // --dangerously-skip-permissions's disclaimer
+	"hasAcknowledgedCostThreshold",
+	"oauthAccount", // the copied login's account: uuid, email, organisation
+}
+
+// projectKeys are the keys of each entry of projects (by directory) a run
+// gets: whether the operator trusts the directory and has seen its
+// onboarding. Its allowedTools, mcpServers (with their env), history and
+// the rest stay out.
+var projectKeys = []string{
+	"hasTrustDialogAccepted",
+	"hasCompletedProjectOnboarding",
+	"projectOnboardingSeenCount",
+	"hasClaudeMdExternalIncludesApproved",
+	"hasClaudeMdExternalIncludesWarningShown",
+}
+
+// StageConfig makes, from the operator's ~/.claude.json src, the one a run
+// gets: the keys of configKeys, and of each project's the keys of
+// projectKeys (a project without one of them is left out). It fails when
+// src is not a JSON object, or a project not one either.
+func StageConfig(src []byte) ([]byte, error) {
+	var file map[string]json.RawMessage
+	if err := json.Unmarshal(src, &file); err != nil {
+		return nil, fmt.Errorf("is not what claude writes there (%v)", err)
+	}
+	out := map[string]any{}
+	for _, k := range configKeys {
+		if v, ok := file[k]; ok {
+			out[k] = v
+		}
+	}
+	if raw, ok := file["projects"]; ok {
+		var projects map[string]map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &projects); err != nil {
+			return nil, fmt.Errorf("is not what claude writes there (projects: %v)", err)
+		}
+		kept := map[string]map[string]json.RawMessage{}
+		for dir, p := range projects {
+			for _, k := range projectKeys {
+				if v, ok := p[k]; ok {
+					if kept[dir] == nil {
+						kept[dir] = map[string]json.RawMessage{}
+					}
+					kept[dir][k] = v
+				}
+			}
+		}
+		if len(kept) > 0 {
+			out["projects"] = kept
+		}
+	}
+	return json.Marshal(out)
+}
