@@ -2,10 +2,10 @@ package hostfs
 
 import (
 	"bytes"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path"
 	"strconv"
@@ -92,11 +92,12 @@ func (d *Dir) CheckWritable() error {
 	return unix.Unlinkat(d.fd(), tmp, 0)
 }
 
-// temp creates a new, empty file in d under a random hidden name,
+// temp creates a new, empty file in d under a random hidden name (the
+// runtime's generator, seeded by the kernel: no name to plant ahead),
 // O_EXCL|O_NOFOLLOW: a name someone else holds is never opened.
 func (d *Dir) temp(perm uint32) (*os.File, string, error) {
 	for {
-		name := ".agentjail-" + strings.ToLower(rand.Text())
+		name := ".agentjail-" + strconv.FormatUint(rand.Uint64(), 36)
 		fd, err := unix.Openat(d.fd(), name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm)
 		if errors.Is(err, unix.EEXIST) {
 			continue

@@ -18,6 +18,7 @@ import (
 	"github.com/agentjail/agentjail/procs"
 	"github.com/agentjail/agentjail/record"
 	"github.com/agentjail/agentjail/runstate"
+	"github.com/agentjail/agentjail/runstate/live"
 	"github.com/agentjail/agentjail/supervise"
 	"github.com/agentjail/agentjail/term"
 )
@@ -163,7 +164,7 @@ func run(req Request, stdio IO) (int, error) {
 			spec.StdoutTap = parser
 		}
 	}
-	live := runstate.NewLive(runstate.LiveDir(), runstate.State{
+	live := live.New(runstate.LiveDir(), runstate.State{
 		RunID: j.RunID, Profile: j.Profile, StartedAt: rec.StartedAt, User: rec.User,
 		StopWaitMS: (spec.Grace + supervise.KillWait).Milliseconds(),
 		Stage:      StageDir(j.RunID),

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -90,7 +89,7 @@ func ownedAlone(p string, fi fs.FileInfo, dir bool) error {
 	case !dir && !fi.Mode().IsRegular():
 		problem = "is not a regular file"
 	case uid != os.Geteuid():
-		problem = fmt.Sprintf("is owned by %s, not by you (uid %d)", userName(uid), os.Geteuid())
+		problem = fmt.Sprintf("is owned by uid %d, not by you (uid %d)", uid, os.Geteuid())
 	case fi.Mode().Perm()&0o022 != 0:
 		problem = fmt.Sprintf("is writable by others (mode %04o)", fi.Mode().Perm())
 	default:
@@ -137,12 +136,4 @@ func SweepDeadRuns(logf func(string, ...any)) {
 	if err := SweepMasks(MaskDir()); err != nil {
 		logf("sweep: %v", err)
 	}
-}
-
-// userName is "uid N (name)", or "uid N" without a user database entry.
-func userName(uid int) string {
-	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
-		return fmt.Sprintf("uid %d (%s)", uid, u.Username)
-	}
-	return fmt.Sprintf("uid %d", uid)
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/agentjail/agentjail/procs"
 	"github.com/agentjail/agentjail/reaper"
 	"github.com/agentjail/agentjail/record"
-	"github.com/agentjail/agentjail/runstate"
+	"github.com/agentjail/agentjail/runstate/live"
 )
 
 // KillWait bounds the wait for the jail to end after SIGKILL; its expiry
@@ -81,9 +81,9 @@ type Spec struct {
 	SharedPIDs bool
 	// Signals are the signals agentjail receives (signal.Notify).
 	Signals <-chan os.Signal
-	// Live, when set, publishes the run (NewLive): Run opens it, stop
+	// Live, when set, publishes the run (live.New): Run opens it, stop
 	// requests come from it and ps reads the status through it.
-	Live *runstate.Live
+	Live *live.Live
 	// Hold, when set, keeps the sandbox from running the agent until it is
 	// closed: work that must precede the agent but not bwrap (a snapshot of
 	// the writable roots) is done while bwrap sets the jail up.
@@ -660,11 +660,11 @@ func (s *supervisor) readStatus(r io.Reader, childPIDs chan<- int, done chan<- s
 }
 
 // status is the live view `agentjail ps` shows.
-func (s *supervisor) status() runstate.Status {
+func (s *supervisor) status() live.Status {
 	s.mu.Lock()
 	child := s.childPID
 	s.mu.Unlock()
-	st := runstate.Status{RunID: s.spec.RunID, Profile: s.rec.Profile, PID: os.Getpid(), ChildPID: child,
+	st := live.Status{RunID: s.spec.RunID, Profile: s.rec.Profile, PID: os.Getpid(), ChildPID: child,
 		StartedAt: s.rec.StartedAt, IdleMS: s.act.idle().Milliseconds()}
 	st.Bytes.Stdout, st.Bytes.Stderr = s.streams[0].n.Load(), s.streams[1].n.Load()
 	return st

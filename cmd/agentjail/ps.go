@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentjail/agentjail/runstate"
+	"github.com/agentjail/agentjail/runstate/live"
 	"github.com/urfave/cli/v3"
 )
 
@@ -31,11 +32,11 @@ func (e appEnv) psAction(ctx context.Context, cmd *cli.Command) error {
 		if !st.Alive {
 			continue // its supervisor died; `agentjail init` sweeps what it left
 		}
-		s, err := runstate.Query(st)
+		s, err := live.Query(st)
 		if err != nil {
 			// Alive but not answering (busy, or just ending): show what
 			// the state file knows.
-			s = runstate.Status{RunID: st.RunID, Profile: st.Profile, PID: st.PID, StartedAt: st.StartedAt, IdleMS: -1}
+			s = live.Status{RunID: st.RunID, Profile: st.Profile, PID: st.PID, StartedAt: st.StartedAt, IdleMS: -1}
 		}
 		if cmd.Bool("json") {
 			enc.Encode(s)

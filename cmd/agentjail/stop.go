@@ -6,6 +6,7 @@ import (
 
 	"github.com/agentjail/agentjail/launch"
 	"github.com/agentjail/agentjail/runstate"
+	"github.com/agentjail/agentjail/runstate/live"
 	"github.com/urfave/cli/v3"
 )
 
@@ -24,7 +25,7 @@ func (e appEnv) stopAction(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return fmt.Errorf("%w; `agentjail ps` lists the live runs", err)
 	}
-	reason, code, err := runstate.Stop(st)
+	reason, code, err := live.Stop(st)
 	if err != nil {
 		return err
 	}

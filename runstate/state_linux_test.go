@@ -5,49 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
-	"github.com/agentjail/agentjail/record"
+	"github.com/agentjail/agentjail/procs"
 )
-
-func TestLiveRunAnswersStatusAndStop(t *testing.T) {
-	t.Parallel()
-	dir := filepath.Join(t.TempDir(), "runs")
-	l := NewLive(dir, State{RunID: "abcdefgh", Profile: "tier1", StartedAt: record.Time(time.Now()), StopWaitMS: 1000})
-	if _, err := Find(dir, "/proc", "abcdefgh"); !errors.Is(err, ErrUnknownRun) {
-		t.Errorf("a run is listed before its state file is written: %v", err)
-	}
-	if err := l.Open("", nil); err != nil {
-		t.Fatal(err)
-	}
-	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
-		t.Fatalf("run directory: %v %v", fi.Mode(), err)
-	}
-	l.SetStatus(func() Status { return Status{RunID: "abcdefgh", IdleMS: 42, Bytes: record.Bytes{Stdout: 7}} })
-	st, err := Find(dir, "/proc", "abcd")
-	if err != nil || !st.Alive || st.PID != os.Getpid() {
-		t.Fatalf("Find by prefix: %+v %v", st, err)
-	}
-	s, err := Query(st)
-	if err != nil || s.IdleMS != 42 || s.Bytes.Stdout != 7 {
-		t.Fatalf("Query: %+v %v", s, err)
-	}
-	// The supervisor acts on the stop, then ends; Stop returns the outcome.
-	go func() {
-		<-l.Stops()
-		l.Close(&record.Record{Reason: record.ReasonStopped, ExitCode: record.ExitTimeout})
-	}()
-	reason, code, err := Stop(st)
-	if err != nil || reason != record.ReasonStopped || code != record.ExitTimeout {
-		t.Fatalf("Stop: %s %d %v", reason, code, err)
-	}
-	if left, _ := os.ReadDir(dir); len(left) != 0 {
-		t.Errorf("state left after Close: %v", left)
-	}
-	if _, err := Find(dir, "/proc", "abcd"); !errors.Is(err, ErrUnknownRun) {
-		t.Errorf("Find after the end: %v", err)
-	}
-}
 
 func TestRunsTellsDeadSupervisorsAndSweepDeadCleansUp(t *testing.T) {
 	t.Parallel()
@@ -57,16 +17,12 @@ func TestRunsTellsDeadSupervisorsAndSweepDeadCleansUp(t *testing.T) {
 		Stage: filepath.Join(t.TempDir(), "deadrun")}
 	os.MkdirAll(filepath.Join(dead.Stage, "claude"), 0o700)
 	os.WriteFile(filepath.Join(dead.Stage, "claude", ".credentials.json"), []byte("{}"), 0o600)
-	if err := writeJSON(filepath.Join(dir, "deadrun.json"), dead); err != nil {
+	if err := WriteJSON(filepath.Join(dir, "deadrun.json"), dead); err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(dead.Socket, nil, 0o600)
 	for _, id := range []string{"liverun1", "liverun2"} {
-		l := NewLive(dir, State{RunID: id})
-		if err := l.Open("", nil); err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close(&record.Record{})
+		publish(t, dir, id)
 	}
 	runs, err := Runs(dir, "/proc")
 	if err != nil || len(runs) != 3 {
@@ -103,7 +59,7 @@ func TestRunsTellsDeadSupervisorsAndSweepDeadCleansUp(t *testing.T) {
 // nothing here; the sweep must not take that run for dead.
 func TestSweepDeadLeavesOtherPidNamespaces(t *testing.T) {
 	t.Parallel()
-	here := pidNamespace("/proc", "self")
+	here := PIDNamespace("/proc", "self")
 	dir := t.TempDir()
 	stage := filepath.Join(t.TempDir(), "elsewhere")
 	os.MkdirAll(stage, 0o700)
@@ -111,7 +67,7 @@ func TestSweepDeadLeavesOtherPidNamespaces(t *testing.T) {
 	if other.PIDNS == here {
 		other.PIDNS = "pid:[2]"
 	}
-	if err := writeJSON(filepath.Join(dir, "elsewhere.json"), other); err != nil {
+	if err := WriteJSON(filepath.Join(dir, "elsewhere.json"), other); err != nil {
 		t.Fatal(err)
 	}
 	runs, err := Runs(dir, "/proc")
@@ -127,14 +83,10 @@ func TestSweepDeadLeavesOtherPidNamespaces(t *testing.T) {
 		}
 	}
 	// A run of this namespace records it.
-	l := NewLive(dir, State{RunID: "mine"})
-	if err := l.Open("", nil); err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close(&record.Record{})
+	publish(t, dir, "mine")
 	runs, _ = Runs(dir, "/proc")
 	for _, st := range runs {
-		if st.RunID == "mine" && (st.PIDNS != pidNamespace("/proc", "self") || st.Foreign || !st.Alive) {
+		if st.RunID == "mine" && (st.PIDNS != PIDNamespace("/proc", "self") || st.Foreign || !st.Alive) {
 			t.Errorf("own run: %+v", st)
 		}
 	}
@@ -157,7 +109,7 @@ func TestRunsWithoutPID1sNamespace(t *testing.T) {
 		{RunID: "other", PID: 3, PIDStart: 42, PIDNS: "pid:[222]"},
 		{RunID: "mine", PID: 3, PIDStart: 42, PIDNS: "pid:[111]"},
 	} {
-		if err := writeJSON(filepath.Join(dir, st.RunID+".json"), st); err != nil {
+		if err := WriteJSON(filepath.Join(dir, st.RunID+".json"), st); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -179,8 +131,8 @@ func TestRunsWithoutPID1sNamespace(t *testing.T) {
 func TestSweepDeadKeepsStateWhileStageStays(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	st := State{RunID: "stuck", PID: 1, PIDStart: 999999999, PIDNS: pidNamespace("/proc", "self"), Stage: "/proc/self/comm"}
-	if err := writeJSON(filepath.Join(dir, "stuck.json"), st); err != nil {
+	st := State{RunID: "stuck", PID: 1, PIDStart: 999999999, PIDNS: PIDNamespace("/proc", "self"), Stage: "/proc/self/comm"}
+	if err := WriteJSON(filepath.Join(dir, "stuck.json"), st); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := SweepDead(dir, "/proc"); err == nil {
@@ -188,5 +140,19 @@ func TestSweepDeadKeepsStateWhileStageStays(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "stuck.json")); err != nil {
 		t.Errorf("the state file went while its stage stays: %v", err)
+	}
+}
+
+// publish writes the state file of a live run whose supervisor is this
+// process, as live.Live.Open does.
+func publish(t *testing.T, dir, id string) {
+	t.Helper()
+	st, err := procs.ReadStat("/proc", os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := State{RunID: id, PID: os.Getpid(), PIDStart: st.Start, PIDNS: PIDNamespace("/proc", "self")}
+	if err := WriteJSON(StatePath(dir, id), state); err != nil {
+		t.Fatal(err)
 	}
 }
