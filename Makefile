@@ -8,9 +8,10 @@ INIT_BIN  := bin/agentjail-init
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
 
-# Debian packages: what agentjail needs to build and run, then what the
-# tests and benchmarks drive.
-RUNTIME_PKGS := bubblewrap libseccomp-dev gcc pkg-config
+# Debian packages: what agentjail needs to build and run (gcc without its
+# recommended libc6-dev cannot build cgo; the go command fetches modules over
+# TLS), then what the tests and benchmarks drive.
+RUNTIME_PKGS := bubblewrap libseccomp-dev gcc libc6-dev pkg-config ca-certificates
 TEST_PKGS    := runc tini dumb-init catatonit socat ripgrep ruby iproute2 procps util-linux file acl
 BENCH_PKGS   := hyperfine
 # make release cross-builds arm64 with cgo (Debian's multiarch archive only).

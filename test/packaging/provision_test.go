@@ -180,11 +180,11 @@ func TestProvisionInstallsOnlyWhatIsMissing(t *testing.T) {
 
 func TestProvisionFedoraNames(t *testing.T) {
 	t.Parallel()
-	r := provision{osRelease: fedora, goVersion: "go1.26.8", installed: []string{"bubblewrap"}}.run(t, "bubblewrap", "libseccomp-dev", "pkg-config", "iproute2", "procps", "runc")
+	r := provision{osRelease: fedora, goVersion: "go1.26.8", installed: []string{"bubblewrap"}}.run(t, "bubblewrap", "libseccomp-dev", "libc6-dev", "pkg-config", "iproute2", "procps", "runc")
 	if r.code != 0 {
 		t.Fatalf("%v", r)
 	}
-	if got := r.calls("dnf install"); len(got) != 1 || got[0] != "dnf install -y -q --skip-unavailable libseccomp-devel pkgconf-pkg-config iproute procps-ng runc" {
+	if got := r.calls("dnf install"); len(got) != 1 || got[0] != "dnf install -y -q --skip-unavailable libseccomp-devel glibc-devel pkgconf-pkg-config iproute procps-ng runc" {
 		t.Errorf("dnf install calls = %q", got)
 	}
 	if len(r.calls("apt-get")) != 0 || len(r.calls("go env -w")) != 0 {
