@@ -14,7 +14,8 @@ LDFLAGS   := -X main.version=$(VERSION)
 RUNTIME_PKGS := bubblewrap libseccomp-dev gcc libc6-dev pkg-config ca-certificates
 TEST_PKGS    := runc tini dumb-init catatonit socat ripgrep ruby iproute2 procps util-linux file acl
 BENCH_PKGS   := hyperfine
-# make release cross-builds arm64 with cgo (Debian's multiarch archive only).
+# make release and make test-release cross-build arm64 with cgo (Debian's
+# multiarch archive only; adds dpkg's arm64 architecture): never make test.
 RELEASE_PKGS := gcc-aarch64-linux-gnu libc6-dev-arm64-cross libseccomp-dev:arm64
 
 # The Claude Code release the end-to-end tests drive, installed with npm
@@ -23,7 +24,7 @@ RELEASE_PKGS := gcc-aarch64-linux-gnu libc6-dev-arm64-cross libseccomp-dev:arm64
 CLAUDE_VERSION := 2.1.197
 export AGENTJAIL_TEST_CLAUDE_DIR ?= /var/cache/agentjail-test/claude
 
-.PHONY: all deps deps-runtime deps-bench claude build release image demo test test-short escapes bench fuzz profiles vagrant-test kubernetes-seccomp clean
+.PHONY: all deps deps-runtime deps-bench claude build release image demo test test-release test-short escapes bench fuzz profiles vagrant-test kubernetes-seccomp clean
 
 all: build
 
@@ -32,7 +33,7 @@ all: build
 # (.ci/gocheck); .ci/provision is shared with the Vagrant boxes (Debian,
 # Ubuntu, Fedora). deps-runtime: what building and running agentjail needs.
 deps:
-	@./.ci/provision $(RUNTIME_PKGS) $(TEST_PKGS) $(RELEASE_PKGS)
+	@./.ci/provision $(RUNTIME_PKGS) $(TEST_PKGS)
 
 deps-runtime:
 	@./.ci/provision $(RUNTIME_PKGS)
@@ -70,14 +71,15 @@ image:
 demo: deps-runtime build
 	@./examples/demo.sh $(BIN)
 
-# test runs every test; those needing root and bubblewrap run here (as root),
-# then each fuzz target briefly (make fuzz runs them longer). The brief runs
-# are budgeted in executions (about 8 s each here), not seconds: Go 1.26's
-# fuzz coordinator can fail a target with "context deadline exceeded" when a
-# duration -fuzztime ends while a worker is mid-input (go.dev/issue/75804,
-# fixed in Go 1.27); a count has no deadline to race.
-# test/packaging runs on its own, after the rest: it compiles release builds
-# (arm64 with cgo), which on 2 cores would starve the timing-sensitive jail
+# test runs every test but the release build's (make test-release); those
+# needing root and bubblewrap run here (as root), then each fuzz target
+# briefly (make fuzz runs them longer). The brief runs are budgeted in
+# executions (about 8 s each here), not seconds: Go 1.26's fuzz coordinator
+# can fail a target with "context deadline exceeded" when a duration
+# -fuzztime ends while a worker is mid-input (go.dev/issue/75804, fixed in
+# Go 1.27); a count has no deadline to race.
+# test/packaging runs on its own, after the rest: it builds agentjail with
+# cgo (make demo), which on 2 cores would starve the timing-sensitive jail
 # tests (idle timeouts) running beside it.
 test: deps profiles claude
 	$(GO) mod tidy -diff
@@ -88,6 +90,13 @@ test: deps profiles claude
 	$(call fuzz,FuzzImport,./seccomp/,120000x -fuzzminimizetime 1000x)
 	$(call fuzz,FuzzLoad,./policy/,80000x -fuzzminimizetime 1000x)
 	$(call fuzz,FuzzParser,./claude/,250000x -fuzzminimizetime 1000x)
+
+# test-release runs the release build's test (TestRelease: .ci/release
+# cross-builds arm64 with cgo), after installing the cross toolchain, which
+# on Debian adds dpkg's arm64 architecture. CI runs it after make test.
+test-release:
+	@./.ci/provision $(RUNTIME_PKGS) $(RELEASE_PKGS)
+	AGENTJAIL_TEST_RELEASE=1 $(GO) test -count=1 -timeout 20m -run '^TestRelease$$' ./test/packaging/
 
 # profiles fetches Docker's and Podman's default seccomp profiles (unpacked
 # from Debian's packages, not installed) for the import tests.

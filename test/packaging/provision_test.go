@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -421,6 +422,51 @@ func TestProvisionHere(t *testing.T) {
 	_, stderr, err = provision("--dry-run", bogus)
 	if err == nil || !strings.Contains(stderr, "apt-get cannot install: "+bogus) {
 		t.Errorf(".ci/provision --dry-run %s: %v, want a failure naming it; stderr:\n%s", bogus, err, stderr)
+	}
+}
+
+// provisioned returns the packages each .ci/provision line of `make -n
+// target` names.
+func provisioned(t *testing.T, target string) [][]string {
+	t.Helper()
+	plan, err := exec.Command("make", "-C", repo, "-n", target).CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n %s: %v\n%s", target, err, plan)
+	}
+	var lines [][]string
+	for _, line := range strings.Split(string(plan), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && strings.HasSuffix(f[0], ".ci/provision") {
+			lines = append(lines, f[1:])
+		}
+	}
+	return lines
+}
+
+// TestMakeTestAddsNoArchitecture: make test installs no cross-build
+// package, which would add dpkg's arm64 architecture to the machine; make
+// test-release and make release install them all.
+func TestMakeTestAddsNoArchitecture(t *testing.T) {
+	t.Parallel()
+	release := makeVar(t, "RELEASE_PKGS")
+	for _, target := range []string{"test", "deps", "demo", "escapes", "bench"} {
+		for _, pkgs := range provisioned(t, target) {
+			for _, p := range pkgs {
+				if slices.Contains(release, p) || strings.Contains(p, ":") {
+					t.Errorf("make %s installs %s, a cross-build package", target, p)
+				}
+			}
+		}
+	}
+	for _, target := range []string{"test-release", "release"} {
+		lines := provisioned(t, target)
+		if len(lines) != 1 {
+			t.Fatalf("make %s: %d provision lines, want 1: %q", target, len(lines), lines)
+		}
+		for _, p := range release {
+			if !slices.Contains(lines[0], p) {
+				t.Errorf("make %s does not install %s: %q", target, p, lines[0])
+			}
+		}
 	}
 }
 
