@@ -7,6 +7,7 @@ BIN       := bin/agentjail
 INIT_BIN  := bin/agentjail-init
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
+STARTED   := $(shell date +%s)
 
 # Debian packages: what agentjail needs to build and run (gcc without its
 # recommended libc6-dev cannot build cgo; the go command fetches modules over
@@ -23,6 +24,10 @@ RELEASE_PKGS := gcc-aarch64-linux-gnu libc6-dev-arm64-cross libseccomp-dev:arm64
 # the same one (a test checks).
 CLAUDE_VERSION := 2.1.197
 export AGENTJAIL_TEST_CLAUDE_DIR ?= /var/cache/agentjail-test/claude
+
+# The tests run through testprogress: a line per package as it finishes,
+# what runs when nothing has finished for 30 s, the totals and the skips.
+TESTPROGRESS := $(GO) run ./internal/tools/testprogress
 
 .PHONY: all deps deps-runtime deps-bench claude build release image demo test test-release test-short escapes bench fuzz profiles vagrant-test kubernetes-seccomp clean
 
@@ -85,18 +90,19 @@ test: deps profiles claude
 	$(GO) mod tidy -diff
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo 'gofmt: the files above are not formatted; run gofmt -w on them'; exit 1; }
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 15m $$($(GO) list ./... | grep -v /test/packaging)
-	$(GO) test -count=1 -timeout 10m ./test/packaging/
+	$(TESTPROGRESS) $(GO) test -json -count=1 -timeout 15m $$($(GO) list ./... | grep -v /test/packaging)
+	$(TESTPROGRESS) $(GO) test -json -count=1 -timeout 10m ./test/packaging/
 	$(call fuzz,FuzzImport,./seccomp/,120000x -fuzzminimizetime 1000x)
 	$(call fuzz,FuzzLoad,./policy/,80000x -fuzzminimizetime 1000x)
 	$(call fuzz,FuzzParser,./claude/,250000x -fuzzminimizetime 1000x)
+	@s=$$(($$(date +%s) - $(STARTED))); echo "make test: passed in $$((s / 60))m$$((s % 60))s"
 
 # test-release runs the release build's test (TestRelease: .ci/release
 # cross-builds arm64 with cgo), after installing the cross toolchain, which
 # on Debian adds dpkg's arm64 architecture. CI runs it after make test.
 test-release:
 	@./.ci/provision $(RUNTIME_PKGS) $(RELEASE_PKGS)
-	AGENTJAIL_TEST_RELEASE=1 $(GO) test -count=1 -timeout 20m -run '^TestRelease$$' ./test/packaging/
+	AGENTJAIL_TEST_RELEASE=1 $(TESTPROGRESS) $(GO) test -json -count=1 -timeout 20m -run '^TestRelease$$' ./test/packaging/
 
 # profiles fetches Docker's and Podman's default seccomp profiles (unpacked
 # from Debian's packages, not installed) for the import tests.
