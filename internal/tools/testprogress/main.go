@@ -12,6 +12,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -69,12 +70,18 @@ func run(argv []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}()
-	sc := bufio.NewScanner(out)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for sc.Scan() {
-		mu.Lock()
-		p.line(sc.Bytes(), time.Now())
-		mu.Unlock()
+	// Lines of any length: a test may print a long one.
+	r := bufio.NewReader(out)
+	for {
+		b, err := r.ReadBytes('\n')
+		if len(b) > 0 {
+			mu.Lock()
+			p.line(bytes.TrimSuffix(b, []byte("\n")), time.Now())
+			mu.Unlock()
+		}
+		if err != nil {
+			break
+		}
 	}
 	close(done)
 	werr := cmd.Wait()

@@ -132,6 +132,12 @@ func TestRun(t *testing.T) {
 			t.Errorf("%d lines, command exit %d: exit %d, want %d\n%s%s", len(c.lines), c.exit, got, c.want, out.String(), errOut.String())
 		}
 	}
+	// A long line (16 times bufio.Scanner's default limit) is passed on whole.
+	var out bytes.Buffer
+	long := strings.Repeat("x", 1<<20)
+	if got := run([]string{"sh", "-c", "head -c 1048576 /dev/zero | tr '\\0' x; echo"}, &out, &bytes.Buffer{}); got != 0 || !strings.HasPrefix(out.String(), long+"\n") {
+		t.Errorf("a 1 MiB line: exit %d, output of %d bytes", got, out.Len())
+	}
 	if got := run(nil, os.Stdout, &bytes.Buffer{}); got != 2 {
 		t.Errorf("no command: exit %d, want 2", got)
 	}
