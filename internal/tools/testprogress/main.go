@@ -113,6 +113,7 @@ type event struct {
 type pkg struct {
 	output  []event  // every output line, for the tests that fail
 	running []string // top-level tests running, not paused
+	settled int      // len(output) when a test last ended
 	passed  int
 	skipped int
 	failed  int
@@ -181,6 +182,7 @@ func (p *progress) line(b []byte, now time.Time) {
 		if top {
 			k.running = slices.DeleteFunc(k.running, func(s string) bool { return s == e.Test })
 		}
+		k.settled = len(k.output)
 		p.result(e, k, now)
 	}
 }
@@ -224,6 +226,7 @@ func outputOf(output []event, test string) string {
 // finish takes a package's end.
 func (p *progress) finish(e event, k *pkg, now time.Time) {
 	p.order = slices.DeleteFunc(p.order, func(s string) bool { return s == e.Package })
+	delete(p.pkgs, e.Package)
 	counts := fmt.Sprintf("%d passed", k.passed)
 	if k.skipped > 0 {
 		counts += fmt.Sprintf(", %d skipped", k.skipped)
@@ -238,20 +241,34 @@ func (p *progress) finish(e event, k *pkg, now time.Time) {
 	case "fail":
 		p.npkgs++
 		p.failedPkgs = append(p.failedPkgs, short(e.Package))
-		// What the package printed outside its tests (a panic, a timeout,
-		// a TestMain or a build that failed), and the tests that were
-		// still running then.
-		for _, t := range append(k.running, "") {
+		// The tests still running when it failed (a timeout, a panic),
+		// then what the package printed outside its tests (a TestMain or a
+		// build that failed) and all that came after the last test ended:
+		// test2json gives a timeout's panic to whichever test spoke last.
+		running := map[string]bool{}
+		for _, t := range k.running {
+			running[t] = true
 			if s := outputOf(k.output, t); s != "" {
 				p.say(now, "%s", s)
 			}
+		}
+		var b strings.Builder
+		for i, o := range k.output {
+			top, _, _ := strings.Cut(o.Test, "/")
+			switch {
+			case o.Test == "" && goTestLine(o.Output), running[top]:
+			case o.Test == "" || i >= k.settled:
+				b.WriteString(o.Output)
+			}
+		}
+		if s := strings.TrimRight(b.String(), "\n"); s != "" {
+			p.say(now, "%s", s)
 		}
 		if k.failed > 0 {
 			counts += fmt.Sprintf(", %d failed", k.failed)
 		}
 		p.say(now, "FAIL  %-50s %7.1fs  %s", short(e.Package), e.Elapsed, counts)
 	}
-	delete(p.pkgs, e.Package)
 }
 
 // tick names what still runs when nothing has been said for a while.

@@ -96,6 +96,33 @@ func TestProgressQuiet(t *testing.T) {
 	}
 }
 
+// TestProgressTimeout: a timeout's panic is shown, whichever test
+// test2json gives it to (here one that has ended), with what the tests
+// still running printed.
+func TestProgressTimeout(t *testing.T) {
+	var out bytes.Buffer
+	p := newProgress(&out, time.Unix(0, 0))
+	feed(p, []string{
+		ev("start", "opsloop", "", "", 0),
+		ev("run", "opsloop", "TestA", "", 0),
+		ev("output", "opsloop", "TestA", "=== RUN   TestA\n", 0),
+		ev("output", "opsloop", "TestA", "    a_test.go:3: waiting for the loop\n", 0),
+		ev("run", "opsloop", "TestB", "", 0),
+		ev("output", "opsloop", "TestB", "    b_test.go:3: said before the end\n", 0),
+		ev("pass", "opsloop", "TestB", "", 0),
+		ev("output", "opsloop", "TestB", "panic: test timed out after 15m0s\n", 0),
+		ev("output", "opsloop", "TestB", "\t\tTestA (15m0s)\n", 0),
+		ev("output", "opsloop", "", "FAIL\t"+mod+"opsloop\t900.1s\n", 0),
+		ev("fail", "opsloop", "", "", 900.1),
+	}, time.Unix(0, 0))
+	want := "=== RUN   TestA\n    a_test.go:3: waiting for the loop\n" +
+		"panic: test timed out after 15m0s\n\t\tTestA (15m0s)\n" +
+		"FAIL  opsloop                                              900.1s  1 passed\n"
+	if got := out.String(); got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+}
+
 func TestProgressBuildFailure(t *testing.T) {
 	var out bytes.Buffer
 	p := newProgress(&out, time.Unix(0, 0))
