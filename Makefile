@@ -8,13 +8,16 @@ INIT_BIN  := bin/agentjail-init
 EXEC_BIN  := bin/agentjail-exec
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
+STARTED   := $(shell date +%s)
 
-# Debian packages: what agentjail needs to build and run, then what the
-# tests and benchmarks drive.
-RUNTIME_PKGS := bubblewrap libseccomp-dev gcc pkg-config
+# Debian packages: what agentjail needs to build and run (gcc without its
+# recommended libc6-dev cannot build cgo; the go command fetches modules over
+# TLS), then what the tests and benchmarks drive.
+RUNTIME_PKGS := bubblewrap libseccomp-dev gcc libc6-dev pkg-config ca-certificates
 TEST_PKGS    := runc tini dumb-init catatonit socat ripgrep ruby iproute2 procps util-linux file acl
 BENCH_PKGS   := hyperfine
-# make release cross-builds arm64 with cgo (Debian's multiarch archive only).
+# make release and make test-release cross-build arm64 with cgo (Debian's
+# multiarch archive only; adds dpkg's arm64 architecture): never make test.
 RELEASE_PKGS := gcc-aarch64-linux-gnu libc6-dev-arm64-cross libseccomp-dev:arm64
 
 # The Claude Code release the end-to-end tests drive, installed with npm
@@ -23,7 +26,11 @@ RELEASE_PKGS := gcc-aarch64-linux-gnu libc6-dev-arm64-cross libseccomp-dev:arm64
 CLAUDE_VERSION := 2.1.197
 export AGENTJAIL_TEST_CLAUDE_DIR ?= /var/cache/agentjail-test/claude
 
-.PHONY: all deps deps-runtime deps-bench claude build release image demo test test-short escapes bench fuzz profiles vagrant-test kubernetes-seccomp clean
+# The tests run through testprogress: a line per package as it finishes,
+# what runs when nothing has finished for 30 s, the totals and the skips.
+TESTPROGRESS := $(GO) run ./internal/tools/testprogress
+
+.PHONY: all deps deps-runtime deps-bench claude build release image demo test test-release test-short escapes bench fuzz profiles vagrant-test kubernetes-seccomp clean
 
 all: build
 
@@ -32,7 +39,7 @@ all: build
 # (.ci/gocheck); .ci/provision is shared with the Vagrant boxes (Debian,
 # Ubuntu, Fedora). deps-runtime: what building and running agentjail needs.
 deps:
-	@./.ci/provision $(RUNTIME_PKGS) $(TEST_PKGS) $(RELEASE_PKGS)
+	@./.ci/provision $(RUNTIME_PKGS) $(TEST_PKGS)
 
 deps-runtime:
 	@./.ci/provision $(RUNTIME_PKGS)
@@ -71,24 +78,33 @@ image:
 demo: deps-runtime build
 	@./examples/demo.sh $(BIN)
 
-# test runs every test; those needing root and bubblewrap run here (as root),
-# then each fuzz target briefly (make fuzz runs them longer). The brief runs
-# are budgeted in executions (about 8 s each here), not seconds: Go 1.26's
-# fuzz coordinator can fail a target with "context deadline exceeded" when a
-# duration -fuzztime ends while a worker is mid-input (go.dev/issue/75804,
-# fixed in Go 1.27); a count has no deadline to race.
-# test/packaging runs on its own, after the rest: it compiles release builds
-# (arm64 with cgo), which on 2 cores would starve the timing-sensitive jail
+# test runs every test but the release build's (make test-release); those
+# needing root and bubblewrap run here (as root), then each fuzz target
+# briefly (make fuzz runs them longer). The brief runs are budgeted in
+# executions (about 8 s each here), not seconds: Go 1.26's fuzz coordinator
+# can fail a target with "context deadline exceeded" when a duration
+# -fuzztime ends while a worker is mid-input (go.dev/issue/75804, fixed in
+# Go 1.27); a count has no deadline to race.
+# test/packaging runs on its own, after the rest: it builds agentjail with
+# cgo (make demo), which on 2 cores would starve the timing-sensitive jail
 # tests (idle timeouts) running beside it.
 test: deps profiles claude
 	$(GO) mod tidy -diff
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo 'gofmt: the files above are not formatted; run gofmt -w on them'; exit 1; }
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 15m $$($(GO) list ./... | grep -v /test/packaging)
-	$(GO) test -count=1 -timeout 10m ./test/packaging/
+	$(TESTPROGRESS) $(GO) test -json -count=1 -timeout 15m $$($(GO) list ./... | grep -v /test/packaging)
+	$(TESTPROGRESS) $(GO) test -json -count=1 -timeout 10m ./test/packaging/
 	$(call fuzz,FuzzImport,./seccomp/,120000x -fuzzminimizetime 1000x)
 	$(call fuzz,FuzzLoad,./policy/,80000x -fuzzminimizetime 1000x)
 	$(call fuzz,FuzzParser,./claude/,250000x -fuzzminimizetime 1000x)
+	@s=$$(($$(date +%s) - $(STARTED))); echo "make test: passed in $$((s / 60))m$$((s % 60))s"
+
+# test-release runs the release build's test (TestRelease: .ci/release
+# cross-builds arm64 with cgo), after installing the cross toolchain, which
+# on Debian adds dpkg's arm64 architecture. CI runs it after make test.
+test-release:
+	@./.ci/provision $(RUNTIME_PKGS) $(RELEASE_PKGS)
+	AGENTJAIL_TEST_RELEASE=1 $(TESTPROGRESS) $(GO) test -json -count=1 -timeout 20m -run '^TestRelease$$' ./test/packaging/
 
 # profiles fetches Docker's and Podman's default seccomp profiles (unpacked
 # from Debian's packages, not installed) for the import tests.

@@ -10,6 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentjail/agentjail/supervise"
+	"golang.org/x/sys/unix"
 )
 
 // entries lists the names in dir, sorted.
@@ -307,6 +310,24 @@ true`, p, e.probe)
 		pre := filepath.Join(p, "preexisting")
 		os.WriteFile(pre, id, 0o755)
 		os.Chmod(pre, 0o755|os.ModeSetuid) // root's, set-user-id
+		// Before the run means changed before the coarse clock agentjail
+		// reads at launch (supervise.RunClock). Since Linux 6.13 a change
+		// time can come from the fine clock (multigrain timestamps, which
+		// ext4 and tmpfs use), ahead of the coarse one by a tick and more
+		// on a loaded machine (measured: 10 ms): wait until that clock is
+		// past the file's change time, as it is for any file older than
+		// the run by that much.
+		var st unix.Stat_t
+		if err := unix.Stat(pre, &st); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, func() bool {
+			now := supervise.RunClock()
+			if st.Ctim.Nsec == 0 { // a file system of whole seconds
+				return now.Sec > st.Ctim.Sec
+			}
+			return now.Sec > st.Ctim.Sec || now.Sec == st.Ctim.Sec && now.Nsec > st.Ctim.Nsec
+		})
 		return p
 	}
 	setID := func(p string) []string {
@@ -356,7 +377,7 @@ true`, p, e.probe)
 				}
 			}
 			if got.Reason != "violation" || strings.Join(stripped, ",") != "gid,o2" {
-				t.Errorf("reason %s, set-id violations %v, want gid and o2", got.Reason, stripped)
+				t.Errorf("reason %s, set-id violations %v, want gid and o2; the record's violations: %+v", got.Reason, stripped, got.Violations)
 			}
 		})
 	}

@@ -16,13 +16,29 @@ import (
 // /run/user is covered.
 func TestEscapeUserRuntimeSockets(t *testing.T) {
 	jailed(t)
+	// Made as logind makes them where they are missing (a machine without
+	// logind has neither): /run/user root's and open to all, the user's
+	// own directory theirs alone. (MkdirAll would make /run/user 0700 too,
+	// which the user could not pass.) /run/user stays: the jails of the
+	// tests running beside this one cover it when it exists, and bwrap
+	// cannot make the mount point again on their read-only root.
 	userDir := filepath.Join("/run/user", strconv.Itoa(runUID))
-	if !fileExists(userDir) {
-		if err := os.MkdirAll(userDir, 0o700); err != nil {
+	for _, d := range []struct {
+		path string
+		mode os.FileMode
+		uid  int
+	}{{"/run/user", 0o755, 0}, {userDir, 0o700, runUID}} {
+		if fileExists(d.path) {
+			continue
+		}
+		if err := os.Mkdir(d.path, d.mode); err != nil && !os.IsExist(err) {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { os.RemoveAll(userDir) })
-		os.Chown(userDir, runUID, runUID)
+		if d.path == userDir {
+			t.Cleanup(func() { os.RemoveAll(d.path) })
+		}
+		os.Chmod(d.path, d.mode) // whatever the umask
+		os.Chown(d.path, d.uid, d.uid)
 	}
 	sock := filepath.Join(userDir, "agentjail-test-"+token()+".sock")
 	l, err := net.Listen("unix", sock)

@@ -30,7 +30,7 @@ func TestMakeDemo(t *testing.T) {
 			installs = append(installs, f[1:])
 		}
 	}
-	want := []string{"bubblewrap", "libseccomp-dev", "gcc", "pkg-config"}
+	want := []string{"bubblewrap", "libseccomp-dev", "gcc", "libc6-dev", "pkg-config", "ca-certificates"}
 	if len(installs) != 1 || !slices.Equal(installs[0], want) {
 		t.Errorf("make demo provisions %q, want exactly once %q:\n%s", installs, want, plan)
 	}
@@ -40,7 +40,7 @@ func TestMakeDemo(t *testing.T) {
 		t.Fatalf("make demo: %v\n%s", err, out)
 	}
 	for _, line := range []string{
-		"packages: all 4 installed, nothing to install",
+		"packages: all 6 installed, nothing to install",
 		"agent: running as nobody, capabilities: 0000000000000000",
 		"agent: wrote results.txt (allowed: writable root)",
 		"agent: overwriting .env was refused",

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -28,7 +29,10 @@ var fakes = map[string]string{
 	"apt-cache":  `echo "golang-go:"; echo "  Installed: (none)"; echo "  Candidate: $FAKE_DISTRO_GO"`,
 	"dpkg":       `[ "$1" = --print-foreign-architectures ] && echo "$FAKE_FOREIGN"; exit 0`,
 	// Installing the distribution's Go puts a go of that version on the PATH.
-	"apt-get":         `case " $* " in *" -y "*" golang-go "*) echo "go$(echo "$FAKE_DISTRO_GO" | sed 's/^[0-9]*://; s/~.*//')" >"$FAKE_DIR/goversion"; cp "$FAKE_DIR/go" "$FAKE_BIN/go";; esac`,
+	// FAKE_APT_FAILS names the apt-get command (update, install) that
+	// fails, as apt does: a message on stderr, exit 100.
+	"apt-get": `[ "$1" = "$FAKE_APT_FAILS" ] && { echo "E: $1 failed" >&2; exit 100; }
+case " $* " in *" -y "*" golang-go "*) echo "go$(echo "$FAKE_DISTRO_GO" | sed 's/^[0-9]*://; s/~.*//')" >"$FAKE_DIR/goversion"; cp "$FAKE_DIR/go" "$FAKE_BIN/go";; esac`,
 	"dnf":             `[ "$2" = repoquery ] && { echo "$FAKE_DISTRO_GO"; echo; }; exit 0`,
 	"curl":            `while [ $# -gt 1 ]; do [ "$1" = -o ] && echo "not a go archive" >"$2"; shift; done`,
 	"apparmor_parser": `exit 0`,
@@ -59,6 +63,7 @@ type provision struct {
 	uid         string
 	foreign     string // dpkg --print-foreign-architectures
 	restricted  bool   // kernel.apparmor_restrict_unprivileged_userns=1
+	aptFails    string // the apt-get command that fails: update, install
 }
 
 type provisionResult struct {
@@ -119,7 +124,7 @@ func (p provision) run(t *testing.T, args ...string) provisionResult {
 	cmd.Env = []string{
 		"PATH=" + bin, "PROVISION_ROOT=" + root, "FAKE_LOG=" + logFile, "FAKE_BIN=" + bin, "FAKE_DIR=" + dir,
 		"FAKE_INSTALLED=" + strings.Join(p.installed, " "), "FAKE_DISTRO_GO=" + p.distroGo,
-		"FAKE_UID=" + uid, "FAKE_FOREIGN=" + p.foreign, "TMPDIR=" + dir,
+		"FAKE_UID=" + uid, "FAKE_FOREIGN=" + p.foreign, "FAKE_APT_FAILS=" + p.aptFails, "TMPDIR=" + dir,
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -176,11 +181,11 @@ func TestProvisionInstallsOnlyWhatIsMissing(t *testing.T) {
 
 func TestProvisionFedoraNames(t *testing.T) {
 	t.Parallel()
-	r := provision{osRelease: fedora, goVersion: "go1.26.8", installed: []string{"bubblewrap"}}.run(t, "bubblewrap", "libseccomp-dev", "pkg-config", "iproute2", "procps", "runc")
+	r := provision{osRelease: fedora, goVersion: "go1.26.8", installed: []string{"bubblewrap"}}.run(t, "bubblewrap", "libseccomp-dev", "libc6-dev", "pkg-config", "iproute2", "procps", "runc")
 	if r.code != 0 {
 		t.Fatalf("%v", r)
 	}
-	if got := r.calls("dnf install"); len(got) != 1 || got[0] != "dnf install -y -q --skip-unavailable libseccomp-devel pkgconf-pkg-config iproute procps-ng runc" {
+	if got := r.calls("dnf install"); len(got) != 1 || got[0] != "dnf install -y -q --skip-unavailable libseccomp-devel glibc-devel pkgconf-pkg-config iproute procps-ng runc" {
 		t.Errorf("dnf install calls = %q", got)
 	}
 	if len(r.calls("apt-get")) != 0 || len(r.calls("go env -w")) != 0 {
@@ -322,6 +327,39 @@ func TestProvisionMultiarch(t *testing.T) {
 	}
 }
 
+// TestProvisionBadUsage: an option the script does not know is refused,
+// never taken for a package name.
+func TestProvisionBadUsage(t *testing.T) {
+	t.Parallel()
+	r := provision{osRelease: debian12, goVersion: "go1.26.8"}.run(t, "--dryrun", "bubblewrap")
+	if r.code != 1 || !strings.Contains(r.stderr, "unknown option --dryrun; usage: ") || len(r.log) != 0 {
+		t.Errorf("want exit 1 naming the option and the usage, and nothing run:\n%v", r)
+	}
+	// After --, a name is a package whatever it looks like.
+	r = provision{osRelease: debian12, goVersion: "go1.26.8", installed: []string{"-odd"}}.run(t, "--", "-odd")
+	if r.code != 0 || r.stdout != "packages: all 1 installed, nothing to install\n" {
+		t.Errorf("-- then a package: %v", r)
+	}
+}
+
+// TestProvisionAptFails: when apt-get fails, the script says which step
+// failed and for what, and exits 1 (not apt's 100), apt's own message kept.
+func TestProvisionAptFails(t *testing.T) {
+	t.Parallel()
+	for step, want := range map[string]string{
+		"update":  "agentjail provision: apt-get update failed (exit 100; its messages are above)",
+		"install": "agentjail provision: apt-get install failed (exit 100; its messages are above) for: runc libseccomp-dev;",
+	} {
+		r := provision{osRelease: debian12, goVersion: "go1.26.8", aptFails: step}.run(t, "runc", "libseccomp-dev")
+		if r.code != 1 || !strings.Contains(r.stderr, "E: "+step+" failed\n") || !strings.Contains(r.stderr, want) {
+			t.Errorf("apt-get %s fails: want exit 1, apt's message and %q:\n%v", step, want, r)
+		}
+		if step == "update" && len(r.calls("apt-get install")) != 0 {
+			t.Errorf("went on to install after the update failed:\n%v", r)
+		}
+	}
+}
+
 func TestProvisionUnknownDistribution(t *testing.T) {
 	t.Parallel()
 	r := provision{osRelease: "ID=alpine\n", goVersion: "go1.26.8"}.run(t, "bubblewrap")
@@ -384,6 +422,51 @@ func TestProvisionHere(t *testing.T) {
 	_, stderr, err = provision("--dry-run", bogus)
 	if err == nil || !strings.Contains(stderr, "apt-get cannot install: "+bogus) {
 		t.Errorf(".ci/provision --dry-run %s: %v, want a failure naming it; stderr:\n%s", bogus, err, stderr)
+	}
+}
+
+// provisioned returns the packages each .ci/provision line of `make -n
+// target` names.
+func provisioned(t *testing.T, target string) [][]string {
+	t.Helper()
+	plan, err := exec.Command("make", "-C", repo, "-n", target).CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n %s: %v\n%s", target, err, plan)
+	}
+	var lines [][]string
+	for _, line := range strings.Split(string(plan), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && strings.HasSuffix(f[0], ".ci/provision") {
+			lines = append(lines, f[1:])
+		}
+	}
+	return lines
+}
+
+// TestMakeTestAddsNoArchitecture: make test installs no cross-build
+// package, which would add dpkg's arm64 architecture to the machine; make
+// test-release and make release install them all.
+func TestMakeTestAddsNoArchitecture(t *testing.T) {
+	t.Parallel()
+	release := makeVar(t, "RELEASE_PKGS")
+	for _, target := range []string{"test", "deps", "demo", "escapes", "bench"} {
+		for _, pkgs := range provisioned(t, target) {
+			for _, p := range pkgs {
+				if slices.Contains(release, p) || strings.Contains(p, ":") {
+					t.Errorf("make %s installs %s, a cross-build package", target, p)
+				}
+			}
+		}
+	}
+	for _, target := range []string{"test-release", "release"} {
+		lines := provisioned(t, target)
+		if len(lines) != 1 {
+			t.Fatalf("make %s: %d provision lines, want 1: %q", target, len(lines), lines)
+		}
+		for _, p := range release {
+			if !slices.Contains(lines[0], p) {
+				t.Errorf("make %s does not install %s: %q", target, p, lines[0])
+			}
+		}
 	}
 }
 
