@@ -92,6 +92,8 @@ func Run(o Options, argv []string, stdin io.Reader, stdout, stderr io.Writer) in
 	}
 	c := exec.Command(argv[0], argv[1:]...)
 	c.Stdin, c.Stdout, c.Stderr = stdin, stdout, stderr
+	// Once started: what start-up touched need not stay resident.
+	time.AfterFunc(time.Second, trimResident)
 	code, err := reaper.Init(c, ro)
 	switch {
 	case err == nil:
