@@ -24,7 +24,7 @@ ARG VERSION=dev
 RUN CGO_ENABLED=1 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/agentjail ./cmd/agentjail \
  && ./.ci/release --check "$(go env GOARCH)" /out/agentjail \
  && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/agentjail-init ./cmd/agentjail-init \
- && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/agentjail-exec ./cmd/agentjail-exec \
+ && gcc -static -Os -s -Wall -Werror -o /out/agentjail-exec cmd/agentjail-exec/stage.c \
  && /out/agentjail seccomp export --for-container > /out/seccomp-container.json
 
 # Runtime: bubblewrap, libseccomp, Node.js and a pinned Claude Code (socat and

@@ -6,9 +6,11 @@
 // agent, reporting an execve failure exactly (126, 127) where bwrap alone
 // cannot tell it from a setup failure.
 //
-// It runs inside the jail as its own small static binary (cmd/
-// agentjail-exec) or, where that is not installed, as agentjail itself.
-// The renderer (mounts) writes the protocol and the supervisor reads it;
-// both use this package, so the two cannot drift apart. It must stay
-// small: no policy, no YAML, nothing the stage binary would not need.
+// It runs inside the jail as a small static C program (cmd/agentjail-exec,
+// installed beside agentjail: it starts in every launch, where a Go
+// runtime's start-up would cost more than the rest of the stage) or, where
+// that is not installed, as agentjail itself (Main). Both pass the same
+// tests. The renderer (mounts) writes the protocol and the supervisor
+// reads it; both use this package, so the two cannot drift apart. It must
+// stay small: no policy, no YAML.
 package execstage
