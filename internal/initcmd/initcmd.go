@@ -6,10 +6,10 @@
 // binary installed next to it (make build, the image, the release). PID 1
 // stays PID 1 and keeps its descriptors, and what stays resident for a
 // container's whole life is agentjail-init — the reaper, the signal
-// forwarding and the dead-run sweep, about 4 MiB — instead of all of
-// agentjail, whose CLI, seccomp (cgo, libc) and other code keep about
-// 9 MiB mapped (BenchmarkInitIdleRSS; tini: 1 MiB). agentjail built alone
-// (go install) finds no agentjail-init and runs Run itself.
+// forwarding and the dead-run sweep — instead of all of agentjail, with
+// its CLI, seccomp (cgo, libc) and the rest (BenchmarkInitIdleRSS and
+// docs/benchmarks.md have the figures). agentjail built alone (go
+// install) finds no agentjail-init and runs Run itself.
 package initcmd
 
 import (
