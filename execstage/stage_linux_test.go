@@ -190,6 +190,18 @@ func TestExecStageTakesNprocFromTheEnvironment(t *testing.T) {
 // back whole; an unsearchable PATH directory is passed over, as execvp(3)
 // does.
 func TestExecStageReportsExactPaths(t *testing.T) {
+	// Both stages say it in the same words.
+	said := map[string]string{}
+	for name, stage := range stages() {
+		var stderr bytes.Buffer
+		cmd := stage("--", "no-such-command-anywhere")
+		cmd.Stderr = &stderr
+		cmd.Run()
+		said[name] = stderr.String()
+	}
+	if said["go"] != said["c"] || !strings.Contains(said["c"], "cannot execute no-such-command-anywhere inside the jail: no such file or directory") {
+		t.Errorf("the stages say %q", said)
+	}
 	eachStage(t, func(t *testing.T, stage func(args ...string) *exec.Cmd) {
 		dir := t.TempDir()
 		os.WriteFile(filepath.Join(dir, "plain"), []byte("#!/bin/sh\n"), 0o644)

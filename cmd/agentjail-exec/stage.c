@@ -184,7 +184,12 @@ static int execFailed(const char *path, int e)
 	jsonString(line, sizeof line - 32, &n, path);
 	n += (size_t)snprintf(line + n, sizeof line - n, ",\"errno\":%d}\n", e);
 	out(report, line, n);
-	dprintf(2, "agentjail: cannot execute %s inside the jail: %s\n", path, strerror(e));
+	/* Go's errno text, which the Go stage prints: strerror's, lower case. */
+	char text[128];
+	snprintf(text, sizeof text, "%s", strerror(e));
+	if (text[0] >= 'A' && text[0] <= 'Z')
+		text[0] = (char)(text[0] - 'A' + 'a');
+	dprintf(2, "agentjail: cannot execute %s inside the jail: %s\n", path, text);
 	return e == ENOENT ? 127 : 126;
 }
 
