@@ -3,8 +3,10 @@
 # GOTOOLCHAIN=auto; .ci/gocheck says which): both install what is missing first.
 
 GO        ?= go
+CC        ?= gcc
 BIN       := bin/agentjail
 INIT_BIN  := bin/agentjail-init
+EXEC_BIN  := bin/agentjail-exec
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
 STARTED   := $(shell date +%s)
@@ -57,6 +59,7 @@ build:
 	@GO=$(GO) ./.ci/gocheck
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/agentjail
 	CGO_ENABLED=0 $(GO) build -o $(INIT_BIN) ./cmd/agentjail-init
+	$(CC) -static -Os -s -Wall -Werror -o $(EXEC_BIN) cmd/agentjail-exec/stage.c
 
 # release builds dist/agentjail-$(VERSION)-linux-{amd64,arm64} with cgo and
 # libseccomp, the static dist/agentjail-init-$(VERSION)-linux-{amd64,arm64},

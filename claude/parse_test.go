@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/agentjail/agentjail/record"
 )
 
 func TestCommand(t *testing.T) {
@@ -35,7 +37,7 @@ const (
 	errorLine  = `{"type":"result","subtype":"success","is_error":true,"api_error_status":500,"num_turns":1,"result":"API Error: 500","session_id":"s-err","total_cost_usd":0,"usage":{"input_tokens":0,"output_tokens":0}}`
 )
 
-func parse(format string, chunks ...string) Summary {
+func parse(format string, chunks ...string) record.Claude {
 	p := NewParser(format)
 	for _, c := range chunks {
 		p.Write([]byte(c))

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/agentjail/agentjail/bwrap"
-	"github.com/agentjail/agentjail/mounts"
+	"github.com/agentjail/agentjail/procs"
 )
 
 // Status is a check's verdict.
@@ -202,7 +202,7 @@ func cgroupCheck(h Host) Check {
 func v1Limits(h Host) string {
 	var found []string
 	for _, name := range []string{"pids", "memory"} {
-		if slices.ContainsFunc(h.Mounts, func(m mounts.Mount) bool { return m.FSType == "cgroup" && slices.Contains(m.Super, name) }) {
+		if slices.ContainsFunc(h.Mounts, func(m procs.Mount) bool { return m.FSType == "cgroup" && slices.Contains(m.Super, name) }) {
 			found = append(found, name)
 		}
 	}

@@ -12,5 +12,5 @@
 //
 // It must not start processes or launch jails (cmd/agentjail does, through
 // supervise/), and it decides no policy: the run's own /proc decision is
-// mounts.ProcCovers, which the host-proc check reports.
+// procs.ProcCovers, which the host-proc check reports.
 package doctor

@@ -9,7 +9,7 @@ import (
 
 	"github.com/agentjail/agentjail/bwrap"
 	"github.com/agentjail/agentjail/internal/testutil"
-	"github.com/agentjail/agentjail/mounts"
+	"github.com/agentjail/agentjail/procs"
 )
 
 func file(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s), Mode: 0o444} }
@@ -38,7 +38,7 @@ func TestReadHost(t *testing.T) {
 	if h.UIDMap != "1000 0 1" || h.SeccompMode != "2" || h.Container != "podman (/run/.containerenv)" || h.AppArmor != "docker-default (enforce)" {
 		t.Errorf("uid_map %q, seccomp %q, container %q, apparmor %q", h.UIDMap, h.SeccompMode, h.Container, h.AppArmor)
 	}
-	if got := mounts.ProcCovers(h.Mounts); len(got) != 1 || got[0] != "/proc/kcore" {
+	if got := procs.ProcCovers(h.Mounts); len(got) != 1 || got[0] != "/proc/kcore" {
 		t.Errorf("covers = %q (mounts %v, %v)", got, h.Mounts, h.MountsErr)
 	}
 	if CgroupDir(h) != "/sys/fs/cgroup/docker/abc" || strings.Join(h.CgroupControllers, " ") != "cpu memory pids" {
@@ -76,7 +76,7 @@ func healthy() (Host, bwrap.Info, Jail) {
 		Sysctls:     map[string]string{"user.max_user_namespaces": "96365", "kernel.seccomp.actions_avail": "kill_process errno allow"},
 		UIDMap:      "0 0 4294967295",
 		SeccompMode: "0",
-		Mounts: []mounts.Mount{
+		Mounts: []procs.Mount{
 			{ID: 22, Parent: 27, Root: "/", Point: "/proc", Options: []string{"rw", "relatime"}, FSType: "proc"},
 			{ID: 41, Parent: 31, Root: "/", Point: "/sys/fs/cgroup/unified", Options: []string{"rw", "relatime"}, FSType: "cgroup2"},
 		},
@@ -118,8 +118,8 @@ func TestDiagnose(t *testing.T) {
 		{"healthy", func(*Host, *bwrap.Info, *error, *Jail) {}, true, CheckBwrap, Pass, []string{"bubblewrap 0.8.0 at /usr/bin/bwrap, not setuid"}},
 		{"hybrid cgroup", func(*Host, *bwrap.Info, *error, *Jail) {}, true, CheckCgroup, Warn, []string{"hybrid mode at /sys/fs/cgroup/unified", "writable", "limits.memory is not enforced"}},
 		{"hybrid cgroup, limits on v1", func(h *Host, _ *bwrap.Info, _ *error, _ *Jail) {
-			h.Mounts = append(h.Mounts, mounts.Mount{ID: 38, Parent: 30, Root: "/", Point: "/sys/fs/cgroup/pids", FSType: "cgroup", Super: []string{"rw", "pids"}},
-				mounts.Mount{ID: 34, Parent: 30, Root: "/", Point: "/sys/fs/cgroup/memory", FSType: "cgroup", Super: []string{"rw", "memory"}})
+			h.Mounts = append(h.Mounts, procs.Mount{ID: 38, Parent: 30, Root: "/", Point: "/sys/fs/cgroup/pids", FSType: "cgroup", Super: []string{"rw", "pids"}},
+				procs.Mount{ID: 34, Parent: 30, Root: "/", Point: "/sys/fs/cgroup/memory", FSType: "cgroup", Super: []string{"rw", "memory"}})
 		}, true, CheckCgroup, Warn, []string{"hybrid mode", "set in cgroup v1 where it offers the controller (here: pids, memory)"}},
 		{"no bwrap", func(_ *Host, b *bwrap.Info, e *error, j *Jail) {
 			*b, *e = bwrap.Info{}, bwrap.ErrNotFound

@@ -7,8 +7,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/agentjail/agentjail/mounts"
-	"github.com/agentjail/agentjail/supervise"
+	"github.com/agentjail/agentjail/procs"
 )
 
 // Host is what doctor reads about the machine agentjail runs on.
@@ -31,7 +30,7 @@ type Host struct {
 	// ("docker (/.dockerenv)"); "" when nothing says it is in one.
 	Container string
 	// Mounts is /proc/self/mountinfo; MountsErr why it could not be read.
-	Mounts    []mounts.Mount
+	Mounts    []procs.Mount
 	MountsErr error
 	// Cgroup is this process's cgroup v2 path ("/" in the root), from the
 	// "0::" line of /proc/self/cgroup; "" when there is none.
@@ -120,11 +119,11 @@ func ReadHost(root fs.FS) Host {
 	if f, err := root.Open("proc/self/mountinfo"); err != nil {
 		h.MountsErr = err
 	} else {
-		h.Mounts, h.MountsErr = mounts.ParseMountinfo(f)
+		h.Mounts, h.MountsErr = procs.ParseMountinfo(f)
 		f.Close()
 	}
 	if data, err := fs.ReadFile(root, "proc/self/cgroup"); err == nil {
-		h.Cgroup, _ = supervise.OwnCgroupPath(string(data))
+		h.Cgroup, _ = procs.OwnCgroupPath(string(data))
 	}
 	if dir := CgroupDir(h); dir != "" {
 		if data, err := fs.ReadFile(root, strings.TrimPrefix(path.Join(dir, "cgroup.controllers"), "/")); err == nil {
@@ -151,5 +150,5 @@ func CgroupDir(h Host) string {
 	if h.Cgroup == "" {
 		return ""
 	}
-	return supervise.CgroupDir(h.Mounts, h.Cgroup)
+	return procs.CgroupDir(h.Mounts, h.Cgroup)
 }

@@ -81,7 +81,7 @@ type Jail struct {
 	Sealed  bool   // inner_sandbox: sealed: the inner probes must fail
 	User    string // the run user, "nobody (uid 65534)"
 	// Covers is what keeps a fresh /proc from being mounted, from the
-	// host's mount table (mounts.ProcCovers); nil when nothing does.
+	// host's mount table (procs.ProcCovers); nil when nothing does.
 	Covers []string
 	// Fallback: the profile allows binding the existing /proc
 	// (filesystem.proc: fresh-or-bind).

@@ -2,10 +2,10 @@ package hostfs
 
 import (
 	"bytes"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path"
 	"strconv"
@@ -92,11 +92,12 @@ func (d *Dir) CheckWritable() error {
 	return unix.Unlinkat(d.fd(), tmp, 0)
 }
 
-// temp creates a new, empty file in d under a random hidden name,
+// temp creates a new, empty file in d under a random hidden name (the
+// runtime's generator, seeded by the kernel: no name to plant ahead),
 // O_EXCL|O_NOFOLLOW: a name someone else holds is never opened.
 func (d *Dir) temp(perm uint32) (*os.File, string, error) {
 	for {
-		name := ".agentjail-" + strings.ToLower(rand.Text())
+		name := ".agentjail-" + strconv.FormatUint(rand.Uint64(), 36)
 		fd, err := unix.Openat(d.fd(), name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm)
 		if errors.Is(err, unix.EEXIST) {
 			continue
@@ -268,4 +269,30 @@ func (d *Dir) OpenAppend(name string, uid int) (*os.File, error) {
 		}
 	}
 	return os.NewFile(uintptr(fd), p), nil
+}
+
+// ReadOwn reads the file name in d that is agentjail's own: opened without
+// following a link and without blocking, and read only when it is a regular
+// file of the effective user's, with one link, that no one else may write,
+// of at most max bytes. Anything else is an error.
+func (d *Dir) ReadOwn(name string, max int64) ([]byte, error) {
+	fd, err := unix.Openat(d.fd(), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return nil, fmt.Errorf("%s: %w: not a regular file", name, ErrNotOwn)
+	case int(st.Uid) != os.Geteuid() || st.Nlink != 1 || st.Mode&0o022 != 0:
+		return nil, fmt.Errorf("%s: %w: owner %d, %d links, mode %04o", name, ErrNotOwn, st.Uid, st.Nlink, st.Mode&0o7777)
+	case st.Size > max:
+		return nil, fmt.Errorf("%s: %d bytes, more than %d", name, st.Size, max)
+	}
+	return io.ReadAll(io.LimitReader(f, max))
 }

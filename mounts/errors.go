@@ -16,6 +16,4 @@ var (
 	// ErrTooManyArgs: protecting the writable roots takes more arguments
 	// than bubblewrap accepts.
 	ErrTooManyArgs = errors.New("too many bubblewrap arguments")
-	// ErrMountinfo: a mountinfo table does not parse.
-	ErrMountinfo = errors.New("malformed mountinfo line")
 )

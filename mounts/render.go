@@ -11,21 +11,9 @@ import (
 	"strings"
 
 	"github.com/agentjail/agentjail/bwrap"
+	"github.com/agentjail/agentjail/execstage"
 	"github.com/agentjail/agentjail/policy"
 )
-
-// The file descriptors a launch hands to bwrap, in this order after 0, 1, 2.
-const (
-	FDStatus     = 3 // bwrap --json-status-fd: child-pid, exit-code
-	FDExecReport = 4 // the exec stage reports a failed execve here
-	FDBlock      = 5 // bwrap --block-fd: the sandbox waits here until the supervisor lets it go
-	FDSeccomp    = 6 // first --add-seccomp-fd; one per filter
-)
-
-// ExecStagePath is where the agentjail binary is bound inside the jail to
-// perform the final execve (and report its errno). Its base name selects the
-// exec stage in main.
-const ExecStagePath = "/dev/.agentjail-exec"
 
 // DefaultShmSize caps /dev/shm when the policy does not: bwrap's --dev
 // makes an uncapped /dev/shm otherwise.
@@ -56,7 +44,7 @@ type Input struct {
 	OperatorHomes []string
 	Bwrap         bwrap.Version
 	Chdir         string // absolute; the agent starts here
-	ExecStage     string // host path of the agentjail binary
+	ExecStage     string // host path of the exec stage binary (execstage.Binary, or agentjail itself)
 	// EmptyFile is an empty regular file on the host that every user can
 	// read; masks are bound from it (see protect). "": /dev/null.
 	EmptyFile string
@@ -370,7 +358,7 @@ func (r *renderer) base() {
 	}
 	r.mount("--dev", "/dev")
 	if r.in.ExecStage != "" {
-		r.mount("--ro-bind", r.in.ExecStage, ExecStagePath)
+		r.mount("--ro-bind", r.in.ExecStage, execstage.Path)
 	}
 }
 
@@ -649,26 +637,29 @@ func (r *renderer) tail() {
 		}
 		r.arg("--chdir", r.in.Chdir)
 	}
-	r.fd("--json-status-fd", FDStatus, "status")
+	r.fd("--json-status-fd", execstage.FDStatus, "status")
 	// The sandbox waits after bwrap's setup, before it forks anything of
 	// the agent's, until the supervisor holds a verified pidfd on it
 	// (supervise.Run).
-	r.fd("--block-fd", FDBlock, "block")
+	r.fd("--block-fd", execstage.FDBlock, "block")
 	for i := range r.in.Seccomp {
-		r.fd("--add-seccomp-fd", FDSeccomp+i, "seccomp-"+strconv.Itoa(i))
+		r.fd("--add-seccomp-fd", execstage.FDSeccomp+i, "seccomp-"+strconv.Itoa(i))
 	}
 	r.arg("--")
-	if r.in.ExecStage != "" {
-		r.arg(ExecStagePath)
-		r.fd("--report-fd", FDExecReport, "exec-report")
-		// The exec stage applies the rlimits to itself before it execs the
-		// agent, so every process of the agent's inherits them.
-		for _, name := range slices.Sorted(maps.Keys(r.p.Limits.Rlimits)) {
-			r.arg("--rlimit", name+"="+rlimitValue(r.p.Limits.Rlimits[name]))
-		}
-		r.arg("--")
+	if r.in.ExecStage == "" {
+		r.arg(r.in.Argv...)
+		return
 	}
-	r.arg(r.in.Argv...)
+	// The exec stage applies the rlimits to itself before it execs the
+	// agent, so every process of the agent's inherits them.
+	stage := execstage.Args{Report: -1, Argv: r.in.Argv}
+	for _, name := range slices.Sorted(maps.Keys(r.p.Limits.Rlimits)) {
+		stage.Rlimits = append(stage.Rlimits, name+"="+rlimitValue(r.p.Limits.Rlimits[name]))
+	}
+	w := stage.Words()
+	r.arg(w[0])
+	r.fd(execstage.FlagReport, execstage.FDReport, "exec-report")
+	r.arg(w[1:]...)
 }
 
 // rlimitValue is an rlimit as the exec stage reads it: a decimal number

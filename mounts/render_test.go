@@ -6,12 +6,15 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"testing/fstest"
 
 	"github.com/agentjail/agentjail/bwrap"
+	"github.com/agentjail/agentjail/execstage"
 	"github.com/agentjail/agentjail/policy"
 )
 
@@ -195,5 +198,38 @@ func TestRenderGolden(t *testing.T) {
 			}
 			golden(t, c.name, format(plan))
 		})
+	}
+}
+
+// TestRenderSpeaksTheStageProtocol: the exec stage's part of a rendered
+// line is what the stage parses, and each descriptor the plan names is
+// the one the protocol gives that role, so renderer, supervisor and stage
+// cannot drift apart.
+func TestRenderSpeaksTheStageProtocol(t *testing.T) {
+	t.Parallel()
+	in := input(t, "tier1", "/srv/proj")
+	in.Seccomp = 2
+	plan, err := Render(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sep := slices.Index(plan.Args, "--")
+	if sep < 0 || plan.Args[sep+1] != execstage.Path {
+		t.Fatalf("no exec stage after bwrap's --: %q", plan.Args[sep+1:])
+	}
+	a, err := execstage.Parse(plan.Args[sep+2:])
+	if err != nil || a.Report != execstage.FDReport || !slices.Equal(a.Argv, in.Argv) || len(a.Rlimits) == 0 {
+		t.Errorf("the stage parses %+v, %v from %q", a, err, plan.Args[sep+2:])
+	}
+	want := map[string]int{"status": execstage.FDStatus, "block": execstage.FDBlock, "exec-report": execstage.FDReport,
+		"seccomp-0": execstage.FDSeccomp, "seccomp-1": execstage.FDSeccomp + 1}
+	for i, name := range plan.FDs {
+		if fd, ok := want[name]; !ok || plan.Args[i] != strconv.Itoa(fd) {
+			t.Errorf("argv[%d] = %s names %q; the protocol says %d", i, plan.Args[i], name, want[name])
+		}
+		delete(want, name)
+	}
+	if len(want) > 0 {
+		t.Errorf("the plan names no descriptor for %v", want)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentjail/agentjail/procs"
 	"golang.org/x/sys/unix"
 )
 
@@ -169,14 +170,14 @@ func (t *subtree) signal(sig syscall.Signal, onlyNew bool, logf func(string, ...
 	t.last = t.last[:0]
 	for _, p := range ps {
 		t.last = append(t.last, p)
-		id := identity{p.pid, p.start}
+		id := identity{p.pid, p.Start}
 		if onlyNew && t.termed[id] {
 			continue
 		}
 		t.termed[id] = true
-		logf("sending %s to pid %d (%s)", unix.SignalName(sig), p.pid, p.comm)
+		logf("sending %s to pid %d (%s)", unix.SignalName(sig), p.pid, p.Comm)
 		if err := unix.PidfdSendSignal(p.fd, sig, nil, 0); err != nil && err != unix.ESRCH {
-			return len(ps), fmt.Errorf("signal pid %d (%s): %w", p.pid, p.comm, err)
+			return len(ps), fmt.Errorf("signal pid %d (%s): %w", p.pid, p.Comm, err)
 		}
 	}
 	return len(ps), nil
@@ -188,7 +189,7 @@ func (t *subtree) describe() string {
 	}
 	var s []string
 	for _, p := range t.last {
-		s = append(s, fmt.Sprintf("pid %d (%s) state %c", p.pid, p.comm, p.state))
+		s = append(s, fmt.Sprintf("pid %d (%s) state %c", p.pid, p.Comm, p.State))
 	}
 	return strings.Join(s, ", ")
 }
@@ -197,7 +198,7 @@ func (t *subtree) describe() string {
 type process struct {
 	pid int
 	fd  int
-	stat
+	procs.Stat
 }
 
 // descendants returns the live processes below this one in proc's process
@@ -218,8 +219,8 @@ func descendants(proc string) ([]process, error) {
 		if err != nil {
 			continue
 		}
-		if st, err := readStat(proc, pid); err == nil {
-			kids[st.ppid] = append(kids[st.ppid], pid)
+		if st, err := procs.ReadStat(proc, pid); err == nil {
+			kids[st.PPID] = append(kids[st.PPID], pid)
 		}
 	}
 	tree := []process{{pid: os.Getpid(), fd: -1}}
@@ -230,12 +231,12 @@ func descendants(proc string) ([]process, error) {
 			if err != nil {
 				continue // gone already
 			}
-			st, err := readStat(proc, pid)
-			if err != nil || st.ppid != parent.pid || st.state == 'Z' || !alive(parent.fd) {
+			st, err := procs.ReadStat(proc, pid)
+			if err != nil || st.PPID != parent.pid || st.State == 'Z' || !alive(parent.fd) {
 				unix.Close(fd)
 				continue
 			}
-			tree = append(tree, process{pid: pid, fd: fd, stat: st})
+			tree = append(tree, process{pid: pid, fd: fd, Stat: st})
 		}
 	}
 	return tree[1:], nil
@@ -251,12 +252,4 @@ func closeAll(ps []process) {
 	for _, p := range ps {
 		unix.Close(p.fd)
 	}
-}
-
-func readStat(proc string, pid int) (stat, error) {
-	data, err := os.ReadFile(filepath.Join(proc, strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return stat{}, err
-	}
-	return parseStat(data)
 }

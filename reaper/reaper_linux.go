@@ -132,11 +132,11 @@ func Orphans() uint64 {
 // there is no child at all: without a child there can be no orphan either
 // (every orphan descends from a child), so only Start can end the parking.
 //
-// Why not SIGCHLD through os/signal, the usual way: profiled against tini
-// reaping 20 000 orphans that exit one after another, each SIGCHLD cost
-// a signal-handler interrupt and two goroutine wake-ups, about 50 µs of
-// CPU per orphan where tini spends 15. A blocking wait4 costs one system
-// call per orphan and one context switch per batch.
+// Why not SIGCHLD through os/signal, the usual way: each SIGCHLD costs a
+// signal-handler interrupt and two goroutine wake-ups per orphan, several
+// times what tini spends (BenchmarkReaping, docs/benchmarks.md). A
+// blocking wait4 costs one system call per orphan and one context switch
+// per batch.
 //
 // Why a blocking wait4 rather than waitid(WNOWAIT) to sleep and then
 // wait4(WNOHANG) until none is left: each wait for "any child" walks the
@@ -145,9 +145,8 @@ func Orphans() uint64 {
 // peek-then-drain loop ends every batch with two such full walks (the
 // WNOHANG that returns 0, the waitid that then goes to sleep); a blocking
 // wait4 makes one, the one before it sleeps, as tini's loop does, and
-// each such walk holds tasklist_lock, which every exiting child needs.
-// Measured in BenchmarkReaping's workload, 15 interleaved rounds each:
-// 1.017× tini's orphans/s, against 0.970× for peek-then-drain.
+// each such walk holds tasklist_lock, which every exiting child needs
+// (BenchmarkReaping measured the two: docs/benchmarks.md).
 //
 // The price: the status is taken before the lock, so a registered child
 // must be told from an orphan that held the same pid (see deliver).
@@ -155,9 +154,9 @@ func Orphans() uint64 {
 // Why the Gosched: a goroutine that keeps the same scheduling tick for
 // 10 ms counts as hogging its P even when it only cycles through system
 // calls, so sysmon forcibly retakes the P and resets its own polling to
-// 20 µs — 8 000 sysmon wake-ups a second, as much CPU as the reaping
-// itself (runtime/proc.go: retake, forcePreemptNS). Yielding every 5 ms
-// starts a new tick and lets sysmon back off to its 10 ms sleep.
+// its shortest (runtime/proc.go: retake, forcePreemptNS), waking as often
+// as the reaping itself works. Yielding every 5 ms starts a new tick and
+// lets sysmon back off to its 10 ms sleep.
 func loop() {
 	yielded := time.Now()
 	for {

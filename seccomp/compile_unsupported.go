@@ -23,3 +23,6 @@ func checkName(name string) error {
 	}
 	return nil
 }
+
+// libVersion names no libseccomp: there is none in this build.
+func libVersion() string { return "none" }

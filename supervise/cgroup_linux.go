@@ -1,7 +1,6 @@
 package supervise
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"maps"
@@ -12,9 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentjail/agentjail/procs"
+	"github.com/agentjail/agentjail/record"
 	"golang.org/x/sys/unix"
-
-	"github.com/agentjail/agentjail/mounts"
 )
 
 // runCgroup is a run's own cgroups. Its cgroup v2 (dir): bwrap is cloned
@@ -53,9 +52,9 @@ const noKill = "the run has no cgroup of its own to kill: the pid namespace's te
 // <agentjail's cgroup in the controller's v1 hierarchy>/agentjail/<runID>.
 // What it cannot do comes back as degradations; with no cgroup at all the
 // pid namespace's teardown and the marker sweep still end the run.
-func makeCgroup(procRoot, runID string, want cgroupLimits) (*runCgroup, []Note) {
+func makeCgroup(procRoot, runID string, want cgroupLimits) (*runCgroup, []record.Note) {
 	c := &runCgroup{fd: -1, v1: map[string]string{}}
-	var notes []Note
+	var notes []record.Note
 	asked := map[string]int64{"pids": want.pids, "memory": want.memory}
 	controllers := []string{}
 	for _, name := range []string{"pids", "memory"} {
@@ -63,24 +62,24 @@ func makeCgroup(procRoot, runID string, want cgroupLimits) (*runCgroup, []Note) 
 			controllers = append(controllers, name)
 		}
 	}
-	own := readString(filepath.Join(procRoot, "self/cgroup"))
+	own := procs.ReadString(filepath.Join(procRoot, "self/cgroup"))
 	// notInV2 says why a controller is not taken from cgroup v2.
 	notInV2 := map[string]string{}
 	for _, name := range controllers {
 		notInV2[name] = "no cgroup v2 is mounted"
 	}
 	if base := ownCgroup(procRoot, own); base == "" {
-		notes = append(notes, Note{"cgroup", "no cgroup v2 hierarchy is mounted: " + noKill})
+		notes = append(notes, record.Note{What: "cgroup", Detail: "no cgroup v2 hierarchy is mounted: " + noKill})
 	} else {
 		parent := filepath.Join(base, "agentjail")
 		dir := filepath.Join(parent, runID)
 		if err := os.Mkdir(parent, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			notes = append(notes, Note{"cgroup", fmt.Sprintf("cannot create %s: %v; %s", parent, err, noKill)})
+			notes = append(notes, record.Note{What: "cgroup", Detail: fmt.Sprintf("cannot create %s: %v; %s", parent, err, noKill)})
 			for _, name := range controllers {
 				notInV2[name] = fmt.Sprintf("cannot create %s", parent)
 			}
 		} else {
-			available := strings.Fields(readString(filepath.Join(parent, "cgroup.controllers")))
+			available := strings.Fields(procs.ReadString(filepath.Join(parent, "cgroup.controllers")))
 			for _, name := range controllers {
 				if !slices.Contains(available, name) {
 					notInV2[name] = fmt.Sprintf("%s offers only %q", parent, strings.Join(available, " "))
@@ -96,10 +95,10 @@ func makeCgroup(procRoot, runID string, want cgroupLimits) (*runCgroup, []Note) 
 				delete(notInV2, name)
 			}
 			if err := os.Mkdir(dir, 0o755); err != nil {
-				notes = append(notes, Note{"cgroup", fmt.Sprintf("cannot create %s: %v; %s", dir, err, noKill)})
+				notes = append(notes, record.Note{What: "cgroup", Detail: fmt.Sprintf("cannot create %s: %v; %s", dir, err, noKill)})
 			} else if fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
 				os.Remove(dir)
-				notes = append(notes, Note{"cgroup", fmt.Sprintf("cannot open %s: %v; %s", dir, err, noKill)})
+				notes = append(notes, record.Note{What: "cgroup", Detail: fmt.Sprintf("cannot open %s: %v; %s", dir, err, noKill)})
 			} else {
 				c.dir, c.fd = dir, fd
 			}
@@ -110,7 +109,7 @@ func makeCgroup(procRoot, runID string, want cgroupLimits) (*runCgroup, []Note) 
 			notInV2[name] = "the run's cgroup could not be made"
 		}
 	}
-	var table []mounts.Mount // read once, when a v1 hierarchy is looked for
+	var table []procs.Mount // read once, when a v1 hierarchy is looked for
 	for _, name := range controllers {
 		dir, files := c.dir, v2Files
 		if _, lacks := notInV2[name]; lacks {
@@ -119,13 +118,13 @@ func makeCgroup(procRoot, runID string, want cgroupLimits) (*runCgroup, []Note) 
 			}
 			var err error
 			if dir, err = makeV1(table, own, name, runID); err != nil {
-				notes = append(notes, Note{"cgroup." + name, fmt.Sprintf("no %s controller for the run (cgroup v2: %s; v1: %v): %s", name, notInV2[name], err, unheld[name])})
+				notes = append(notes, record.Note{What: "cgroup." + name, Detail: fmt.Sprintf("no %s controller for the run (cgroup v2: %s; v1: %v): %s", name, notInV2[name], err, unheld[name])})
 				continue
 			}
 			c.v1[name], files = dir, v1Files
 		}
 		if err := c.set(name, dir, files, want); err != nil {
-			notes = append(notes, Note{"cgroup." + name, fmt.Sprintf("%v: %s", err, unheld[name])})
+			notes = append(notes, record.Note{What: "cgroup." + name, Detail: fmt.Sprintf("%v: %s", err, unheld[name])})
 			if c.v1[name] != "" {
 				os.Remove(dir)
 				delete(c.v1, name)
@@ -150,9 +149,9 @@ var unheld = map[string]string{
 
 // makeV1 creates <agentjail's cgroup>/agentjail/<runID> in the cgroup v1
 // hierarchy of controller and returns it.
-func makeV1(table []mounts.Mount, own, controller, runID string) (string, error) {
-	rel, ok := OwnCgroupV1Path(own, controller)
-	base := CgroupV1Dir(table, rel, controller)
+func makeV1(table []procs.Mount, own, controller, runID string) (string, error) {
+	rel, ok := procs.OwnCgroupV1Path(own, controller)
+	base := procs.CgroupV1Dir(table, rel, controller)
 	if !ok || base == "" {
 		return "", errors.New("no cgroup v1 hierarchy holds it either")
 	}
@@ -193,8 +192,8 @@ func (c *runCgroup) set(controller, dir string, files limitFiles, want cgroupLim
 // v2 memory.oom.group, so that an OOM kill ends the whole jail at once. v1
 // has no such switch: the supervisor's poll (exceeded) emulates it. What
 // cannot be set is returned as degradations.
-func (c *runCgroup) setMemoryExtras(procRoot string, files limitFiles, swap int64) []Note {
-	var notes []Note
+func (c *runCgroup) setMemoryExtras(procRoot string, files limitFiles, swap int64) []record.Note {
+	var notes []record.Note
 	v := swap
 	if files.swapPlusMemory {
 		v += *c.memoryMax
@@ -205,13 +204,13 @@ func (c *runCgroup) setMemoryExtras(procRoot string, files limitFiles, swap int6
 	} else {
 		// No swap accounting (swapaccount=0, or a kernel without it):
 		// harmless on a host without swap.
-		if _, hostSwap := HostMemory(procRoot); hostSwap > 0 {
-			notes = append(notes, Note{"cgroup.swap", fmt.Sprintf("cannot set %s: %v: the jail may swap out beyond limits.memory, up to the host's %d bytes of swap", p, err, hostSwap)})
+		if _, hostSwap := procs.HostMemory(procRoot); hostSwap > 0 {
+			notes = append(notes, record.Note{What: "cgroup.swap", Detail: fmt.Sprintf("cannot set %s: %v: the jail may swap out beyond limits.memory, up to the host's %d bytes of swap", p, err, hostSwap)})
 		}
 	}
 	if files == v2Files {
 		if err := os.WriteFile(filepath.Join(c.memory, "memory.oom.group"), []byte("1"), 0); err != nil {
-			notes = append(notes, Note{"cgroup.memory", fmt.Sprintf("cannot set memory.oom.group: %v: an OOM kill ends one process; agentjail ends the rest when it sees it (within %v)", err, limitPoll)})
+			notes = append(notes, record.Note{What: "cgroup.memory", Detail: fmt.Sprintf("cannot set memory.oom.group: %v: an OOM kill ends one process; agentjail ends the rest when it sees it (within %v)", err, limitPoll)})
 		}
 	}
 	return notes
@@ -249,8 +248,8 @@ func (c *runCgroup) usage(peaks bool) cgroupUsage {
 		if dir == "" {
 			return nil
 		}
-		text := readString(filepath.Join(dir, file))
-		v, ok := flatKeyed(text, key)
+		text := procs.ReadString(filepath.Join(dir, file))
+		v, ok := procs.FlatKeyed(text, key)
 		if key == "" { // a file of one number
 			n, err := strconv.ParseInt(strings.TrimSpace(text), 10, 64)
 			v, ok = n, err == nil
@@ -269,15 +268,15 @@ func (c *runCgroup) usage(peaks bool) cgroupUsage {
 	return u
 }
 
-// exceeded names the cap the jail reached: ReasonPidsLimit once a fork
-// was refused (pids.events "max"), ReasonMemoryLimit once the kernel
+// exceeded names the cap the jail reached: record.ReasonPidsLimit once a fork
+// was refused (pids.events "max"), record.ReasonMemoryLimit once the kernel
 // killed a process for memory (oom_kill); "" for neither.
 func (u cgroupUsage) exceeded() string {
 	switch {
 	case u.oomKills != nil && *u.oomKills > 0:
-		return ReasonMemoryLimit
+		return record.ReasonMemoryLimit
 	case u.refused != nil && *u.refused > 0:
-		return ReasonPidsLimit
+		return record.ReasonPidsLimit
 	}
 	return ""
 }
@@ -296,7 +295,7 @@ func (c *runCgroup) kill() {
 // are tried first (statfs: one system call each); only then is mountinfo
 // parsed. A fixture's mount table (tests) is the only one it has.
 func ownCgroup(procRoot, own string) string {
-	rel, ok := OwnCgroupPath(own)
+	rel, ok := procs.OwnCgroupPath(own)
 	if !ok {
 		return ""
 	}
@@ -306,42 +305,36 @@ func ownCgroup(procRoot, own string) string {
 			return filepath.Join(mnt, rel)
 		}
 	}
-	return CgroupDir(readMountinfo(procRoot), rel)
+	return procs.CgroupDir(readMountinfo(procRoot), rel)
 }
 
-func readMountinfo(procRoot string) []mounts.Mount {
+func readMountinfo(procRoot string) []procs.Mount {
 	f, err := os.Open(filepath.Join(procRoot, "self/mountinfo"))
 	if err != nil {
-		return []mounts.Mount{}
+		return []procs.Mount{}
 	}
 	defer f.Close()
-	table, err := mounts.ParseMountinfo(f)
+	table, err := procs.ParseMountinfo(f)
 	if err != nil {
-		return []mounts.Mount{}
+		return []procs.Mount{}
 	}
 	return table
 }
 
-// HostMemory returns the host's RAM and swap in bytes (/proc/meminfo under
-// procRoot; 0 when it cannot be read).
-func HostMemory(procRoot string) (ram, swap int64) {
-	return parseMeminfo(readString(filepath.Join(procRoot, "meminfo")))
-}
-
 // end kills whatever is still in the cgroups, waits (at most d) until they
 // are empty, removes them and returns the processes it found there.
-func (c *runCgroup) end(procRoot string, d time.Duration) ([]Proc, error) {
-	var left []Proc
+func (c *runCgroup) end(procRoot string, d time.Duration) ([]procs.Proc, error) {
+	var left []procs.Proc
 	var errs []error
 	if c.fd >= 0 {
 		unix.Close(c.fd)
 	}
 	if c.dir != "" {
-		procs, err := killCgroup(c.dir, procRoot, d)
+		procs, err := procs.KillCgroup(c.dir, procRoot, d)
 		left, errs = append(left, procs...), append(errs, err)
 	}
 	for _, dir := range c.v1 {
-		procs, err := killCgroupV1(dir, procRoot, d)
+		procs, err := procs.KillCgroupV1(dir, procRoot, d)
 		left, errs = append(left, procs...), append(errs, err)
 	}
 	return left, errors.Join(errs...)
@@ -355,81 +348,25 @@ func (c *runCgroup) dirs() (v2 string, v1 []string) {
 	return c.dir, v1
 }
 
-// killCgroup writes cgroup.kill in dir, waits (at most d) until the cgroup
-// is empty and removes it; it returns the processes it held.
-func killCgroup(dir, procRoot string, d time.Duration) ([]Proc, error) {
-	var left []Proc
-	procs := strings.Fields(readString(filepath.Join(dir, "cgroup.procs")))
-	for _, f := range procs {
-		if pid, err := strconv.Atoi(f); err == nil {
-			if p, err := readProc(procRoot, pid); err == nil && !zombie(procRoot, pid) {
-				left = append(left, p)
-			}
-		}
-	}
-	// An empty cgroup (the usual end: the pid namespace is gone) is only
-	// removed; EBUSY means a process entered it meanwhile.
-	if len(procs) == 0 && os.Remove(dir) == nil {
-		return nil, nil
-	}
-	if err := os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0); err != nil {
-		return left, fmt.Errorf("cgroup.kill in %s: %w", dir, err)
-	}
-	deadline := time.Now().Add(d)
-	for !bytes.Contains([]byte(readString(filepath.Join(dir, "cgroup.events"))), []byte("populated 0")) {
-		if time.Now().After(deadline) {
-			return left, fmt.Errorf("cgroup %s still holds processes %v after cgroup.kill", dir, d)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	if err := os.Remove(dir); err != nil {
-		return left, fmt.Errorf("remove cgroup %s: %w", dir, err)
-	}
-	return left, nil
+// limitFiles name the files of one cgroup version that a run's limits use.
+// pids.max, pids.events and pids.peak are the same in both.
+type limitFiles struct {
+	memoryMax string
+	// swapMax caps swap; in v1 (memsw) it caps memory and swap together.
+	swapMax        string
+	swapPlusMemory bool
+	// oomEvents holds the "oom_kill" counter: processes the kernel's OOM
+	// killer ended in the cgroup.
+	oomEvents  string
+	memoryPeak string
 }
 
-// killCgroupV1 is killCgroup for a cgroup v1 directory, which has no
-// cgroup.kill: each process it lists is SIGKILLed through a pidfd taken
-// before it is found in the list again (only the jail's processes can
-// enter it, so a pid reused meanwhile is one of the jail's too, or not in
-// the list), until the list is empty or d has passed; then it is removed.
-func killCgroupV1(dir, procRoot string, d time.Duration) ([]Proc, error) {
-	var left []Proc
-	listed := func() []int {
-		var pids []int
-		for _, f := range strings.Fields(readString(filepath.Join(dir, "cgroup.procs"))) {
-			if pid, err := strconv.Atoi(f); err == nil {
-				pids = append(pids, pid)
-			}
-		}
-		return pids
-	}
-	deadline := time.Now().Add(d)
-	for {
-		live := 0
-		for _, pid := range listed() {
-			p, err := readProc(procRoot, pid)
-			if err != nil || zombie(procRoot, pid) {
-				continue
-			}
-			live++
-			if ok, _ := killHeld(procRoot, p, func(Proc) bool { return slices.Contains(listed(), pid) }); ok && !slices.ContainsFunc(left, func(o Proc) bool { return o.PID == pid }) {
-				left = append(left, p)
-			}
-		}
-		// EBUSY: a process not yet reaped, or one forked meanwhile.
-		err := os.Remove(dir)
-		switch {
-		case live == 0 && (err == nil || errors.Is(err, os.ErrNotExist)):
-			return left, nil
-		case time.Now().After(deadline):
-			return left, fmt.Errorf("cgroup %s still holds processes %v after SIGKILL: %w", dir, d, err)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-func readString(p string) string {
-	b, _ := os.ReadFile(p)
-	return string(b)
-}
+var (
+	// Documentation/admin-guide/cgroup-v2.rst, "Memory Interface Files".
+	v2Files = limitFiles{memoryMax: "memory.max", swapMax: "memory.swap.max",
+		oomEvents: "memory.events", memoryPeak: "memory.peak"}
+	// Documentation/admin-guide/cgroup-v1/memory.rst; oom_kill in
+	// memory.oom_control since Linux 4.13.
+	v1Files = limitFiles{memoryMax: "memory.limit_in_bytes", swapMax: "memory.memsw.limit_in_bytes", swapPlusMemory: true,
+		oomEvents: "memory.oom_control", memoryPeak: "memory.max_usage_in_bytes"}
+)

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentjail/agentjail/record"
 )
 
 // cgroupHost is a fixture host: a procfs root (self/cgroup,
@@ -50,7 +52,7 @@ func read(t *testing.T, p string) string {
 	return string(b)
 }
 
-func wantNotes(t *testing.T, notes []Note, want ...string) {
+func wantNotes(t *testing.T, notes []record.Note, want ...string) {
 	t.Helper()
 	var got []string
 	for _, n := range notes {
@@ -196,11 +198,11 @@ func TestCgroupUsage(t *testing.T) {
 			t.Errorf("peaks read unasked: %+v", u)
 		}
 		write("pids.events", "max 3\n")
-		if r := c.usage(false).exceeded(); r != ReasonPidsLimit {
+		if r := c.usage(false).exceeded(); r != record.ReasonPidsLimit {
 			t.Errorf("refused forks: %q", r)
 		}
 		write(files.oomEvents, "oom 1\noom_kill 1\n")
-		if r := c.usage(false).exceeded(); r != ReasonMemoryLimit {
+		if r := c.usage(false).exceeded(); r != record.ReasonMemoryLimit {
 			t.Errorf("an OOM kill: %q", r)
 		}
 		for _, f := range []string{"pids.events", "pids.peak", files.oomEvents, files.memoryPeak} {

@@ -1,15 +1,12 @@
 package supervise
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -19,7 +16,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentjail/agentjail/execstage"
+	"github.com/agentjail/agentjail/procs"
 	"github.com/agentjail/agentjail/reaper"
+	"github.com/agentjail/agentjail/record"
+	"github.com/agentjail/agentjail/runstate/live"
 )
 
 // KillWait bounds the wait for the jail to end after SIGKILL; its expiry
@@ -66,7 +67,7 @@ type Spec struct {
 	Rlimits map[string]uint64
 	// Cgroup asks for a per-run cgroup; PidsMax, MemoryMax (0: none) and
 	// SwapMax (with MemoryMax) are set in it where the controllers exist.
-	// A jail that reaches PidsMax or MemoryMax is ended (ExitLimit).
+	// A jail that reaches PidsMax or MemoryMax is ended (record.ExitLimit).
 	// Without a pids controller PidsMax becomes the rlimit nproc, unless
 	// Rlimits sets one.
 	Cgroup                      bool
@@ -80,14 +81,22 @@ type Spec struct {
 	SharedPIDs bool
 	// Signals are the signals agentjail receives (signal.Notify).
 	Signals <-chan os.Signal
-	// Live, when set, publishes the run (NewLive): Run opens it, stop
+	// Live, when set, publishes the run (live.New): Run opens it, stop
 	// requests come from it and ps reads the status through it.
-	Live *Live
+	Live *live.Live
+	// Hold, when set, keeps the sandbox from running the agent until it is
+	// closed: work that must precede the agent but not bwrap (a snapshot of
+	// the writable roots) is done while bwrap sets the jail up.
+	Hold <-chan struct{}
+	// OnStarter, when set, runs on the thread bwrap is started from before
+	// anything else of the run (see starter): what bwrap must inherit from
+	// that thread, the run's private mount namespace, is made there.
+	OnStarter func() error
 	// Secrets are values redacted from the record's excerpts.
 	Secrets []string
 	// Record is the record so far (run id, profile, argv, user, bwrap
 	// version, degradations, start time); Run completes it.
-	Record Record
+	Record record.Record
 }
 
 // status is one line of bwrap's --json-status-fd.
@@ -96,39 +105,49 @@ type status struct {
 	ExitCode *int `json:"exit-code"`
 }
 
-// Run starts bwrap, supervises it to the end and returns the completed run
-// record. The error, when set, is agentjail's own message for the user
-// (reason setup_failed, or cleanup that failed); the record is complete
-// either way. Run requires reaper.Begin: bwrap is started through the
-// reaper, which owns wait4(-1).
-func Run(spec Spec) (Record, error) {
+// Outcome is how a supervised run ended: its record, completed, and what
+// the run's owner must know to speak after it.
+type Outcome struct {
+	Record record.Record
+	// StderrMidLine: the jail's stderr ended in the middle of a line, so
+	// a message printed after the run must start on a line of its own.
+	StderrMidLine bool
+	// Abandoned[i]: agentjail gave up delivering the jail's output to its
+	// own stdout (0) or stderr (1), where a write would block.
+	Abandoned [2]bool
+}
+
+// Run starts bwrap, supervises it to the end and returns the outcome. The
+// error, when set, is agentjail's own message for the user (reason
+// setup_failed, or cleanup that failed); the record is complete either
+// way. Run requires reaper.Begin: bwrap is started through the reaper,
+// which owns wait4(-1).
+func Run(spec Spec) (Outcome, error) {
 	if spec.ProcRoot == "" {
 		spec.ProcRoot = "/proc"
 	}
 	s := &supervisor{spec: spec, rec: spec.Record}
 	if time.Time(s.rec.StartedAt).IsZero() {
-		s.rec.StartedAt = Time(time.Now())
+		s.rec.StartedAt = record.Time(time.Now())
 	}
 	s.start = time.Time(s.rec.StartedAt)
-	s.rec.Limits = RecordLimits{
+	s.rec.Limits = record.Limits{
 		WallMS: spec.Wall.Milliseconds(), IdleMS: spec.Idle.Milliseconds(), GraceMS: spec.Grace.Milliseconds(),
 		KillWaitMS: KillWait.Milliseconds(), OutputHead: spec.Head, OutputTail: spec.Tail,
 		Rlimits: map[string]string{},
 	}
-	// bwrap's --die-with-parent is PR_SET_PDEATHSIG, which fires when the
-	// thread that forked bwrap exits, not the process (go.dev/issue/27505,
-	// prctl(2)). This goroutine keeps its thread until bwrap is gone.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	err := s.run()
 	s.rec.Finish(time.Now())
-	return s.rec, err
+	return Outcome{Record: s.rec, StderrMidLine: s.midLine, Abandoned: s.abandoned}, err
 }
 
 type supervisor struct {
-	spec  Spec
-	rec   Record
-	start time.Time
+	spec      Spec
+	rec       record.Record
+	start     time.Time
+	since     procs.Since // the process table before bwrap started
+	midLine   bool        // the jail's last stderr byte was not a newline
+	abandoned [2]bool     // agentjail gave up writing to its stdout, stderr
 
 	cmd     *exec.Cmd
 	box     *sandbox
@@ -149,6 +168,9 @@ type supervisor struct {
 
 func (s *supervisor) run() error {
 	sp := s.spec
+	// Whatever carries the run's marker is created from now on: the sweep
+	// at the end looks only at those pids.
+	s.since = procs.Mark(sp.ProcRoot)
 	var pipes [10]*os.File // status, exec report, block, stdout, stderr: read and write ends
 	defer func() {
 		for _, f := range pipes {
@@ -172,7 +194,7 @@ func (s *supervisor) run() error {
 	}
 
 	if sp.Cgroup {
-		var notes []Note
+		var notes []record.Note
 		s.cgroup, notes = makeCgroup(sp.ProcRoot, sp.RunID, cgroupLimits{sp.PidsMax, sp.MemoryMax, sp.SwapMax})
 		s.rec.Degradations = append(s.rec.Degradations, notes...)
 	}
@@ -183,14 +205,19 @@ func (s *supervisor) run() error {
 	// Only a stdin that is not a file is copied by a goroutine cmd.Wait
 	// waits for; a reader that never returns must not hold the run.
 	cmd.WaitDelay = time.Second
-	err := s.startBwrap(cmd)
+	st, err := newStarter(sp.OnStarter)
+	defer st.stop()
+	if err != nil {
+		return s.setupFailed(err)
+	}
+	st.do(func() { err = s.startBwrap(cmd) })
 	if err != nil && s.cgroup != nil {
-		s.rec.Degradations = append(s.rec.Degradations, Note{"cgroup", fmt.Sprintf("cannot start bwrap inside %s: %v; started without a cgroup of its own, so without its limits", s.cgroup.dir, err)})
+		s.rec.Degradations = append(s.rec.Degradations, record.Note{What: "cgroup", Detail: fmt.Sprintf("cannot start bwrap inside %s: %v; started without a cgroup of its own, so without its limits", s.cgroup.dir, err)})
 		s.cgroup.end(sp.ProcRoot, time.Second)
 		s.cgroup = nil
 		cmd = &exec.Cmd{Path: cmd.Path, Args: cmd.Args, Stdin: cmd.Stdin, Stdout: cmd.Stdout,
 			Stderr: cmd.Stderr, ExtraFiles: cmd.ExtraFiles, WaitDelay: cmd.WaitDelay}
-		err = s.startBwrap(cmd)
+		st.do(func() { err = s.startBwrap(cmd) })
 	}
 	// The child holds its ends now; ours would keep the pipes open.
 	for _, f := range []*os.File{statusW, reportW, blockR, outW, errW} {
@@ -229,9 +256,9 @@ func (s *supervisor) run() error {
 		if s.cgroup != nil {
 			cg, v1 = s.cgroup.dirs()
 		}
-		sp.Live.setStatus(s.status)
-		if err := sp.Live.open(cg, v1); err != nil {
-			s.rec.Degradations = append(s.rec.Degradations, Note{"live", fmt.Sprintf("cannot publish the run in %s: %v; `agentjail ps` and `agentjail stop` cannot see it", sp.Live.dir, err)})
+		sp.Live.SetStatus(s.status)
+		if err := sp.Live.Open(cg, v1); err != nil {
+			s.rec.Degradations = append(s.rec.Degradations, record.Note{What: "live", Detail: fmt.Sprintf("cannot publish the run: %v; `agentjail ps` and `agentjail stop` cannot see it", err)})
 		}
 	}
 
@@ -247,12 +274,12 @@ func (s *supervisor) run() error {
 	// found and still runs once the pid namespace and the cgroup are gone
 	// is an orphan.
 	type scan struct {
-		procs []Proc
+		procs []procs.Proc
 		err   error
 	}
 	scanned := make(chan scan, 1)
 	go func() {
-		procs, err := MarkedBy(sp.ProcRoot, sp.RunID)
+		procs, err := procs.MarkedBy(sp.ProcRoot, sp.RunID, s.since)
 		scanned <- scan{procs, err}
 	}()
 	if s.box != nil && !s.rec.KillWaitExpired && !s.box.waitExit(teardownWait) {
@@ -275,7 +302,7 @@ func (s *supervisor) run() error {
 	}
 	s.sweep(found.procs)
 	if sp.SharedPIDs {
-		killed, err := killDescendants(sp.ProcRoot)
+		killed, err := procs.KillDescendants(sp.ProcRoot)
 		s.addOrphans(killed)
 		if err != nil {
 			s.rec.Warnings = append(s.rec.Warnings, "ending what the jail left below agentjail: "+err.Error())
@@ -310,13 +337,13 @@ func (s *supervisor) run() error {
 // startBwrap starts bwrap as the run user, into the run's cgroup v2 when there
 // is one. Without a pids limit in a cgroup, limits.pids becomes the rlimit
 // nproc (unless the profile sets one): bwrap's environment carries it to
-// the exec stage (NprocVar), which sets it with the rest.
+// the exec stage (execstage.NprocVar), which sets it with the rest.
 func (s *supervisor) startBwrap(cmd *exec.Cmd) error {
 	sp := s.spec
 	cmd.Env, cmd.SysProcAttr = sp.Env, procAttr(sp.Cred)
 	rlimits := sp.Rlimits
 	if _, set := sp.Rlimits["nproc"]; sp.PidsMax > 0 && !set && (s.cgroup == nil || s.cgroup.pidsMax == nil) {
-		cmd.Env = append(slices.Clip(sp.Env), NprocVar+"="+strconv.FormatInt(sp.PidsMax, 10))
+		cmd.Env = append(slices.Clip(sp.Env), execstage.NprocVar+"="+strconv.FormatInt(sp.PidsMax, 10))
 		rlimits = maps.Clone(sp.Rlimits)
 		if rlimits == nil {
 			rlimits = map[string]uint64{}
@@ -356,7 +383,7 @@ func (s *supervisor) awaitDelivery(copied <-chan struct{}) {
 		case sig := <-s.spec.Signals:
 			n, ok := s.received(sig)
 			if ok && ends(n) {
-				give = "on " + signalName(n)
+				give = "on " + procs.SignalName(n)
 			}
 		case <-tick.C:
 			for _, st := range s.streams {
@@ -370,7 +397,7 @@ func (s *supervisor) awaitDelivery(copied <-chan struct{}) {
 		if left := st.n.Load() - st.written.Load(); st.writing.Load() != 0 && left > 0 {
 			s.rec.Warnings = append(s.rec.Warnings, fmt.Sprintf("agentjail's %s stopped taking the jail's output (a paused terminal, a hung reader); gave up %s with %d bytes read from the jail but not delivered (--log, when given, has them; what the jail wrote after agentjail stopped reading is in neither)",
 				streamNames[i], give, left))
-			s.rec.abandoned[i] = true
+			s.abandoned[i] = true
 		}
 	}
 }
@@ -383,7 +410,7 @@ func (s *supervisor) received(sig os.Signal) (syscall.Signal, bool) {
 	if !ok || n == syscall.SIGPIPE || n == syscall.SIGURG {
 		return 0, false
 	}
-	s.rec.SignalsReceived = append(s.rec.SignalsReceived, SignalEvent{Signal: signalName(n), At: Time(time.Now())})
+	s.rec.SignalsReceived = append(s.rec.SignalsReceived, record.SignalEvent{Signal: procs.SignalName(n), At: record.Time(time.Now())})
 	return n, true
 }
 
@@ -471,15 +498,15 @@ func (s *supervisor) watch(done <-chan syscall.WaitStatus, childPIDs <-chan int,
 				killT, killWait = timer(KillWait)
 			}
 		case <-wall:
-			escalate(ReasonWallTimeout, syscall.SIGTERM)
+			escalate(record.ReasonWallTimeout, syscall.SIGTERM)
 		case <-idle:
 			if d := s.act.idle(); d < sp.Idle {
 				idleT.Reset(sp.Idle - d)
 				continue
 			}
-			escalate(ReasonIdleTimeout, syscall.SIGTERM)
+			escalate(record.ReasonIdleTimeout, syscall.SIGTERM)
 		case <-stops:
-			escalate(ReasonStopped, syscall.SIGTERM)
+			escalate(record.ReasonStopped, syscall.SIGTERM)
 		case <-limits:
 			if s.cause != "" {
 				continue // ending already
@@ -513,7 +540,7 @@ func (s *supervisor) watch(done <-chan syscall.WaitStatus, childPIDs <-chan int,
 					s.signal(n) // forwarded, already escalating
 					continue
 				}
-				escalate(ReasonInterrupted, n)
+				escalate(record.ReasonInterrupted, n)
 			default:
 				// SIGUSR1/2: forwarded to the agent, never to bwrap (whose
 				// default action would end the jail).
@@ -554,6 +581,9 @@ func (s *supervisor) adopt(pid int, blockW *os.File) error {
 			return err
 		}
 	}
+	if s.spec.Hold != nil {
+		<-s.spec.Hold
+	}
 	// The sandbox may already have failed and closed its end: EPIPE then
 	// (SIGPIPE is caught by agentjail run), and bwrap's exit tells the rest.
 	blockW.Write([]byte{1})
@@ -572,21 +602,21 @@ func (s *supervisor) signal(sig syscall.Signal) {
 		return
 	}
 	if err := s.cmd.Process.Signal(sig); err == nil {
-		s.rec.SignalsSent = append(s.rec.SignalsSent, SignalEvent{Signal: signalName(sig), At: Time(time.Now()), Target: "bwrap"})
+		s.rec.SignalsSent = append(s.rec.SignalsSent, record.SignalEvent{Signal: procs.SignalName(sig), At: record.Time(time.Now()), Target: "bwrap"})
 	}
 }
 
 // signalGroup signals the jail's process group and reports whether it
 // existed.
 func (s *supervisor) signalGroup(sig syscall.Signal) bool {
-	never := newGuard(s.spec.ProcRoot)
+	never := procs.NewGuard(s.spec.ProcRoot)
 	if never[s.box.pid] {
 		return false
 	}
 	if err := s.box.signalGroup(s.spec.ProcRoot, sig); err != nil {
 		return false
 	}
-	s.rec.SignalsSent = append(s.rec.SignalsSent, SignalEvent{Signal: signalName(sig), At: Time(time.Now()), Target: "group"})
+	s.rec.SignalsSent = append(s.rec.SignalsSent, record.SignalEvent{Signal: procs.SignalName(sig), At: record.Time(time.Now()), Target: "group"})
 	return true
 }
 
@@ -596,7 +626,7 @@ func (s *supervisor) kill() {
 	s.killed = true
 	if s.box == nil || !s.signalGroup(syscall.SIGKILL) {
 		if err := s.cmd.Process.Signal(syscall.SIGKILL); err == nil {
-			s.rec.SignalsSent = append(s.rec.SignalsSent, SignalEvent{Signal: "SIGKILL", At: Time(time.Now()), Target: "bwrap"})
+			s.rec.SignalsSent = append(s.rec.SignalsSent, record.SignalEvent{Signal: "SIGKILL", At: record.Time(time.Now()), Target: "bwrap"})
 		}
 	}
 	if s.box != nil {
@@ -630,11 +660,11 @@ func (s *supervisor) readStatus(r io.Reader, childPIDs chan<- int, done chan<- s
 }
 
 // status is the live view `agentjail ps` shows.
-func (s *supervisor) status() Status {
+func (s *supervisor) status() live.Status {
 	s.mu.Lock()
 	child := s.childPID
 	s.mu.Unlock()
-	st := Status{RunID: s.spec.RunID, Profile: s.rec.Profile, PID: os.Getpid(), ChildPID: child,
+	st := live.Status{RunID: s.spec.RunID, Profile: s.rec.Profile, PID: os.Getpid(), ChildPID: child,
 		StartedAt: s.rec.StartedAt, IdleMS: s.act.idle().Milliseconds()}
 	st.Bytes.Stdout, st.Bytes.Stderr = s.streams[0].n.Load(), s.streams[1].n.Load()
 	return st
@@ -654,30 +684,30 @@ func (s *supervisor) endCgroup() {
 
 // sweep kills those of the processes found carrying the run's marker
 // that still run, and lists them as orphans.
-func (s *supervisor) sweep(found []Proc) {
-	killed, err := killVerified(s.spec.ProcRoot, s.spec.RunID, found)
+func (s *supervisor) sweep(found []procs.Proc) {
+	killed, err := procs.KillVerified(s.spec.ProcRoot, s.spec.RunID, found)
 	if err != nil {
 		s.rec.Warnings = append(s.rec.Warnings, "marker sweep: "+err.Error())
 	}
 	s.addOrphans(killed)
-	if left := waitGone(s.spec.ProcRoot, killed, 5*time.Second); len(left) > 0 {
+	if left := procs.WaitGone(s.spec.ProcRoot, killed, 5*time.Second); len(left) > 0 {
 		s.rec.Warnings = append(s.rec.Warnings, fmt.Sprintf("%d processes carrying the run's marker were still running 5s after SIGKILL", len(left)))
 	}
 }
 
-func (s *supervisor) addOrphans(procs []Proc) {
-	for _, p := range procs {
-		if p.PID == s.cmd.Process.Pid || slices.ContainsFunc(s.rec.Orphans, func(o Proc) bool { return o.PID == p.PID }) {
+func (s *supervisor) addOrphans(found []procs.Proc) {
+	for _, p := range found {
+		if p.PID == s.cmd.Process.Pid || slices.ContainsFunc(s.rec.Orphans, func(o record.Orphan) bool { return o.PID == p.PID }) {
 			continue
 		}
-		s.rec.Orphans = append(s.rec.Orphans, p)
+		s.rec.Orphans = append(s.rec.Orphans, record.Orphan{PID: p.PID, PPID: p.PPID, Cmd: p.Cmd})
 	}
 }
 
 func (s *supervisor) finishOutput() {
 	for i, st := range s.streams {
 		head, tail, omitted := st.excerpt()
-		ex := excerptOf(head, tail, omitted, s.spec.Secrets)
+		ex := record.ExcerptOf(head, tail, omitted, s.spec.Secrets)
 		if i == 0 {
 			s.rec.Bytes.Stdout, s.rec.Excerpt.Stdout = st.n.Load(), ex
 		} else {
@@ -686,7 +716,7 @@ func (s *supervisor) finishOutput() {
 			if len(last) == 0 {
 				last = head
 			}
-			s.rec.stderrMidLine = len(last) > 0 && last[len(last)-1] != '\n'
+			s.midLine = len(last) > 0 && last[len(last)-1] != '\n'
 		}
 		dstErr, logErr := st.errs()
 		if logErr != nil {
@@ -699,34 +729,23 @@ func (s *supervisor) finishOutput() {
 }
 
 func (s *supervisor) setupFailed(err error) error {
-	s.rec.Reason, s.rec.ExitCode, s.rec.Error = ReasonSetupFailed, ExitSetup, err.Error()
+	s.rec.Reason, s.rec.ExitCode, s.rec.Error = record.ReasonSetupFailed, record.ExitSetup, err.Error()
 	return err
 }
 
-// readReport reads the exec stage's report lines: the rlimits it applied
-// (and those it could not raise), then an exec failure or its own.
-func (s *supervisor) readReport(report []byte) (*ExecFailure, error) {
-	var fail *ExecFailure
-	var err error
-	dec := json.NewDecoder(bytes.NewReader(report))
-	for {
-		var r stageReport
-		if dec.Decode(&r) != nil {
-			return fail, err
-		}
-		switch {
-		case r.Rlimit != "":
-			s.rec.Limits.Rlimits[r.Rlimit] = r.Applied
-			if r.Applied != r.Asked {
-				s.rec.Degradations = append(s.rec.Degradations, Note{"rlimit." + r.Rlimit,
-					fmt.Sprintf("%s asked, %s applied: the hard limit agentjail inherited, which it may not raise without CAP_SYS_RESOURCE", r.Asked, r.Applied)})
-			}
-		case r.ExecFailure != nil:
-			fail = r.ExecFailure
-		case r.Error != "":
-			err = errors.New(r.Error)
+// readReport reads the exec stage's report (execstage.ReadReport): the
+// rlimits it applied go into the record, and those it could not raise
+// into its degradations.
+func (s *supervisor) readReport(report []byte) (*record.ExecFailure, error) {
+	res := execstage.ReadReport(report)
+	for _, r := range res.Rlimits {
+		s.rec.Limits.Rlimits[r.Rlimit] = r.Applied
+		if r.Applied != r.Asked {
+			s.rec.Degradations = append(s.rec.Degradations, record.Note{What: "rlimit." + r.Rlimit,
+				Detail: fmt.Sprintf("%s asked, %s applied: the hard limit agentjail inherited, which it may not raise without CAP_SYS_RESOURCE", r.Asked, r.Applied)})
 		}
 	}
+	return res.ExecFailure, res.Err
 }
 
 // outcome decides the reason and the exit code. setup_failed wins over
@@ -740,7 +759,7 @@ func (s *supervisor) outcome(report []byte) error {
 	if code != nil && fail == nil {
 		s.rec.AgentExitCode = code
 		if n := *code - 128; n > 0 && n < 65 {
-			name := signalName(syscall.Signal(n))
+			name := procs.SignalName(syscall.Signal(n))
 			s.rec.AgentSignal, s.rec.AgentSignalAmbiguous = &name, true
 		}
 	}
@@ -750,25 +769,25 @@ func (s *supervisor) outcome(report []byte) error {
 		return s.setupFailed(s.setupErr)
 	case stageErr != nil && s.cause == "":
 		return s.setupFailed(stageErr)
-	case s.cause == ReasonInterrupted:
-		name := signalName(s.causeSig)
+	case s.cause == record.ReasonInterrupted:
+		name := procs.SignalName(s.causeSig)
 		r.Reason, r.ExitCode, r.Signal = s.cause, 128+int(s.causeSig), &name
-	case s.cause == ReasonPidsLimit || s.cause == ReasonMemoryLimit:
-		r.Reason, r.ExitCode = s.cause, ExitLimit
+	case s.cause == record.ReasonPidsLimit || s.cause == record.ReasonMemoryLimit:
+		r.Reason, r.ExitCode = s.cause, record.ExitLimit
 	case s.cause != "":
-		r.Reason, r.ExitCode = s.cause, ExitTimeout
+		r.Reason, r.ExitCode = s.cause, record.ExitTimeout
 	case fail != nil:
-		r.Reason, r.ExitCode, r.ExecFailure = ReasonExecFailed, fail.ExitCode(), fail
+		r.Reason, r.ExitCode, r.ExecFailure = record.ReasonExecFailed, fail.ExitCode(), fail
 		r.AgentExitCode = code
 	case code != nil:
-		r.Reason, r.ExitCode = ReasonExit, *code
+		r.Reason, r.ExitCode = record.ReasonExit, *code
 		if r.AgentSignal != nil {
-			r.Reason, r.Signal = ReasonSignal, r.AgentSignal
+			r.Reason, r.Signal = record.ReasonSignal, r.AgentSignal
 		}
 	case s.waitState != nil && s.waitState.Signaled():
 		// bwrap itself was killed, not by us.
-		name := signalName(s.waitState.Signal())
-		r.Reason, r.ExitCode, r.Signal = ReasonSignal, 128+int(s.waitState.Signal()), &name
+		name := procs.SignalName(s.waitState.Signal())
+		r.Reason, r.ExitCode, r.Signal = record.ReasonSignal, 128+int(s.waitState.Signal()), &name
 	default:
 		exit := -1
 		if s.waitState != nil {

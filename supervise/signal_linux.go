@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentjail/agentjail/procs"
 )
 
 // sandbox is the jail's first process: bwrap's child, PID 1 of the jail's
@@ -30,7 +32,7 @@ func openSandbox(procRoot string, pid, bwrapPID int, runID string) (*sandbox, er
 	if err != nil {
 		return nil, fmt.Errorf("pidfd_open(%d): %w", pid, err)
 	}
-	p, err := readProc(procRoot, pid)
+	p, err := procs.ReadProc(procRoot, pid)
 	// The environment of a process that is not dumpable (a sealed jail's
 	// sandbox, in its own user namespace) is readable by root only; then
 	// the parent check stands alone.
@@ -38,8 +40,8 @@ func openSandbox(procRoot string, pid, bwrapPID int, runID string) (*sandbox, er
 	if err == nil {
 		err = unix.PidfdSendSignal(fd, 0, nil, 0)
 	}
-	if err == nil && (p.PPID != bwrapPID || envErr == nil && markerIn(env) != runID) {
-		err = fmt.Errorf("%w: pid %d has parent %d and marker %q", ErrNotOurs, pid, p.PPID, markerIn(env))
+	if err == nil && (p.PPID != bwrapPID || envErr == nil && procs.MarkerIn(env) != runID) {
+		err = fmt.Errorf("%w: pid %d has parent %d and marker %q", procs.ErrNotOurs, pid, p.PPID, procs.MarkerIn(env))
 	}
 	if err != nil {
 		unix.Close(fd)
@@ -84,7 +86,7 @@ func (s *sandbox) signalGroup(procRoot string, sig syscall.Signal) error {
 		if !s.alive() {
 			return errNoGroup
 		}
-		if pgid, perr := pgidOf(procRoot, s.pid); perr != nil || pgid != s.pid {
+		if st, perr := procs.ReadStat(procRoot, s.pid); perr != nil || st.PGID != s.pid {
 			return errNoGroup
 		}
 		err = unix.Kill(-s.pid, sig)
@@ -96,144 +98,3 @@ func (s *sandbox) signalGroup(procRoot string, sig syscall.Signal) error {
 }
 
 var errNoGroup = errors.New("the jail's process group does not exist")
-
-// guard holds what must never be signalled: PID 1, agentjail itself and
-// its ancestors.
-type guard map[int]bool
-
-func newGuard(procRoot string) guard { return guard(ancestors(procRoot, os.Getpid())) }
-
-// KillMarked kills every process under procRoot (the real /proc: pidfds
-// are taken on what it lists) that carries exactly runID, except PID 1,
-// the caller and its ancestors, and returns those it signalled. Each is
-// signalled through a pidfd after its marker and start time were read
-// again with the pidfd open, so a pid reused since the scan is never hit.
-func KillMarked(procRoot, runID string) ([]Proc, error) {
-	procs, err := MarkedBy(procRoot, runID)
-	if err != nil {
-		return nil, err
-	}
-	return killVerified(procRoot, runID, procs)
-}
-
-// killDescendants SIGKILLs what is left below this process once the jail
-// has ended: without a pid namespace of its own (the /proc fallback) a
-// daemon the agent started outlives bwrap, re-parented to agentjail (a
-// subreaper), and a marker sweep misses one started with `env -i`. Each
-// keeps its parent and start time until the kill (killHeld), so a pid
-// reused meanwhile is never hit. Processes forked while it runs are caught
-// by the next round.
-func killDescendants(procRoot string) ([]Proc, error) {
-	var killed []Proc
-	var errs []error
-	for range 3 {
-		procs, err := descendants(procRoot, os.Getpid())
-		if err != nil || len(procs) == 0 {
-			return killed, errors.Join(append(errs, err)...)
-		}
-		for _, p := range procs {
-			ok, err := killHeld(procRoot, p, func(now Proc) bool { return now.PPID == p.PPID })
-			if ok {
-				killed = append(killed, p)
-			}
-			if err != nil {
-				errs = append(errs, err)
-			}
-		}
-		waitGone(procRoot, procs, time.Second)
-	}
-	return killed, errors.Join(errs...)
-}
-
-// killVerified kills those of procs (found carrying runID) that still run
-// and still carry it.
-func killVerified(procRoot, runID string, procs []Proc) ([]Proc, error) {
-	if len(procs) == 0 {
-		return nil, nil
-	}
-	never := newGuard(procRoot)
-	var killed []Proc
-	var errs []error
-	buf := make([]byte, 8<<10)
-	for _, p := range procs {
-		if never[p.PID] {
-			continue
-		}
-		ok, err := killHeld(procRoot, p, func(Proc) bool {
-			var id string
-			id, buf = readMarker(filepath.Join(procRoot, strconv.Itoa(p.PID), "environ"), buf)
-			return id == runID && !zombie(procRoot, p.PID)
-		})
-		if ok {
-			killed = append(killed, p)
-		}
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return killed, errors.Join(errs...)
-}
-
-// killHeld SIGKILLs p through a pidfd opened before p is checked again: its
-// start time, and still (its parent, its marker). A process that has gone,
-// or is no longer p, is left alone and reported as not killed.
-func killHeld(procRoot string, p Proc, still func(now Proc) bool) (bool, error) {
-	fd, err := unix.PidfdOpen(p.PID, 0)
-	if err != nil {
-		return false, nil // gone
-	}
-	defer unix.Close(fd)
-	if now, err := readProc(procRoot, p.PID); err != nil || now.Start != p.Start || !still(now) {
-		return false, nil
-	}
-	switch err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, unix.ESRCH):
-		return false, nil
-	default:
-		return false, fmt.Errorf("kill pid %d: %w", p.PID, err)
-	}
-}
-
-// waitGone polls until none of procs runs any more (a zombie counts as
-// gone) or the deadline passes; it returns those still running.
-func waitGone(procRoot string, procs []Proc, d time.Duration) []Proc {
-	deadline := time.Now().Add(d)
-	for {
-		var left []Proc
-		for _, p := range procs {
-			if now, err := readProc(procRoot, p.PID); err == nil && now.Start == p.Start && !zombie(procRoot, p.PID) {
-				left = append(left, p)
-			}
-		}
-		if len(left) == 0 || time.Now().After(deadline) {
-			return left
-		}
-		procs = left
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// zombie reports whether pid has exited and waits to be reaped.
-func zombie(procRoot string, pid int) bool {
-	stat, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return true
-	}
-	for i := len(stat) - 1; i >= 0; i-- {
-		if stat[i] == ')' {
-			return i+2 < len(stat) && (stat[i+2] == 'Z' || stat[i+2] == 'X')
-		}
-	}
-	return false
-}
-
-// signalName is "SIGTERM" for SIGTERM; signals x/sys has no name for
-// (real-time ones) read "SIG<n>".
-func signalName(sig syscall.Signal) string {
-	if n := unix.SignalName(sig); n != "" {
-		return n
-	}
-	return "SIG" + strconv.Itoa(int(sig))
-}

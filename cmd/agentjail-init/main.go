@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentjail/agentjail/internal/initcmd"
-	"github.com/agentjail/agentjail/supervise"
+	"github.com/agentjail/agentjail/record"
 )
 
 func main() {
@@ -24,7 +24,7 @@ func main() {
 	o, argv, err := initcmd.Parse(os.Args[1:])
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "agentjail: init: %v\n", err)
-		os.Exit(supervise.ExitSetup)
+		os.Exit(record.ExitSetup)
 	}
 	os.Exit(initcmd.Run(o, argv, os.Stdin, os.Stdout, os.Stderr))
 }

@@ -1,15 +1,12 @@
 package main
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/agentjail/agentjail/launch"
 	"github.com/agentjail/agentjail/policy"
 )
 
@@ -58,57 +55,25 @@ func jailFlags() []cli.Flag {
 	}
 }
 
-// overlay turns the command line into a policy layer on top of the profile,
-// with each value's origin the flag that set it.
-func overlay(cmd *cli.Command) (policy.Policy, error) {
-	p := policy.Policy{User: cmd.String("user"), Origins: policy.Origins{}}
-	if p.User != "" {
-		p.Origins["user"] = "--user"
+// request is the jail's part of a run or render command line: what
+// jailFlags set, and argv; a command line without a command is a usage
+// error naming the subcommand.
+func request(cmd *cli.Command, argv []string) (launch.Request, error) {
+	if len(argv) == 0 {
+		return launch.Request{}, launch.UsageError("no command to run: write `agentjail " + cmd.Name + " [flags] -- CMD [ARG...]`")
 	}
-	// Paths on the command line are relative to the current directory, as
-	// a shell user expects; only profiles must spell them absolute.
-	list := func(flag, field string, dst *[]string) {
-		for i, v := range cmd.StringSlice(flag) {
-			p.Origins[fmt.Sprintf("%s[%d]", field, i)] = "--" + flag
-			if abs, err := filepath.Abs(v); err == nil && v != "" && !strings.HasPrefix(v, "~") && !strings.HasPrefix(v, "${") {
-				v = abs
-			}
-			*dst = append(*dst, v)
+	req := launch.Request{
+		Profile: cmd.String("profile"), User: cmd.String("user"), Chdir: cmd.String("chdir"),
+		Write: cmd.StringSlice("write"), Read: cmd.StringSlice("read"), Seccomp: cmd.StringSlice("seccomp"),
+		Env: cmd.StringSlice("env"), Argv: argv,
+	}
+	for flag, dst := range map[string]**time.Duration{"timeout": &req.Timeout, "idle-timeout": &req.IdleTimeout, "grace": &req.Grace} {
+		if cmd.IsSet(flag) {
+			d := cmd.Value(flag).(time.Duration)
+			*dst = &d
 		}
 	}
-	list("write", "filesystem.write", &p.Filesystem.Write)
-	list("read", "filesystem.read", &p.Filesystem.Read)
-	list("seccomp", "seccomp.files", &p.Seccomp.Files)
-	for _, kv := range cmd.StringSlice("env") {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			// --env NAME passes agentjail's own value, which then never
-			// shows on its command line (/proc/PID/cmdline is world-readable).
-			if v, ok = os.LookupEnv(k); !ok {
-				return p, fmt.Errorf("--env %q: %s is not set in agentjail's environment; export it, or write %s=VALUE", kv, k, k)
-			}
-		}
-		if p.Environment.Set == nil {
-			p.Environment.Set = map[string]string{}
-		}
-		p.Environment.Set[k] = v
-		p.Origins["environment.set["+k+"]"] = "--env"
-	}
-	for _, f := range []struct {
-		flag, field string
-		dst         **policy.Duration
-	}{
-		{"timeout", "limits.wall", &p.Limits.Wall},
-		{"idle-timeout", "limits.idle", &p.Limits.Idle},
-		{"grace", "limits.grace", &p.Limits.Grace},
-	} {
-		if cmd.IsSet(f.flag) {
-			d := policy.Duration(cmd.Value(f.flag).(time.Duration))
-			*f.dst = &d
-			p.Origins[f.field] = "--" + f.flag
-		}
-	}
-	return p, nil
+	return req, nil
 }
 
 // commandArgs returns the jailed command and its arguments. With StopOnNthArg

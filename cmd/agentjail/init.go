@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/agentjail/agentjail/internal/initcmd"
+	"github.com/agentjail/agentjail/launch"
 )
 
 // initFlags: each has an environment twin, as tini's do, so an image can
@@ -31,7 +32,7 @@ func initFlags() []cli.Flag {
 func (e appEnv) initAction(ctx context.Context, cmd *cli.Command) error {
 	argv := commandArgs(cmd, e.rawAfter(cmd.Name))
 	if len(argv) == 0 {
-		return usageError{"no command to run: write `agentjail init [flags] -- CMD [ARG...]`"}
+		return launch.UsageError("no command to run: write `agentjail init [flags] -- CMD [ARG...]`")
 	}
 	o := initcmd.Options{
 		Grace: cmd.Value("grace").(time.Duration), SweepEvery: cmd.Value("sweep-every").(time.Duration),

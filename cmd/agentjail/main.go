@@ -11,23 +11,26 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/agentjail/agentjail/execstage"
+	"github.com/agentjail/agentjail/launch"
+	"github.com/agentjail/agentjail/record"
 	"github.com/urfave/cli/v3"
-
-	"github.com/agentjail/agentjail/supervise"
 )
 
 // Exit codes of agentjail's own, beyond the jailed command's pass-through.
 const (
 	exitOK    = 0
-	exitSetup = supervise.ExitSetup // 125: bad input, bad policy, bwrap missing, setup failed
+	exitSetup = record.ExitSetup // 125: bad input, bad policy, bwrap missing, setup failed
 )
 
 // version is stamped by `make release` (-ldflags "-X main.version=...").
 var version = "dev"
 
 func main() {
-	if supervise.IsExecStage(os.Args[0]) {
-		os.Exit(supervise.ExecStage(os.Args[1:]))
+	// Bound into a jail as its exec stage where agentjail-exec is not
+	// installed beside it (execstage.Binary).
+	if execstage.IsStage(os.Args[0]) {
+		os.Exit(execstage.Main(os.Args[1:]))
 	}
 	os.Exit(run(context.Background(), os.Args, os.Stdin, os.Stdout, os.Stderr))
 }
@@ -42,7 +45,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	code := exitOK
 	app := newApp(args, stdin, stdout, stderr, &code)
 	if err := app.Run(ctx, args); err != nil {
-		printError(stderr, errors.New(plainFlagError(err.Error())))
+		launch.PrintError(stderr, errors.New(plainFlagError(err.Error())))
 		return exitSetup
 	}
 	return code
@@ -66,18 +69,11 @@ func plainFlagError(msg string) string {
 	return msg
 }
 
-// printError writes each joined error on its own line.
-func printError(w io.Writer, err error) {
-	for _, line := range strings.Split(err.Error(), "\n") {
-		fmt.Fprintf(w, "agentjail: %s\n", line)
-	}
-}
-
 func newApp(args []string, stdin io.Reader, stdout, stderr io.Writer, code *int) *cli.Command {
 	one := 1
 	env := appEnv{args: args, stdin: stdin, stdout: stdout, stderr: stderr, code: code}
 	usage := func(ctx context.Context, cmd *cli.Command, err error, isSubcommand bool) error {
-		uerr := usageError{fmt.Sprintf("%s (see `agentjail %s --help`)", plainFlagError(err.Error()), cmd.Name)}
+		uerr := launch.UsageError(fmt.Sprintf("%s (see `agentjail %s --help`)", plainFlagError(err.Error()), cmd.Name))
 		if cmd.Name == "run" {
 			return usageRecord(cmd, env.rawAfter("run"), uerr)
 		}
@@ -91,7 +87,7 @@ func newApp(args []string, stdin io.Reader, stdout, stderr io.Writer, code *int)
 			// ignore a mistyped flag or path.
 			c.Action = func(ctx context.Context, cmd *cli.Command) error {
 				if cmd.Args().Present() {
-					return usageError{fmt.Sprintf("%s takes no arguments, got %q (see `%s --help`)", cmd.FullName(), cmd.Args().Slice(), cmd.FullName())}
+					return launch.UsageError(fmt.Sprintf("%s takes no arguments, got %q (see `%s --help`)", cmd.FullName(), cmd.Args().Slice(), cmd.FullName()))
 				}
 				return action(ctx, cmd)
 			}
@@ -218,4 +214,4 @@ func (e appEnv) rawAfter(name string) []string {
 }
 
 // isUsage reports whether err is a command-line mistake.
-func isUsage(err error) bool { return errors.Is(err, errUsage) }
+func isUsage(err error) bool { return errors.Is(err, launch.ErrUsage) }

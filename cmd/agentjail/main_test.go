@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentjail/agentjail/internal/testutil"
+	"github.com/agentjail/agentjail/launch"
 	"github.com/agentjail/agentjail/mounts"
 )
 
@@ -124,26 +125,26 @@ func TestHelpGoesToStdoutAndUsageErrorsToStderr(t *testing.T) {
 // host. TestRenderedLineRuns runs a line by it.
 func TestRenderHeader(t *testing.T) {
 	t.Parallel()
-	j := &jail{
-		runID: "<run-id>",
-		user:  mounts.User{UID: 1000, GID: 1001, Name: "agent", Groups: []int{4, 27}, Why: "--user"},
-		plan: mounts.Plan{
+	j := &launch.Jail{
+		RunID: "<run-id>",
+		User:  mounts.User{UID: 1000, GID: 1001, Name: "agent", Groups: []int{4, 27}, Why: "--user"},
+		Plan: mounts.Plan{
 			Masks: []string{"/w/.env", "/w/a b"},
-			Dirs:  []mounts.Dir{{Path: stageDir("<run-id>") + "/claude", Size: 512}},
+			Dirs:  []mounts.Dir{{Path: launch.StageDir("<run-id>") + "/claude", Size: 512}},
 			Copies: []mounts.Copy{
-				{Src: "/root/.ssh", Dst: stageDir("<run-id>") + "/credentials/.ssh"},
-				{Src: "/root/.claude/.credentials.json", Dst: stageDir("<run-id>") + "/claude/.credentials.json"},
+				{Src: "/root/.ssh", Dst: launch.StageDir("<run-id>") + "/credentials/.ssh"},
+				{Src: "/root/.claude/.credentials.json", Dst: launch.StageDir("<run-id>") + "/claude/.credentials.json"},
 			},
-			Claude: &mounts.ClaudeHome{Dir: stageDir("<run-id>") + "/claude", Credentials: "/root/.claude/.credentials.json"},
+			Claude: &mounts.ClaudeHome{Dir: launch.StageDir("<run-id>") + "/claude", Credentials: "/root/.claude/.credentials.json"},
 		},
 	}
-	got := j.renderHeader()
+	got := renderHeader(j)
 	want := []string{
-		"#   " + emptyFile() + ": an empty file every user can read (mode 0444), the source of every mask\n",
-		"#   '" + stageDir("<run-id>") + "': a directory the run user can traverse (mode 0711)\n",
-		"#   '" + stageDir("<run-id>") + "/claude': a directory owned by uid 1000 gid 1001, mode 0700 (run as root mounts a tmpfs of 512 bytes there)\n",
-		"#   '" + stageDir("<run-id>") + "/credentials/.ssh': a copy of /root/.ssh owned by uid 1000 gid 1001 (files 0600, directories 0700)\n",
-		"#   '" + stageDir("<run-id>") + "/claude/.credentials.json': the login of /root/.claude/.credentials.json without its refresh token (only claudeAiOauth's accessToken, expiresAt, scopes, subscriptionType, rateLimitTier) owned by uid 1000 gid 1001 (files 0600, directories 0700)\n",
+		"#   " + launch.EmptyFile() + ": an empty file every user can read (mode 0444), the source of every mask\n",
+		"#   '" + launch.StageDir("<run-id>") + "': a directory the run user can traverse (mode 0711)\n",
+		"#   '" + launch.StageDir("<run-id>") + "/claude': a directory owned by uid 1000 gid 1001, mode 0700 (run as root mounts a tmpfs of 512 bytes there)\n",
+		"#   '" + launch.StageDir("<run-id>") + "/credentials/.ssh': a copy of /root/.ssh owned by uid 1000 gid 1001 (files 0600, directories 0700)\n",
+		"#   '" + launch.StageDir("<run-id>") + "/claude/.credentials.json': the login of /root/.claude/.credentials.json without its refresh token (only claudeAiOauth's accessToken, expiresAt, scopes, subscriptionType, rateLimitTier) owned by uid 1000 gid 1001 (files 0600, directories 0700)\n",
 		"remove them after running this line:\n#   /w/.env '/w/a b'\n",
 	}
 	if os.Getuid() == 0 {

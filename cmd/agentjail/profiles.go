@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"text/tabwriter"
 
+	"github.com/agentjail/agentjail/launch"
 	"github.com/goccy/go-yaml"
 	"github.com/urfave/cli/v3"
 )
 
 func (e appEnv) profilesAction(ctx context.Context, cmd *cli.Command) error {
-	l := loader(nil)
+	l := launch.Loader(nil)
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	for _, name := range l.BuiltinNames() {
 		p, err := l.Load(name)
@@ -24,9 +25,9 @@ func (e appEnv) profilesAction(ctx context.Context, cmd *cli.Command) error {
 
 func (e appEnv) profilesShowAction(ctx context.Context, cmd *cli.Command) error {
 	if cmd.Args().Len() != 1 {
-		return usageError{"write `agentjail profiles show NAME|FILE`"}
+		return launch.UsageError("write `agentjail profiles show NAME|FILE`")
 	}
-	p, err := loader(nil).Load(cmd.Args().First())
+	p, err := launch.Loader(nil).Load(cmd.Args().First())
 	if err != nil {
 		return err
 	}

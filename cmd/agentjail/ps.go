@@ -7,19 +7,19 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/agentjail/agentjail/runstate"
+	"github.com/agentjail/agentjail/runstate/live"
 	"github.com/urfave/cli/v3"
-
-	"github.com/agentjail/agentjail/supervise"
 )
 
 // psAction lists the live runs of this user (root: of every run started as
 // root), asking each supervisor for its counters. --json prints one object
 // per line: run_id, profile, pid, child_pid, started_at, idle_ms, bytes.
 func (e appEnv) psAction(ctx context.Context, cmd *cli.Command) error {
-	if err := supervise.CheckRunDir(false); err != nil {
+	if err := runstate.CheckRunDir(false); err != nil {
 		return err
 	}
-	runs, err := supervise.Runs(supervise.LiveDir(), "/proc")
+	runs, err := runstate.Runs(runstate.LiveDir(), "/proc")
 	if err != nil {
 		return err
 	}
@@ -32,11 +32,11 @@ func (e appEnv) psAction(ctx context.Context, cmd *cli.Command) error {
 		if !st.Alive {
 			continue // its supervisor died; `agentjail init` sweeps what it left
 		}
-		s, err := supervise.Query(st)
+		s, err := live.Query(st)
 		if err != nil {
 			// Alive but not answering (busy, or just ending): show what
 			// the state file knows.
-			s = supervise.Status{RunID: st.RunID, Profile: st.Profile, PID: st.PID, StartedAt: st.StartedAt, IdleMS: -1}
+			s = live.Status{RunID: st.RunID, Profile: st.Profile, PID: st.PID, StartedAt: st.StartedAt, IdleMS: -1}
 		}
 		if cmd.Bool("json") {
 			enc.Encode(s)

@@ -9,59 +9,63 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentjail/agentjail/launch"
+	"github.com/agentjail/agentjail/record"
 	"github.com/urfave/cli/v3"
-
-	"github.com/agentjail/agentjail/supervise"
 )
 
 // renderAction prints the bwrap command line of a run: one shell-quoted
 // line whose file-descriptor arguments are placeholders, a comment listing
 // them, and the names (never the values) of the jail's environment.
 func (e appEnv) renderAction(ctx context.Context, cmd *cli.Command) error {
-	j, err := prepareWith(cmd, commandArgs(cmd, e.rawAfter(cmd.Name)), jailOptions{runID: "<run-id>"})
+	req, err := request(cmd, commandArgs(cmd, e.rawAfter(cmd.Name)))
 	if err != nil {
 		return err
 	}
-	j.release() // render only shows where they would go
-	for _, w := range j.plan.Warnings {
+	j, err := launch.Prepare(req, launch.Options{RunID: "<run-id>"})
+	if err != nil {
+		return err
+	}
+	j.Release() // render only shows where they would go
+	for _, w := range j.Plan.Warnings {
 		fmt.Fprintf(e.stderr, "agentjail: warning: %s\n", w)
 	}
-	for _, d := range j.plan.Degradations {
+	for _, d := range j.Plan.Degradations {
 		fmt.Fprintf(e.stderr, "agentjail: degraded: %s\n", d)
 	}
-	names := make([]string, 0, len(j.env))
-	for _, kv := range j.env {
+	names := make([]string, 0, len(j.Env))
+	for _, kv := range j.Env {
 		k, _, _ := strings.Cut(kv, "=")
 		names = append(names, k)
 	}
 	slices.Sort(names)
 	if cmd.Bool("json") {
 		fds := map[string]string{}
-		for i, name := range j.plan.FDs {
+		for i, name := range j.Plan.FDs {
 			fds[strconv.Itoa(i+1)] = name
 		}
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(renderJSON{
-			Argv: append([]string{j.bwrap.Path}, j.plan.Args...), FDs: fds, Env: names,
-			User: supervise.User{UID: j.user.UID, GID: j.user.GID, Name: j.user.Name}, UserReason: j.user.Why,
-			Profile: j.profile, Home: j.plan.Home, Masks: j.plan.Masks, Warnings: j.plan.Warnings,
-			Degradations: j.plan.Degradations,
+			Argv: append([]string{j.Bwrap.Path}, j.Plan.Args...), FDs: fds, Env: names,
+			User: record.User{UID: j.User.UID, GID: j.User.GID, Name: j.User.Name}, UserReason: j.User.Why,
+			Profile: j.Profile, Home: j.Plan.Home, Masks: j.Plan.Masks, Warnings: j.Plan.Warnings,
+			Degradations: j.Plan.Degradations,
 		})
 	}
-	words := []string{shellQuote(j.bwrap.Path)}
+	words := []string{shellQuote(j.Bwrap.Path)}
 	var fds []string
-	for i, a := range j.plan.Args {
-		if name, ok := j.plan.FDs[i]; ok {
+	for i, a := range j.Plan.Args {
+		if name, ok := j.Plan.FDs[i]; ok {
 			a = "<fd:" + name + ">"
-			fds = append(fds, j.plan.Args[i-1]+" "+shellQuote(a))
+			fds = append(fds, j.Plan.Args[i-1]+" "+shellQuote(a))
 		}
 		words = append(words, shellQuote(a))
 	}
-	fmt.Fprint(e.stdout, j.renderHeader())
+	fmt.Fprint(e.stdout, renderHeader(j))
 	fmt.Fprintln(e.stdout, strings.Join(words, " "))
 	without := "agentjail's supervision: limits, cgroup, post-run checks"
-	if len(j.seccomp) > 0 {
+	if len(j.Seccomp) > 0 {
 		without = "the seccomp filter and " + without
 	}
 	fmt.Fprintf(e.stdout, "# fds: %s: pipes agentjail run passes; remove each flag with its value to run this line by hand; it then runs without %s\n",
@@ -74,49 +78,49 @@ func (e appEnv) renderAction(ctx context.Context, cmd *cli.Command) error {
 // run it, what `agentjail run` makes before it starts bwrap (the line
 // names those paths, and bwrap fails without them), and the mask
 // placeholders bwrap leaves on the host, which run removes afterwards.
-func (j *jail) renderHeader() string {
+func renderHeader(j *launch.Jail) string {
 	var b strings.Builder
-	who := fmt.Sprintf("uid %d gid %d", j.user.UID, j.user.GID)
+	who := fmt.Sprintf("uid %d gid %d", j.User.UID, j.User.GID)
 	switch {
 	case os.Getuid() != 0:
 		fmt.Fprintf(&b, "# Run this line as yourself (%s), with the environment named in `# env:` below.\n", who)
-	case j.user.UID == 0:
+	case j.User.UID == 0:
 		fmt.Fprintf(&b, "# Run this line as root, with the environment named in `# env:` below.\n")
 	default:
 		groups := "--clear-groups"
-		if len(j.user.Groups) > 0 {
-			ids := make([]string, len(j.user.Groups))
-			for i, g := range j.user.Groups {
+		if len(j.User.Groups) > 0 {
+			ids := make([]string, len(j.User.Groups))
+			for i, g := range j.User.Groups {
 				ids[i] = strconv.Itoa(g)
 			}
 			groups = "--groups=" + strings.Join(ids, ",")
 		}
 		fmt.Fprintf(&b, "# Run this line as the run user, %s (%s; %s), never as root: prefix it with\n#   setpriv --reuid=%d --regid=%d %s --\n# and give it the environment named in `# env:` below.\n",
-			who, j.user.Name, j.user.Why, j.user.UID, j.user.GID, groups)
+			who, j.User.Name, j.User.Why, j.User.UID, j.User.GID, groups)
 	}
 	var made []string
-	if len(j.plan.Masks) > 0 {
-		made = append(made, shellQuote(emptyFile())+": an empty file every user can read (mode 0444), the source of every mask")
-		if slices.ContainsFunc(j.plan.Masks, func(m string) bool { return strings.HasSuffix(m, "/commondir") }) {
-			made = append(made, shellQuote(commonDirFile())+": a file holding \".\" and a newline, every user can read (mode 0444), the source of the masks over a missing commondir")
+	if len(j.Plan.Masks) > 0 {
+		made = append(made, shellQuote(launch.EmptyFile())+": an empty file every user can read (mode 0444), the source of every mask")
+		if slices.ContainsFunc(j.Plan.Masks, func(m string) bool { return strings.HasSuffix(m, "/commondir") }) {
+			made = append(made, shellQuote(launch.CommonDirFile())+": a file holding \".\" and a newline, every user can read (mode 0444), the source of the masks over a missing commondir")
 		}
 	}
-	if len(j.plan.Dirs) > 0 || len(j.plan.Copies) > 0 {
-		made = append(made, shellQuote(stageDir(j.runID))+": a directory the run user can traverse (mode 0711)")
+	if len(j.Plan.Dirs) > 0 || len(j.Plan.Copies) > 0 {
+		made = append(made, shellQuote(launch.StageDir(j.RunID))+": a directory the run user can traverse (mode 0711)")
 	}
-	for _, d := range j.plan.Dirs {
+	for _, d := range j.Plan.Dirs {
 		line := fmt.Sprintf("%s: a directory owned by %s, mode 0700", shellQuote(d.Path), who)
 		if d.Size > 0 {
 			line += fmt.Sprintf(" (run as root mounts a tmpfs of %d bytes there)", d.Size)
 		}
 		made = append(made, line)
 	}
-	for _, c := range j.plan.Copies {
+	for _, c := range j.Plan.Copies {
 		what := "a copy of " + shellQuote(c.Src)
-		if j.isLogin(c) {
+		if j.IsLogin(c) {
 			what = "the login of " + shellQuote(c.Src) + " without its refresh token (only claudeAiOauth's accessToken, expiresAt, scopes, subscriptionType, rateLimitTier)"
 		}
-		if j.isConfig(c) {
+		if j.IsConfig(c) {
 			what = "the onboarding and trust state of " + shellQuote(c.Src) + " (none of its keys, tokens or history: see docs/claude.md)"
 		}
 		made = append(made, fmt.Sprintf("%s: %s owned by %s (files 0600, directories 0700)", shellQuote(c.Dst), what, who))
@@ -127,9 +131,9 @@ func (j *jail) renderHeader() string {
 			b.WriteString("#   " + m + "\n")
 		}
 	}
-	if len(j.plan.Masks) > 0 {
-		quoted := make([]string, len(j.plan.Masks))
-		for i, m := range j.plan.Masks {
+	if len(j.Plan.Masks) > 0 {
+		quoted := make([]string, len(j.Plan.Masks))
+		for i, m := range j.Plan.Masks {
 			quoted[i] = shellQuote(m)
 		}
 		b.WriteString("# bwrap makes each missing protected path it masks on the host (an empty file, its mount point); agentjail run removes them after the run, so remove them after running this line:\n")
@@ -145,7 +149,7 @@ type renderJSON struct {
 	Argv       []string          `json:"argv"`
 	FDs        map[string]string `json:"fds"`
 	Env        []string          `json:"env"`
-	User       supervise.User    `json:"user"`
+	User       record.User       `json:"user"`
 	UserReason string            `json:"user_reason"`
 	Profile    string            `json:"profile"`
 	Home       string            `json:"home"`

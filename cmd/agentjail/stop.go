@@ -4,9 +4,10 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/agentjail/agentjail/launch"
+	"github.com/agentjail/agentjail/runstate"
+	"github.com/agentjail/agentjail/runstate/live"
 	"github.com/urfave/cli/v3"
-
-	"github.com/agentjail/agentjail/supervise"
 )
 
 // stopAction ends a live run exactly as a timeout would: SIGTERM to the
@@ -14,17 +15,17 @@ import (
 // It waits until the run has ended. ID may be a unique prefix.
 func (e appEnv) stopAction(ctx context.Context, cmd *cli.Command) error {
 	if cmd.Args().Len() != 1 {
-		return usageError{"write `agentjail stop ID` (see `agentjail ps`)"}
+		return launch.UsageError("write `agentjail stop ID` (see `agentjail ps`)")
 	}
 	id := cmd.Args().First()
-	if err := supervise.CheckRunDir(false); err != nil {
+	if err := runstate.CheckRunDir(false); err != nil {
 		return err
 	}
-	st, err := supervise.Find(supervise.LiveDir(), "/proc", id)
+	st, err := runstate.Find(runstate.LiveDir(), "/proc", id)
 	if err != nil {
 		return fmt.Errorf("%w; `agentjail ps` lists the live runs", err)
 	}
-	reason, code, err := supervise.Stop(st)
+	reason, code, err := live.Stop(st)
 	if err != nil {
 		return err
 	}

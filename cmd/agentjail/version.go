@@ -8,11 +8,12 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/agentjail/agentjail/bwrap"
+	"github.com/agentjail/agentjail/launch"
 )
 
 func (e appEnv) versionAction(ctx context.Context, cmd *cli.Command) error {
 	fmt.Fprintf(e.stdout, "agentjail %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	info, err := bwrap.Detect(cacheDir())
+	info, err := bwrap.Detect(launch.CacheDir())
 	switch {
 	case err != nil && info.Path == "":
 		fmt.Fprintf(e.stdout, "bubblewrap: unavailable: %v\n", err)

@@ -6,10 +6,10 @@
 // binary installed next to it (make build, the image, the release). PID 1
 // stays PID 1 and keeps its descriptors, and what stays resident for a
 // container's whole life is agentjail-init — the reaper, the signal
-// forwarding and the dead-run sweep, about 4 MiB — instead of all of
-// agentjail, whose CLI, seccomp (cgo, libc) and other code keep about
-// 9 MiB mapped (BenchmarkInitIdleRSS; tini: 1 MiB). agentjail built alone
-// (go install) finds no agentjail-init and runs Run itself.
+// forwarding and the dead-run sweep — instead of all of agentjail, with
+// its CLI, seccomp (cgo, libc) and the rest (BenchmarkInitIdleRSS and
+// docs/benchmarks.md have the figures). agentjail built alone (go
+// install) finds no agentjail-init and runs Run itself.
 package initcmd
 
 import (
@@ -20,14 +20,13 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/agentjail/agentjail/hostfs"
 	"github.com/agentjail/agentjail/reaper"
-	"github.com/agentjail/agentjail/supervise"
+	"github.com/agentjail/agentjail/record"
+	"github.com/agentjail/agentjail/runstate"
 )
 
 // Name is agentjail-init's file name, next to agentjail.
@@ -89,10 +88,12 @@ func Run(o Options, argv []string, stdin io.Reader, stdout, stderr io.Writer) in
 		ro.Logf = logf
 	}
 	if o.SweepEvery > 0 {
-		ro.Sweep = func() { supervise.SweepDeadRuns(logf) }
+		ro.Sweep = func() { runstate.SweepDeadRuns(logf) }
 	}
 	c := exec.Command(argv[0], argv[1:]...)
 	c.Stdin, c.Stdout, c.Stderr = stdin, stdout, stderr
+	// Once started: what start-up touched need not stay resident.
+	time.AfterFunc(time.Second, trimResident)
 	code, err := reaper.Init(c, ro)
 	switch {
 	case err == nil:
@@ -116,64 +117,12 @@ func startFailure(err error) int {
 	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.ENOEXEC), errors.Is(err, syscall.EISDIR):
 		return 126
 	}
-	return supervise.ExitSetup
+	return record.ExitSetup
 }
 
-// Binary opens agentjail-init next to the running executable (the real
-// one: os.Executable resolves symlinks) for Exec, or returns nil and why it
-// is not used. It becomes PID 1, so it must be what agentjail's owner put
-// there: a regular executable file, not a symlink, in a directory, itself
-// owned by root or agentjail's owner, that no one else can write (else a
-// rename could swap it); it is opened once and checked and executed
-// through that descriptor, so no swap can come between.
-func Binary() (*os.File, string) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Sprintf("cannot find agentjail's own executable: %v", err)
-	}
-	sfi, err := os.Stat(self)
-	if err != nil {
-		return nil, fmt.Sprintf("cannot stat agentjail's own executable: %v", err)
-	}
-	owner := func(fi fs.FileInfo) uint32 { return fi.Sys().(*syscall.Stat_t).Uid }
-	trusted := func(fi fs.FileInfo) bool { return owner(fi) == 0 || owner(fi) == owner(sfi) }
-	dir := filepath.Dir(self)
-	p := filepath.Join(dir, Name)
-	dfi, err := os.Stat(dir)
-	switch {
-	case err != nil:
-		return nil, fmt.Sprintf("cannot stat %s: %v", dir, err)
-	case !trusted(dfi) || dfi.Mode().Perm()&0o022 != 0:
-		return nil, fmt.Sprintf("%s is owned by uid %d, mode %04o: someone other than root or agentjail's owner could put an %s there", dir, owner(dfi), dfi.Mode().Perm(), Name)
-	}
-	fd, err := unix.Open(p, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	switch {
-	case errors.Is(err, unix.ENOENT):
-		return nil, fmt.Sprintf("no %s next to agentjail (in %s)", Name, dir)
-	case err != nil:
-		return nil, fmt.Sprintf("%s: %v", p, err)
-	}
-	f := os.NewFile(uintptr(fd), p)
-	fi, err := f.Stat()
-	why := ""
-	switch {
-	case err != nil:
-		why = fmt.Sprintf("%s: %v", p, err)
-	case fi.Mode()&fs.ModeSymlink != 0: // O_PATH|O_NOFOLLOW opens the link itself
-		why = fmt.Sprintf("%s is a symlink; install the binary itself", p)
-	case !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0:
-		why = fmt.Sprintf("%s is not an executable file", p)
-	case fi.Mode().Perm()&0o022 != 0:
-		why = fmt.Sprintf("%s is writable by others (mode %04o)", p, fi.Mode().Perm())
-	case !trusted(fi):
-		why = fmt.Sprintf("%s is owned by uid %d, neither root nor agentjail's owner", p, owner(fi))
-	}
-	if why != "" {
-		f.Close()
-		return nil, why
-	}
-	return f, ""
-}
+// Binary opens agentjail-init next to the running executable for Exec
+// (hostfs.Sibling), or returns nil and why it is not used.
+func Binary() (*os.File, string) { return hostfs.Sibling(Name) }
 
 // Exec replaces this process with the agentjail-init Binary opened, for
 // the command argv under o. It returns only on failure.

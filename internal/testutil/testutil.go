@@ -163,10 +163,18 @@ func repoRoot() (string, error) {
 	}
 }
 
-// Build builds the two binaries a release ships into dir, as make build
-// does: agentjail, and next to it agentjail-init (static, no cgo), which
-// `agentjail init` hands over to. It returns agentjail's path.
+// Build builds the binaries a release ships into dir, as make build does:
+// agentjail, and next to it agentjail-init (static, no cgo), which
+// `agentjail init` hands over to, and agentjail-exec (static C), which
+// every jail runs as its exec stage. It returns agentjail's path.
 func Build(dir string) (string, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	if out, err := exec.Command("gcc", "-static", "-Os", "-s", "-Wall", "-Werror", "-o", filepath.Join(dir, "agentjail-exec"), filepath.Join(root, "cmd/agentjail-exec/stage.c")).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("gcc agentjail-exec: %v\n%s", err, out)
+	}
 	for _, b := range []struct{ name, cgo string }{{"agentjail", "1"}, {"agentjail-init", "0"}} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.name), "github.com/agentjail/agentjail/cmd/"+b.name)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED="+b.cgo)

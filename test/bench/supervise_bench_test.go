@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentjail/agentjail/supervise"
+	"github.com/agentjail/agentjail/procs"
 )
 
 // gib2 is what the output benchmark writes: 2 GiB in 1 MiB writes, so the
@@ -87,9 +87,9 @@ func shellWords(w []string) string {
 // marker; against `pgrep -f`, which reads every process's command line
 // once. Target: ≤ 50 ms.
 func BenchmarkMarkerSweep(b *testing.B) {
-	var procs []*exec.Cmd
+	var alive []*exec.Cmd
 	defer func() {
-		for _, p := range procs {
+		for _, p := range alive {
 			p.Process.Kill()
 			p.Wait()
 		}
@@ -103,7 +103,7 @@ func BenchmarkMarkerSweep(b *testing.B) {
 		if err := p.Start(); err != nil {
 			b.Fatalf("start process %d: %v", i, err)
 		}
-		procs = append(procs, p)
+		alive = append(alive, p)
 	}
 	pgrep := func() error {
 		// pgrep exits 1 when nothing matches, as here.
@@ -115,12 +115,12 @@ func BenchmarkMarkerSweep(b *testing.B) {
 		return nil
 	}
 	sweep := func() error {
-		_, err := supervise.KillMarked("/proc", "this-run-marker-matches-nothing")
+		_, err := procs.KillMarked("/proc", "this-run-marker-matches-nothing")
 		return err
 	}
 	for range b.N {
 		_, subj := compare(b, "marker sweep, 2000+ processes", samples(50),
-			"pgrep -f (every cmdline)", pgrep, "supervise.KillMarked", sweep)
+			"pgrep -f (every cmdline)", pgrep, "procs.KillMarked", sweep)
 		fmt.Printf("%-28s sweep median %.2f ms: %.2f× the 50 ms target\n", "", ms2(subj), ms2(subj)/50)
 		b.ReportMetric(ms2(subj)/50, "x-target")
 	}

@@ -6,10 +6,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/agentjail/agentjail/hostfs"
 	"github.com/agentjail/agentjail/mounts"
 	"github.com/agentjail/agentjail/policy"
 	"github.com/agentjail/agentjail/profiles"
-	"github.com/agentjail/agentjail/supervise"
 )
 
 // tree makes a project-like tree: dirs directories of files files each,
@@ -52,7 +52,7 @@ func BenchmarkPostRunChecks(b *testing.B) {
 	disk := os.DirFS("/").(mounts.Disk)
 	find := func() error { return devNull("find", root, "-type", "f", "-perm", "/6000") }
 	setID := func() error {
-		_, err := supervise.StripSetID([]string{root}, supervise.RunClock())
+		_, err := hostfs.StripSetID([]string{root}, hostfs.RunClock())
 		return err
 	}
 	snapshot := func() error {
@@ -62,7 +62,7 @@ func BenchmarkPostRunChecks(b *testing.B) {
 		return nil
 	}
 	for range b.N {
-		compare(b, "set-id walk, 22k entries", samples(30), "find -perm /6000", find, "supervise.StripSetID", setID)
+		compare(b, "set-id walk, 22k entries", samples(30), "find -perm /6000", find, "hostfs.StripSetID", setID)
 		compare(b, "protected snapshot, 22k", samples(30), "find -perm /6000", find, "mounts.TakeSnapshot", snapshot)
 	}
 }

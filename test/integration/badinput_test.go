@@ -305,12 +305,14 @@ func TestHostileInputFiles(t *testing.T) {
 }
 
 // runMeasured runs agentjail with files from fd 3 on and returns its
-// result and its peak resident set size in bytes (wait4's rusage).
+// result and its peak resident set size in bytes (wait4's rusage, taken
+// by the probe that starts it: see its rusage mode).
 func runMeasured(t *testing.T, files []*os.File, args ...string) (result, int64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, agentjail, args...)
+	rssFile := filepath.Join(t.TempDir(), "rss")
+	cmd := exec.CommandContext(ctx, sharedProbe(t), append([]string{"rusage", rssFile, agentjail}, args...)...)
 	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
 	cmd.Dir = "/"
 	cmd.ExtraFiles = files
@@ -327,7 +329,12 @@ func runMeasured(t *testing.T, files []*os.File, args ...string) (result, int64)
 	if strings.Contains(stderr.String(), "panic") {
 		t.Errorf("agentjail %q panicked:\n%s", args, stderr.String())
 	}
-	return result{stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()}, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10
+	data, err := os.ReadFile(rssFile)
+	if err != nil {
+		t.Fatalf("the probe measured nothing: %v", err)
+	}
+	rss, _ := strconv.ParseInt(string(data), 10, 64)
+	return result{stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()}, rss
 }
 
 // TestSignalWhileReadingAPipe: a FIFO that no writer opens, as --profile

@@ -266,8 +266,8 @@ func TestClaudeIdleTimeout(t *testing.T) {
 	srv := fakeapi.New(t, fakeapi.Stall(5*time.Minute))
 	// The idle clock runs from the start: claude's own start-up, before
 	// its first (init) line, counts as silence. On a loaded 2-core host
-	// that took over 2 s; the test wants the session id printed first.
-	r, rec := claudeJail{profile: "tier1", dir: visibleDir(t), flags: []string{"--idle-timeout", "8s", "--grace", "2s"}}.run(t, srv,
+	// that took over 8 s; the test wants the session id printed first.
+	r, rec := claudeJail{profile: "tier1", dir: visibleDir(t), flags: []string{"--idle-timeout", "20s", "--grace", "2s"}}.run(t, srv,
 		"--print", "--output-format", "stream-json", "--verbose", "hang")
 	wantCode(t, r, 124)
 	if rec.Reason != "idle_timeout" || len(rec.SignalsSent) == 0 || rec.SignalsSent[0].Signal != "SIGTERM" || len(rec.Orphans) != 0 {

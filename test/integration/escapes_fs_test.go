@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentjail/agentjail/supervise"
+	"github.com/agentjail/agentjail/hostfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -311,7 +311,7 @@ true`, p, e.probe)
 		os.WriteFile(pre, id, 0o755)
 		os.Chmod(pre, 0o755|os.ModeSetuid) // root's, set-user-id
 		// Before the run means changed before the coarse clock agentjail
-		// reads at launch (supervise.RunClock). Since Linux 6.13 a change
+		// reads at launch (hostfs.RunClock). Since Linux 6.13 a change
 		// time can come from the fine clock (multigrain timestamps, which
 		// ext4 and tmpfs use), ahead of the coarse one by a tick and more
 		// on a loaded machine (measured: 10 ms): wait until that clock is
@@ -322,7 +322,7 @@ true`, p, e.probe)
 			t.Fatal(err)
 		}
 		waitFor(t, func() bool {
-			now := supervise.RunClock()
+			now := hostfs.RunClock()
 			if st.Ctim.Nsec == 0 { // a file system of whole seconds
 				return now.Sec > st.Ctim.Sec
 			}

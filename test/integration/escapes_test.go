@@ -40,6 +40,7 @@ package integration
 //	                                    (escapes_home_test.go)
 //	input files in a writable root    TestEscapeInputFilesInAWritableRoot (escapes_fs_test.go)
 //	processes and memory exhausted    TestEscapeExhaustion (escapes_exhaustion_test.go)
+//	the compiled-filter cache         TestEscapeSeccompCache (escapes_cache_test.go)
 //	symlinked protected paths         TestSymlinkedProtectedPaths (jail_test.go)
 
 import (

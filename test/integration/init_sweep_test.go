@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/agentjail/agentjail/supervise"
+	"github.com/agentjail/agentjail/runstate"
 )
 
 const liveRuns = "/run/agentjail/runs"
@@ -99,7 +99,7 @@ func TestInitInAPidNamespaceLeavesHostRunsAlone(t *testing.T) {
 	if code, stderr := p.wait(t); code != 0 || strings.Contains(stderr, "swept run "+mine.RunID) {
 		t.Fatalf("init exited %d:\n%s", code, stderr)
 	}
-	runs, _ := supervise.Runs(liveRuns, "/proc")
+	runs, _ := runstate.Runs(liveRuns, "/proc")
 	alive := false
 	for _, st := range runs {
 		alive = alive || st.RunID == mine.RunID && st.Alive
@@ -179,7 +179,7 @@ func newDeadRun(t *testing.T, runDir string) deadRun {
 		t.Fatal(err)
 	}
 	ns, _ := os.Readlink("/proc/self/ns/pid")
-	r.stateJSON, _ = json.Marshal(supervise.State{RunID: r.id, PID: gone.Process.Pid, PIDStart: 1, PIDNS: ns, Stage: stage})
+	r.stateJSON, _ = json.Marshal(runstate.State{RunID: r.id, PID: gone.Process.Pid, PIDStart: 1, PIDNS: ns, Stage: stage})
 	r.proc = exec.Command("sleep", "300")
 	r.proc.Env = []string{"AGENTJAIL_RUN=" + r.id}
 	if err := r.proc.Start(); err != nil {
@@ -211,7 +211,7 @@ func deadRunIn(t *testing.T, pid int) deadRun {
 	}
 	// The dead supervisor: no pid of that namespace starts at tick 1 but
 	// its init, and that is not 4194000.
-	state, _ := json.Marshal(supervise.State{RunID: r.id, PID: 4194000, PIDStart: 1, PIDNS: ns})
+	state, _ := json.Marshal(runstate.State{RunID: r.id, PID: 4194000, PIDStart: 1, PIDNS: ns})
 	dir := filepath.Join("/proc", strconv.Itoa(pid), "root", liveRuns)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
@@ -243,11 +243,11 @@ func (r deadRun) waitKilled(t *testing.T) {
 
 // runOf waits until the live run whose supervisor is pid has published
 // its state, and returns it.
-func runOf(t *testing.T, pid int) supervise.State {
+func runOf(t *testing.T, pid int) runstate.State {
 	t.Helper()
-	var mine supervise.State
+	var mine runstate.State
 	waitFor(t, func() bool {
-		runs, _ := supervise.Runs(liveRuns, "/proc")
+		runs, _ := runstate.Runs(liveRuns, "/proc")
 		for _, st := range runs {
 			if st.Alive && st.PID == pid {
 				mine = st

@@ -3,9 +3,11 @@ package integration
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -26,6 +28,28 @@ func newSeccompEnv(t *testing.T) seccompEnv {
 	}
 	write(t, dir, map[string]string{"control.yaml": "description: the same jail without a seccomp filter\nseccomp:\n  default: false\nenvironment:\n  allow: [PATH]\nlimits:\n  pids: 4096\n  memory: 1GiB\nfilesystem:\n  tmpfs:\n    /tmp: {size: 64MiB}\n"})
 	return e
+}
+
+var probeOnce struct {
+	sync.Once
+	path, err string
+}
+
+// sharedProbe is one build of the probe for the whole test binary, beside
+// the binaries TestMain built (a directory every jail sees, removed at the
+// end).
+func sharedProbe(t *testing.T) string {
+	t.Helper()
+	probeOnce.Do(func() {
+		probeOnce.path = filepath.Join(filepath.Dir(agentjail), "probe")
+		if out, err := exec.Command("go", "build", "-o", probeOnce.path, "./testdata/probe").CombinedOutput(); err != nil {
+			probeOnce.err = fmt.Sprintf("build probe: %v\n%s", err, out)
+		}
+	})
+	if probeOnce.err != "" {
+		t.Fatal(probeOnce.err)
+	}
+	return probeOnce.path
 }
 
 // probeResults parses the probe's NAME=RESULT lines.

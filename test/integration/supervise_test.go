@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentjail/agentjail/supervise"
+	"github.com/agentjail/agentjail/runstate"
 )
 
 func TestWallTimeoutKillsChildIgnoringTERMAfterGrace(t *testing.T) {
@@ -213,8 +213,8 @@ func TestSIGKILLOfAgentjailLeavesNoJailedProcess(t *testing.T) {
 
 	// What the dead supervisor left, its state file and empty cgroup, is
 	// what `agentjail init` and the next run sweep.
-	runs, _ := supervise.Runs("/run/agentjail/runs", "/proc")
-	var dead []supervise.State
+	runs, _ := runstate.Runs("/run/agentjail/runs", "/proc")
+	var dead []runstate.State
 	for _, st := range runs {
 		if !st.Alive {
 			dead = append(dead, st)
@@ -223,7 +223,7 @@ func TestSIGKILLOfAgentjailLeavesNoJailedProcess(t *testing.T) {
 	if len(dead) == 0 {
 		t.Fatal("no state file of the killed run")
 	}
-	if _, err := supervise.SweepDead("/run/agentjail/runs", "/proc"); err != nil {
+	if _, err := runstate.SweepDead("/run/agentjail/runs", "/proc"); err != nil {
 		t.Errorf("SweepDead: %v", err)
 	}
 	staged := false

@@ -16,7 +16,7 @@ import (
 // TestRelease runs `make release`'s script: both binaries are cgo builds for
 // their architecture that link libseccomp, are stamped with the version,
 // and are listed in SHA256SUMS; the one for this machine runs. Next to each,
-// agentjail-init is static and listed too. `make test-release` runs it
+// agentjail-init and agentjail-exec are static and listed too. `make test-release` runs it
 // (CI does, after make test), having installed the cross toolchain, which
 // adds dpkg's arm64 architecture: make test leaves it out, changing no
 // architecture of the machine it runs on.
@@ -70,18 +70,20 @@ func TestRelease(t *testing.T) {
 		}
 	}
 	for arch, machine := range map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64} {
-		name := "agentjail-init-" + version + "-linux-" + arch
-		f, err := elf.Open(filepath.Join(out, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		libs, _ := f.ImportedLibraries()
-		f.Close()
-		if f.Machine != machine || len(libs) != 0 {
-			t.Errorf("%s: machine %v, libraries %v; want a static %v binary", name, f.Machine, libs, machine)
-		}
-		if !strings.Contains(string(sums), "  "+name+"\n") {
-			t.Errorf("SHA256SUMS lacks %s:\n%s", name, sums)
+		for _, bin := range []string{"agentjail-init", "agentjail-exec"} {
+			name := bin + "-" + version + "-linux-" + arch
+			f, err := elf.Open(filepath.Join(out, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			libs, _ := f.ImportedLibraries()
+			f.Close()
+			if f.Machine != machine || len(libs) != 0 {
+				t.Errorf("%s: machine %v, libraries %v; want a static %v binary", name, f.Machine, libs, machine)
+			}
+			if !strings.Contains(string(sums), "  "+name+"\n") {
+				t.Errorf("SHA256SUMS lacks %s:\n%s", name, sums)
+			}
 		}
 	}
 	if got, err := exec.Command("file", filepath.Join(out, "agentjail-"+version+"-linux-arm64")).Output(); err != nil || !strings.Contains(string(got), "ARM aarch64") {

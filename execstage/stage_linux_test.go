@@ -1,0 +1,235 @@
+package execstage
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The exec stage sets rlimits on its own process and execs: it runs in a
+// helper process, the test binary re-executed (os/exec's pattern) for the
+// Go stage, and the C stage (cmd/agentjail-exec) built here. Every case
+// runs against both: they are one protocol.
+func TestMain(m *testing.M) {
+	if os.Getenv("EXECSTAGE_HELPER") == "1" {
+		os.Exit(Main(os.Args[1:]))
+	}
+	dir, err := os.MkdirTemp("", "execstage-")
+	if err != nil {
+		panic(err)
+	}
+	cStage = filepath.Join(dir, Binary)
+	if out, err := exec.Command("gcc", "-static", "-Os", "-Wall", "-Werror", "-o", cStage, "../cmd/agentjail-exec/stage.c").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build the C stage: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// cStage is the C stage TestMain built.
+var cStage string
+
+// stages are the two implementations: name → its command.
+func stages() map[string]func(args ...string) *exec.Cmd {
+	return map[string]func(args ...string) *exec.Cmd{
+		"go": func(args ...string) *exec.Cmd {
+			cmd := exec.Command(os.Args[0], args...)
+			cmd.Env = append(os.Environ(), "EXECSTAGE_HELPER=1")
+			return cmd
+		},
+		"c": func(args ...string) *exec.Cmd { return exec.Command(cStage, args...) },
+	}
+}
+
+// eachStage runs f as a subtest for each implementation.
+func eachStage(t *testing.T, f func(t *testing.T, stage func(args ...string) *exec.Cmd)) {
+	for name, stage := range stages() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f(t, stage)
+		})
+	}
+}
+
+// execStage runs the exec stage with args and its report on fd 3.
+func execStage(t *testing.T, stage func(args ...string) *exec.Cmd, args ...string) (stdout string, code int, reports []Report) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := stage(append([]string{"--report-fd", "3"}, args...)...)
+	cmd.ExtraFiles = []*os.File{w}
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(r)
+	for {
+		var rep Report
+		if dec.Decode(&rep) != nil {
+			break
+		}
+		reports = append(reports, rep)
+	}
+	cmd.Wait()
+	return out.String(), cmd.ProcessState.ExitCode(), reports
+}
+
+func TestExecStageAppliesRlimitsAndReportsWhatItCouldNotRaise(t *testing.T) {
+	eachStage(t, func(t *testing.T, stage func(args ...string) *exec.Cmd) {
+		// nofile above fs.nr_open can be had by nobody: the inherited hard
+		// limit is applied instead, and reported.
+		out, code, reps := execStage(t, stage, "--rlimit", "core=0", "--rlimit", "nofile=999999999", "--rlimit", "cpu=unlimited",
+			"--", "sh", "-c", "ulimit -c; ulimit -Hc; ulimit -n; ulimit -Hn")
+		if code != 0 || len(reps) != 3 {
+			t.Fatalf("exit %d, reports %+v", code, reps)
+		}
+		lines := strings.Fields(out)
+		if len(lines) != 4 || lines[0] != "0" || lines[1] != "0" || lines[2] != lines[3] {
+			t.Errorf("limits inside: %q", out)
+		}
+		if reps[1].Rlimit != "nofile" || reps[1].Asked != "999999999" || reps[1].Applied != lines[3] {
+			t.Errorf("nofile report %+v, hard limit inside %s", reps[1], lines[3])
+		}
+		if reps[0].Applied != "0" || reps[2].Rlimit != "cpu" {
+			t.Errorf("reports %+v", reps)
+		}
+	})
+}
+
+func TestExecStageReportsExecFailures(t *testing.T) {
+	eachStage(t, func(t *testing.T, stage func(args ...string) *exec.Cmd) {
+		_, code, reps := execStage(t, stage, "--", "no-such-command-anywhere")
+		if code != 127 || len(reps) != 1 || reps[0].ExecFailure == nil || reps[0].ExecFailure.Path != "no-such-command-anywhere" {
+			t.Errorf("not found: exit %d %+v", code, reps)
+		}
+		_, code, reps = execStage(t, stage, "--rlimit", "bogus=1", "--", "true")
+		if code != 125 || len(reps) != 1 || !strings.Contains(reps[0].Error, `unknown rlimit "bogus"`) {
+			t.Errorf("bad rlimit: exit %d %+v", code, reps)
+		}
+	})
+}
+
+// TestExecStageAppliesMemoryLimitsItCouldNotLiveUnder: address-space and
+// data limits far below what the Go runtime has mapped reach the agent (a
+// 128 MiB buffer cannot be had under 64 MiB), and an exec failure under
+// them is still reported exactly. Whether an allocation after the limits
+// would abort the runtime depends on its heap's state, which in this test
+// binary spares it: the real binary did abort
+// (TestProcessAndMemoryLimitsReachTheAgent in test/integration).
+func TestExecStageAppliesMemoryLimitsItCouldNotLiveUnder(t *testing.T) {
+	eachStage(t, func(t *testing.T, stage func(args ...string) *exec.Cmd) {
+		out, code, reps := execStage(t, stage, "--rlimit", "as=67108864", "--rlimit", "data=67108864",
+			"--", "sh", "-c", `ulimit -v; ulimit -Hv; ulimit -d; dd if=/dev/zero of=/dev/null bs=128M count=1 2>/dev/null; echo "dd $?"`)
+		if code != 0 || len(reps) != 2 || reps[0].Applied != "67108864" || reps[1].Applied != "67108864" {
+			t.Fatalf("exit %d, reports %+v, output %q", code, reps, out)
+		}
+		if out != "65536\n65536\n65536\ndd 1\n" {
+			t.Errorf("inside: %q", out)
+		}
+		// And an exec failure is still reported exactly under such a limit.
+		_, code, reps = execStage(t, stage, "--rlimit", "as=67108864", "--", "no-such-command-anywhere")
+		if code != 127 || len(reps) != 2 || reps[1].ExecFailure == nil || reps[1].ExecFailure.Path != "no-such-command-anywhere" || reps[1].ExecFailure.Errno != 2 {
+			t.Errorf("not found under as: exit %d %+v", code, reps)
+		}
+	})
+}
+
+// TestExecStageTakesNprocFromTheEnvironment: without a pids controller the
+// supervisor hands limits.pids to the exec stage in NprocVar; the exec
+// stage applies it as the rlimit nproc, reports it, and the agent never
+// sees the variable. A profile's own nproc wins.
+func TestExecStageTakesNprocFromTheEnvironment(t *testing.T) {
+	eachStage(t, func(t *testing.T, stage func(args ...string) *exec.Cmd) {
+		script := `grep 'Max processes' /proc/self/limits; env | grep -c ` + NprocVar + `; true`
+		for _, c := range []struct {
+			args []string
+			want string
+		}{
+			{nil, "77"},
+			{[]string{"--rlimit", "nproc=99"}, "99"},
+		} {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := append(append([]string{"--report-fd", "3"}, c.args...), "--", "sh", "-c", script)
+			cmd := stage(args...)
+			cmd.Env = append(cmd.Environ(), NprocVar+"=77")
+			cmd.ExtraFiles = []*os.File{w}
+			out, err := cmd.Output()
+			w.Close()
+			if err != nil {
+				t.Fatalf("%v: %v", c.args, err)
+			}
+			var rep Report
+			if err := json.NewDecoder(r).Decode(&rep); err != nil || rep.Rlimit != "nproc" || rep.Applied != c.want {
+				t.Errorf("%v: report %+v, %v; want nproc %s", c.args, rep, err, c.want)
+			}
+			f := strings.Fields(string(out))
+			if len(f) != 6 || f[2] != c.want || f[3] != c.want || f[5] != "0" {
+				t.Errorf("%v: inside: %q; want nproc %s and no %s", c.args, out, c.want, NprocVar)
+			}
+		}
+	})
+}
+
+// TestExecStageReportsExactPaths: a file found on PATH that cannot be
+// executed is 126 with its path; a name the JSON report must escape comes
+// back whole; an unsearchable PATH directory is passed over, as execvp(3)
+// does.
+func TestExecStageReportsExactPaths(t *testing.T) {
+	// Both stages say it in the same words.
+	said := map[string]string{}
+	for name, stage := range stages() {
+		var stderr bytes.Buffer
+		cmd := stage("--", "no-such-command-anywhere")
+		cmd.Stderr = &stderr
+		cmd.Run()
+		said[name] = stderr.String()
+	}
+	if said["go"] != said["c"] || !strings.Contains(said["c"], "cannot execute no-such-command-anywhere inside the jail: no such file or directory") {
+		t.Errorf("the stages say %q", said)
+	}
+	eachStage(t, func(t *testing.T, stage func(args ...string) *exec.Cmd) {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "plain"), []byte("#!/bin/sh\n"), 0o644)
+		run := func(path string, argv ...string) (int, []Report) {
+			r, w, _ := os.Pipe()
+			cmd := stage(append([]string{"--report-fd", "3", "--"}, argv...)...)
+			cmd.Env = append(cmd.Environ(), "PATH="+path)
+			cmd.ExtraFiles = []*os.File{w}
+			cmd.Start()
+			w.Close()
+			var reps []Report
+			dec := json.NewDecoder(r)
+			for {
+				var rep Report
+				if dec.Decode(&rep) != nil {
+					break
+				}
+				reps = append(reps, rep)
+			}
+			cmd.Wait()
+			return cmd.ProcessState.ExitCode(), reps
+		}
+		if code, reps := run("/nonexistent:"+dir, "plain"); code != 126 || len(reps) != 1 || reps[0].ExecFailure == nil || reps[0].ExecFailure.Path != filepath.Join(dir, "plain") || reps[0].ExecFailure.Errno != 13 {
+			t.Errorf("not executable: exit %d %+v", code, reps)
+		}
+		odd := dir + "/a \"quoted\"\tname\\x"
+		if code, reps := run(dir, odd); code != 127 || len(reps) != 1 || reps[0].ExecFailure == nil || reps[0].ExecFailure.Path != odd {
+			t.Errorf("odd name: exit %d %+v", code, reps)
+		}
+	})
+}

@@ -1,0 +1,160 @@
+package hostfs
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/agentjail/agentjail/record"
+	"golang.org/x/sys/unix"
+)
+
+// RunClock reads the clock file systems stamp change times with
+// (current_time() in the kernel reads the coarse real-time clock), so that
+// what a run changes has a ctime at or after it. Taken before the launch.
+func RunClock() unix.Timespec {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &ts)
+	return ts
+}
+
+// StripSetID walks the writable roots after a run and undoes what would
+// make the run's files dangerous on the host, where the nosuid and nodev of
+// the jail's mounts do not apply: it strips the set-user-id and
+// set-group-id bits of regular files changed since the run started (a
+// ctime at or after since; see changedSince), and removes device nodes
+// made since then (an agent never holds CAP_MKNOD, so there should be
+// none). Each is a violation. Files that were set-id before the run are
+// left alone. The walk goes from directory descriptor to directory
+// descriptor (openat with O_NOFOLLOW, fstatat with AT_SYMLINK_NOFOLLOW), as
+// find(1) does, so a link is never followed, even one swapped in during
+// the walk, and no path is resolved twice.
+func StripSetID(roots []string, since unix.Timespec) ([]record.Note, error) {
+	w := setIDWalk{since: since}
+	for _, root := range roots {
+		fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			if !errors.Is(err, unix.ENOTDIR) && !errors.Is(err, unix.ENOENT) {
+				w.errs = append(w.errs, fmt.Errorf("%s: %w", root, err))
+			}
+			continue // a file as a writable root: its directory is not walked
+		}
+		w.dir(fd, root)
+	}
+	// Directory order is the file system's; the record's is by path.
+	slices.SortFunc(w.notes, func(a, b record.Note) int { return strings.Compare(a.Detail, b.Detail) })
+	if len(w.errs) > 0 {
+		return w.notes, fmt.Errorf("set-id scan of the writable roots: %w", errors.Join(w.errs...))
+	}
+	return w.notes, nil
+}
+
+type setIDWalk struct {
+	since unix.Timespec
+	notes []record.Note
+	errs  []error
+}
+
+// dir walks the directory open as fd (named p), and closes fd.
+func (w *setIDWalk) dir(fd int, p string) {
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
+	for {
+		entries, err := f.ReadDir(1024)
+		for _, e := range entries {
+			w.entry(fd, p, e)
+		}
+		if err != nil {
+			if err != io.EOF {
+				w.errs = append(w.errs, fmt.Errorf("%s: %w", p, err))
+			}
+			return
+		}
+	}
+}
+
+func (w *setIDWalk) entry(dirfd int, dir string, e fs.DirEntry) {
+	name, p := e.Name(), filepath.Join(dir, e.Name())
+	t := e.Type()
+	if t.IsDir() {
+		fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			w.errs = append(w.errs, fmt.Errorf("%s: %w", p, err))
+			return
+		}
+		w.dir(fd, p)
+		return
+	}
+	if t&^(fs.ModeCharDevice|fs.ModeDevice) != 0 {
+		return // links, fifos, sockets
+	}
+	var st unix.Stat_t
+	if unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || !changedSince(st.Ctim, w.since) {
+		return
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		if st.Mode&(unix.S_ISUID|unix.S_ISGID) == 0 {
+			return
+		}
+		if err := stripOne(dirfd, name, st); err != nil {
+			w.errs = append(w.errs, fmt.Errorf("strip set-id bits of %s: %w", p, err))
+			return
+		}
+		w.notes = append(w.notes, setIDNote(p, st.Mode))
+	case unix.S_IFCHR, unix.S_IFBLK:
+		if st.Rdev == 0 {
+			return // an overlayfs whiteout: opens nothing
+		}
+		if err := unix.Unlinkat(dirfd, name, 0); err != nil {
+			w.errs = append(w.errs, fmt.Errorf("remove device node %s: %w", p, err))
+			return
+		}
+		w.notes = append(w.notes, deviceNote(p, unix.Major(st.Rdev), unix.Minor(st.Rdev)))
+	}
+}
+
+// changedSince reports whether a change time is at or after since, the
+// coarse clock read at launch. A file system that keeps whole seconds only
+// (nanoseconds 0) is compared in seconds, so that a change in the launch's
+// second is not missed; a file changed in the same second before the launch
+// then counts as the run's, and is reported.
+func changedSince(ctime, since unix.Timespec) bool {
+	if ctime.Nsec == 0 {
+		return ctime.Sec >= since.Sec
+	}
+	return ctime.Sec > since.Sec || ctime.Sec == since.Sec && ctime.Nsec >= since.Nsec
+}
+
+// stripOne clears the set-id bits of name in dirfd if it is still the
+// file seen. An O_PATH descriptor needs no read permission; chmod goes
+// through its /proc/self/fd link, which fchmod(2) on O_PATH does not allow.
+func stripOne(dirfd int, name string, seen unix.Stat_t) error {
+	fd, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Ino != seen.Ino || st.Dev != seen.Dev || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return errors.New("the file changed during the scan")
+	}
+	return unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), st.Mode&0o1777)
+}
+
+func setIDNote(p string, mode uint32) record.Note {
+	return record.Note{What: record.ViolationSetID, Detail: fmt.Sprintf("%s: the run made it set-user/group-id (mode %04o); the bits were stripped (now %04o)", p, mode&0o7777, mode&0o1777)}
+}
+
+func deviceNote(p string, major, minor uint32) record.Note {
+	return record.Note{What: record.ViolationDevice, Detail: fmt.Sprintf("%s: the run made a device node (%d:%d) under a writable root; it was removed", p, major, minor)}
+}

@@ -1,0 +1,105 @@
+package hostfs
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentjail/agentjail/internal/testutil"
+	"github.com/agentjail/agentjail/record"
+)
+
+func TestStripSetIDOfWhatTheRunMade(t *testing.T) {
+	t.Parallel()
+	root, outside := t.TempDir(), t.TempDir()
+	since := RunClock()
+	made := filepath.Join(root, "sub", "made")
+	os.MkdirAll(filepath.Dir(made), 0o755)
+	os.WriteFile(made, []byte("x"), 0o755)
+	unix.Chmod(made, 0o6755)
+	plain := filepath.Join(root, "plain")
+	os.WriteFile(plain, []byte("x"), 0o755)
+	setgidDir := filepath.Join(root, "shared")
+	os.Mkdir(setgidDir, 0o755)
+	unix.Chmod(setgidDir, 0o2775)
+	// A link is never followed: the set-id file it names is not the run's.
+	victim := filepath.Join(outside, "victim")
+	os.WriteFile(victim, []byte("x"), 0o755)
+	unix.Chmod(victim, 0o4755)
+	os.Symlink(victim, filepath.Join(root, "link"))
+
+	notes, err := StripSetID([]string{root}, since)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(notes) != 1 || notes[0].What != record.ViolationSetID || !strings.HasPrefix(notes[0].Detail, made+": ") || !strings.Contains(notes[0].Detail, "mode 6755") {
+		t.Fatalf("notes = %v", notes)
+	}
+	for p, want := range map[string]os.FileMode{made: 0o755, plain: 0o755, victim: 0o755 | os.ModeSetuid, setgidDir: os.ModeDir | 0o775 | os.ModeSetgid} {
+		if fi, err := os.Lstat(p); err != nil || fi.Mode() != want {
+			t.Errorf("%s: mode %v, want %v", p, fi.Mode(), want)
+		}
+	}
+}
+
+func TestStripSetIDLeavesWhatWasThereBefore(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	old := filepath.Join(root, "old")
+	os.WriteFile(old, []byte("x"), 0o755)
+	unix.Chmod(old, 0o4755)
+	// A run that started later (in the next second) did not make it.
+	later := RunClock()
+	later.Sec += 2
+	notes, err := StripSetID([]string{root}, later)
+	if err != nil || len(notes) != 0 {
+		t.Fatalf("notes %v, err %v", notes, err)
+	}
+	if fi, _ := os.Stat(old); fi.Mode()&os.ModeSetuid == 0 {
+		t.Error("a set-id file older than the run lost its bit")
+	}
+}
+
+func TestStripSetIDRemovesDeviceNodes(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	root := t.TempDir()
+	since := RunClock()
+	dev := filepath.Join(root, "mem")
+	if err := unix.Mknod(dev, unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
+		t.Fatal(err)
+	}
+	notes, err := StripSetID([]string{root}, since)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(notes) != 1 || notes[0].What != record.ViolationDevice || !strings.Contains(notes[0].Detail, "(1:3)") {
+		t.Fatalf("notes = %v", notes)
+	}
+	if _, err := os.Lstat(dev); !os.IsNotExist(err) {
+		t.Error("the device node is still there")
+	}
+}
+
+func TestChangedSince(t *testing.T) {
+	t.Parallel()
+	since := unix.Timespec{Sec: 100, Nsec: 500}
+	for _, c := range []struct {
+		ctime unix.Timespec
+		want  bool
+	}{
+		{unix.Timespec{Sec: 100, Nsec: 500}, true},
+		{unix.Timespec{Sec: 100, Nsec: 499}, false},
+		{unix.Timespec{Sec: 101, Nsec: 1}, true},
+		{unix.Timespec{Sec: 99, Nsec: 999999999}, false},
+		{unix.Timespec{Sec: 100}, true}, // whole seconds only: the launch's second counts
+		{unix.Timespec{Sec: 99}, false},
+	} {
+		if got := changedSince(c.ctime, since); got != c.want {
+			t.Errorf("changedSince(%v, %v) = %v", c.ctime, since, got)
+		}
+	}
+}

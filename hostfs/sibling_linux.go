@@ -1,0 +1,68 @@
+package hostfs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Sibling opens the binary name next to the running executable (the real
+// one: os.Executable resolves symlinks), or returns nil and why it is not
+// used. It runs as PID 1 or inside every jail (agentjail-init,
+// agentjail-exec), so it must be what agentjail's owner put there: a regular executable file, not a symlink, in a directory, itself
+// owned by root or agentjail's owner, that no one else can write (else a
+// rename could swap it); it is opened once and checked and executed
+// through that descriptor, so no swap can come between.
+func Sibling(name string) (*os.File, string) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Sprintf("cannot find agentjail's own executable: %v", err)
+	}
+	sfi, err := os.Stat(self)
+	if err != nil {
+		return nil, fmt.Sprintf("cannot stat agentjail's own executable: %v", err)
+	}
+	owner := func(fi fs.FileInfo) uint32 { return fi.Sys().(*syscall.Stat_t).Uid }
+	trusted := func(fi fs.FileInfo) bool { return owner(fi) == 0 || owner(fi) == owner(sfi) }
+	dir := filepath.Dir(self)
+	p := filepath.Join(dir, name)
+	dfi, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return nil, fmt.Sprintf("cannot stat %s: %v", dir, err)
+	case !trusted(dfi) || dfi.Mode().Perm()&0o022 != 0:
+		return nil, fmt.Sprintf("%s is owned by uid %d, mode %04o: someone other than root or agentjail's owner could put an %s there", dir, owner(dfi), dfi.Mode().Perm(), name)
+	}
+	fd, err := unix.Open(p, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return nil, fmt.Sprintf("no %s next to agentjail (in %s)", name, dir)
+	case err != nil:
+		return nil, fmt.Sprintf("%s: %v", p, err)
+	}
+	f := os.NewFile(uintptr(fd), p)
+	fi, err := f.Stat()
+	why := ""
+	switch {
+	case err != nil:
+		why = fmt.Sprintf("%s: %v", p, err)
+	case fi.Mode()&fs.ModeSymlink != 0: // O_PATH|O_NOFOLLOW opens the link itself
+		why = fmt.Sprintf("%s is a symlink; install the binary itself", p)
+	case !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0:
+		why = fmt.Sprintf("%s is not an executable file", p)
+	case fi.Mode().Perm()&0o022 != 0:
+		why = fmt.Sprintf("%s is writable by others (mode %04o)", p, fi.Mode().Perm())
+	case !trusted(fi):
+		why = fmt.Sprintf("%s is owned by uid %d, neither root nor agentjail's owner", p, owner(fi))
+	}
+	if why != "" {
+		f.Close()
+		return nil, why
+	}
+	return f, ""
+}

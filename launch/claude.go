@@ -1,0 +1,218 @@
+package launch
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentjail/agentjail/claude"
+	"github.com/agentjail/agentjail/hostfs"
+	"github.com/agentjail/agentjail/mounts"
+	"github.com/agentjail/agentjail/record"
+)
+
+// stage makes what the plan binds from the host and agentjail provides:
+// the masks' empty file, and the run's staging directory with the private
+// Claude Code directory and the copied credentials, owned by the run user
+// (nil when the plan needs none; the caller removes it). Of the operator's
+// Claude Code login it copies only what login kept; nothing when login
+// has not run or kept nothing.
+func (j *Jail) stage() (*hostfs.Staged, error) {
+	if len(j.Plan.Masks) > 0 {
+		if err := hostfs.EmptyFile(EmptyFile()); err != nil {
+			return nil, err
+		}
+		if err := hostfs.CommonDirFile(CommonDirFile()); err != nil {
+			return nil, err
+		}
+	}
+	if len(j.Plan.Dirs) == 0 && len(j.Plan.Copies) == 0 {
+		return nil, nil
+	}
+	var copies []hostfs.FileCopy
+	for _, c := range j.Plan.Copies {
+		fc := hostfs.FileCopy{Src: c.Src, Dst: c.Dst, From: j.walker()}
+		switch {
+		case j.IsLogin(c):
+			fc.Data = j.loginFile
+		case j.IsConfig(c):
+			fc.Data = j.configFile
+		}
+		if (j.IsLogin(c) || j.IsConfig(c)) && fc.Data == nil {
+			continue
+		}
+		copies = append(copies, fc)
+	}
+	dirs := make([]hostfs.StageDir, len(j.Plan.Dirs))
+	for i, d := range j.Plan.Dirs {
+		dirs[i] = hostfs.StageDir{Path: d.Path, Size: d.Size}
+	}
+	st, err := hostfs.Stage(StageDir(j.RunID), dirs, copies, j.User.UID, j.User.GID)
+	if err != nil {
+		st.Remove()
+		return nil, fmt.Errorf("prepare the run's files: %w", err)
+	}
+	return st, nil
+}
+
+// IsLogin reports whether c copies the operator's Claude Code login, of
+// which a run gets only part (login).
+func (j *Jail) IsLogin(c mounts.Copy) bool {
+	h := j.Plan.Claude
+	return h != nil && h.Credentials != "" && c.Dst == filepath.Join(h.Dir, mounts.ClaudeCredentials)
+}
+
+// IsConfig reports whether c copies the operator's ~/.claude.json, of
+// which a run gets only part (config).
+func (j *Jail) IsConfig(c mounts.Copy) bool {
+	h := j.Plan.Claude
+	return h != nil && c.Dst == filepath.Join(h.Dir, mounts.ClaudeConfig)
+}
+
+// walker reaches what agentjail reads or writes for the operator: no link
+// in the run's writable roots is followed (hostfs).
+func (j *Jail) walker() hostfs.Walker {
+	return hostfs.Walker{Roots: mounts.WritableRoots(j.Policy)}
+}
+
+// config reads the operator's ~/.claude.json that the plan copies into the
+// run's private directory and keeps what the run gets of it
+// (claude.StageConfig: the onboarding and trust state, no secrets). One
+// that cannot be read or is not claude's is left out, with a warning.
+func (j *Jail) config() (warning string) {
+	for _, c := range j.Plan.Copies {
+		if !j.IsConfig(c) {
+			continue
+		}
+		data, err := readClaudeFile(j.walker(), c.Src, claude.MaxConfig)
+		if err == nil {
+			j.configFile, err = claude.StageConfig(data)
+		}
+		if err != nil {
+			return fmt.Sprintf("%s %v: not copied in (claude starts without its onboarding and trust state)", c.Src, err)
+		}
+	}
+	return ""
+}
+
+// claudeAfter completes the record's `claude` object once the run has
+// ended: what claude's json output said (parser, nil for other commands),
+// what the run got of the operator's login, and the transcripts copied to
+// results. It is set when the command is claude, or when the operator had
+// a login for the run's private Claude Code directory, or it held
+// transcripts. Problems are warnings: the run itself is over.
+func claudeAfter(j *Jail, sess *session, parser *claude.Parser, results *hostfs.Dir, rec *record.Record, secrets []string) {
+	var sum record.Claude
+	if parser != nil {
+		sum = parser.Summary()
+		if sum.Result != nil {
+			// The excerpt may cut a secret at its end.
+			r, _ := record.RedactExcerpt(*sum.Result, "", int64(sum.ResultBytes-len(*sum.Result)), secrets)
+			sum.Result = &r
+		}
+	}
+	warn := func(format string, a ...any) { rec.Warnings = append(rec.Warnings, fmt.Sprintf(format, a...)) }
+	home := j.Plan.Claude
+	sum.Credentials = j.credentials
+	sum.Transcripts = []string{}
+	switch {
+	case results == nil:
+	case home == nil || sess.claudeDir == nil:
+		warn("--results: the profile gives claude no private directory (claude.home), so there are no transcripts to copy")
+	default:
+		copied, skipped := hostfs.CopyTranscripts(sess.claudePath(), results, j.User.UID, hostfs.MaxTranscripts, hostfs.MaxTranscriptBytes)
+		sum.Transcripts = append(sum.Transcripts, copied...)
+		for _, s := range skipped {
+			warn("--results: %s", s)
+		}
+		if now := results.Where(); now != results.Path {
+			warn("--results: %s was moved during the run, to %s; the transcripts are there", results.Path, now)
+		}
+	}
+	if parser != nil || sum.Credentials != nil || len(sum.Transcripts) > 0 {
+		rec.Claude = &sum
+	}
+}
+
+// login reads the operator's Claude Code login that the plan copies into
+// the run's private directory, and keeps what the run gets of it
+// (claude.StageLogin: the access token alone) and the record's report.
+// Nothing the run does to its copy ever goes back: the operator's file is
+// only read, here, before the run.
+//
+// When the command is claude and nothing in the jail's environment gives
+// it a login of its own (claude.EnvLogin), a login that has expired is an
+// error (exit 125 before anything runs): claude could only fail, and the
+// jail gets no refresh token to renew it. Otherwise a login that cannot
+// be used is left out with a warning, and one that expires before the
+// wall limit is copied with a warning (the run may end before).
+func (j *Jail) login(now time.Time) (warning string, err error) {
+	home := j.Plan.Claude
+	if home == nil || home.Credentials == "" {
+		return "", nil
+	}
+	src := home.Credentials
+	c := &record.ClaudeLogin{Source: src}
+	j.credentials = c
+	var wall time.Duration
+	if w := j.Policy.Limits.Wall; w != nil {
+		wall = time.Duration(*w)
+	}
+	var l claude.Login
+	data, err := readClaudeFile(j.walker(), src, claude.MaxCredentials)
+	if err == nil {
+		l, err = claude.StageLogin(data, now, wall)
+	}
+	other := claude.EnvLogin(j.Env)
+	if err == nil {
+		j.loginFile, c.Copied = l.File, true
+		c.Detail = "copied in: the access token alone, without the refresh token"
+		if !l.Expires.IsZero() {
+			at := l.Expires.Format(record.TimeLayout)
+			c.ExpiresAt = &at
+		}
+		if l.Warning == "" || other != "" {
+			return "", nil
+		}
+		return fmt.Sprintf("the Claude Code login in %s: %s; renew it before (run claude on the host), or give the run CLAUDE_CODE_OAUTH_TOKEN", src, l.Warning), nil
+	}
+	c.Detail = fmt.Sprintf("%s %v: not copied in", src, err)
+	switch {
+	case other != "":
+		c.Detail += "; the run has " + other
+		return "", nil
+	case errors.Is(err, claude.ErrLoginExpired) && claude.Command(j.Argv) != "":
+		return "", fmt.Errorf("%s %v (the jail gets no refresh token); run claude on the host to renew it, or give the run CLAUDE_CODE_OAUTH_TOKEN (claude setup-token) or ANTHROPIC_API_KEY", src, err)
+	}
+	return c.Detail, nil
+}
+
+// readClaudeFile reads a file of the operator's Claude Code (its
+// credentials, its ~/.claude.json) through w (hostfs: no link an agent
+// could have planted in a writable root is followed): a regular file (a
+// FIFO would block the start; a device would never end) of at most max
+// bytes, checked before it is opened for reading (hostfs.OpenAt).
+func readClaudeFile(w hostfs.Walker, path string, max int64) ([]byte, error) {
+	var wrong error
+	f, _, err := w.Open(path, func(st *unix.Stat_t) error {
+		switch {
+		case st.Mode&unix.S_IFMT != unix.S_IFREG:
+			wrong = errors.New("is not a regular file")
+		case st.Size > max:
+			wrong = fmt.Errorf("is %d bytes, more than the %d agentjail reads", st.Size, max)
+		}
+		return wrong
+	})
+	if wrong != nil {
+		return nil, wrong
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot be read (%w)", err)
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, max))
+}

@@ -1,0 +1,74 @@
+package launch
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentjail/agentjail/hostfs"
+	"github.com/agentjail/agentjail/mounts"
+)
+
+// TestQuarantine: what a run made that git takes for a git directory (a
+// new .git file or directory, a new commondir) is moved aside, in its own
+// directory, and said so; the rest is reported as ProtectedChanges does; a
+// path through a link in the writable root is not followed.
+func TestQuarantine(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside := t.TempDir()
+	j := func(p string) string { return filepath.Join(root, p) }
+	for _, d := range []string{".git/hooks", ".git/worktrees/w", "newsub", "x/.git/hooks", "old/.git/modules/m"} {
+		os.MkdirAll(j(d), 0o755)
+	}
+	for p, data := range map[string]string{
+		".git/config": "", ".env": "changed", "newsub/.git": "gitdir: ../evil\n", "x/.git/config": "",
+		".git/worktrees/w/commondir": "../../../evil\n", "old/.git/modules/m/config": "",
+	} {
+		os.WriteFile(j(p), []byte(data), 0o644)
+	}
+	os.MkdirAll(filepath.Join(outside, ".git"), 0o755)
+	os.Symlink(outside, j("y"))
+
+	e := mounts.Entry{Size: 1}
+	before := mounts.Snapshot{j(".git/config"): e, j(".git/hooks"): e, j(".env"): e}
+	after := mounts.Snapshot{j(".git/config"): e, j(".git/hooks"): e, j(".env"): {Size: 7},
+		j("newsub/.git"): e, j("x/.git/config"): e, j("x/.git/hooks"): e, j(".git/worktrees/w/commondir"): e, j("y/.git"): e,
+		j("old/.git/modules/m/config"): e}
+	// old/.git was there, without config or hooks (masked in the jail).
+	protected := []string{j("old/.git/config"), j("old/.git/hooks")}
+	notes := quarantine(before, after, protected, hostfs.Walker{Roots: []string{root}}, "RUN")
+	var details []string
+	for _, n := range notes {
+		details = append(details, n.Detail)
+	}
+	all := strings.Join(details, "\n")
+	for _, p := range []string{".git/worktrees/w/commondir", "newsub/.git", "x/.git"} {
+		aside := j(p) + ".agentjail-quarantine-RUN"
+		if _, err := os.Lstat(aside); err != nil {
+			t.Errorf("%s was not moved aside: %v", p, err)
+		}
+		if _, err := os.Lstat(j(p)); err == nil {
+			t.Errorf("%s is still there", p)
+		}
+		if !strings.Contains(all, j(p)+" appeared during the run: git takes it for a git directory") || !strings.Contains(all, "moved aside to "+aside) {
+			t.Errorf("no note says %s was moved aside:\n%s", p, all)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(outside, ".git")); err != nil {
+		t.Errorf("the .git through the link was moved: %v", err)
+	}
+	if !strings.Contains(all, j("y/.git")+" appeared during the run: git takes it for a git directory (.git), and could not be moved aside") {
+		t.Errorf("no note says y/.git could not be moved:\n%s", all)
+	}
+	if _, err := os.Lstat(j("old/.git")); err != nil {
+		t.Errorf("old/.git, there before the run, was moved: %v", err)
+	}
+	if len(notes) != 6 || !strings.Contains(all, j(".env")+" changed during the run") || !strings.Contains(all, j("old/.git/modules/m/config")+" appeared") || strings.Contains(all, "x/.git/config") {
+		t.Errorf("notes:\n%s", all)
+	}
+}

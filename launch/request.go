@@ -1,0 +1,119 @@
+package launch
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agentjail/agentjail/policy"
+)
+
+// Request is a run as the operator asked for it: the command line of
+// `agentjail run` and `render`, as plain values. Nil durations and empty
+// strings leave the profile's value.
+type Request struct {
+	Profile string // a built-in name or a file; "" is tier1
+	User    string
+	// Write, Read and Seccomp are paths as given: relative ones are from
+	// the current directory.
+	Write, Read, Seccomp []string
+	Chdir                string
+	// Env is K=V, or K alone for agentjail's own value of K.
+	Env                         []string
+	Timeout, IdleTimeout, Grace *time.Duration
+	// Log, Record and Results are the operator's outputs ("" for none).
+	Log, Record, Results string
+	Argv                 []string
+}
+
+// Options vary the jail a Request gets; a run takes none.
+type Options struct {
+	// Dir is the start directory, instead of Chdir or the current one.
+	Dir string
+	// UserDir, when set, is the directory whose owner the run-user rule
+	// looks at instead of the start directory's (doctor probes from / but
+	// must probe the user a run from here would get).
+	UserDir string
+	// FreshProc tries a fresh /proc whatever the host's mount table says,
+	// to hear the kernel's own verdict.
+	FreshProc bool
+	// NoClaudeHome leaves out the private Claude Code directory, which the
+	// probes do not need: doctor then needs no writable state directory.
+	NoClaudeHome bool
+	// RunID replaces the fresh run id: render shows a placeholder where a
+	// run's own id would be, so that its output depends only on the
+	// command line and the host.
+	RunID string
+	// Interrupt delivers the SIGINT and SIGTERM the caller catches: one
+	// ends the loading of the profile, and a wait for an input file that
+	// is a pipe (hostfs.ReadInput). Nil: they are caught meanwhile.
+	Interrupt <-chan os.Signal
+}
+
+// ErrUsage is what every UsageError is: a mistake on the command line.
+var ErrUsage = errors.New("usage")
+
+// UsageError is a command-line mistake: exit 125, the message on stderr.
+type UsageError string
+
+func (e UsageError) Error() string { return string(e) }
+
+// Is makes errors.Is(err, ErrUsage) hold.
+func (e UsageError) Is(target error) bool { return target == ErrUsage }
+
+// overlay turns a request into a policy layer on top of the profile, with
+// each value's origin the flag that set it.
+func overlay(req Request) (policy.Policy, error) {
+	p := policy.Policy{User: req.User, Origins: policy.Origins{}}
+	if p.User != "" {
+		p.Origins["user"] = "--user"
+	}
+	// Paths on the command line are relative to the current directory, as
+	// a shell user expects; only profiles must spell them absolute.
+	list := func(flag, field string, from []string, dst *[]string) {
+		for i, v := range from {
+			p.Origins[fmt.Sprintf("%s[%d]", field, i)] = "--" + flag
+			if abs, err := filepath.Abs(v); err == nil && v != "" && !strings.HasPrefix(v, "~") && !strings.HasPrefix(v, "${") {
+				v = abs
+			}
+			*dst = append(*dst, v)
+		}
+	}
+	list("write", "filesystem.write", req.Write, &p.Filesystem.Write)
+	list("read", "filesystem.read", req.Read, &p.Filesystem.Read)
+	list("seccomp", "seccomp.files", req.Seccomp, &p.Seccomp.Files)
+	for _, kv := range req.Env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			// --env NAME passes agentjail's own value, which then never
+			// shows on its command line (/proc/PID/cmdline is world-readable).
+			if v, ok = os.LookupEnv(k); !ok {
+				return p, fmt.Errorf("--env %q: %s is not set in agentjail's environment; export it, or write %s=VALUE", kv, k, k)
+			}
+		}
+		if p.Environment.Set == nil {
+			p.Environment.Set = map[string]string{}
+		}
+		p.Environment.Set[k] = v
+		p.Origins["environment.set["+k+"]"] = "--env"
+	}
+	for _, f := range []struct {
+		flag, field string
+		from        *time.Duration
+		dst         **policy.Duration
+	}{
+		{"timeout", "limits.wall", req.Timeout, &p.Limits.Wall},
+		{"idle-timeout", "limits.idle", req.IdleTimeout, &p.Limits.Idle},
+		{"grace", "limits.grace", req.Grace, &p.Limits.Grace},
+	} {
+		if f.from != nil {
+			d := policy.Duration(*f.from)
+			*f.dst = &d
+			p.Origins[f.field] = "--" + f.flag
+		}
+	}
+	return p, nil
+}

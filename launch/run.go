@@ -1,0 +1,367 @@
+package launch
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agentjail/agentjail/claude"
+	"github.com/agentjail/agentjail/hostfs"
+	"github.com/agentjail/agentjail/mounts"
+	"github.com/agentjail/agentjail/policy"
+	"github.com/agentjail/agentjail/procs"
+	"github.com/agentjail/agentjail/record"
+	"github.com/agentjail/agentjail/runstate"
+	"github.com/agentjail/agentjail/runstate/live"
+	"github.com/agentjail/agentjail/supervise"
+	"github.com/agentjail/agentjail/term"
+)
+
+// forwarded are the signals agentjail catches: the first four end the run
+// (after the grace), SIGUSR1/2 only reach the agent. SIGPIPE is caught so
+// that a write to a closed stdout returns EPIPE instead of killing
+// agentjail before it has ended the jail and written the record. SIGURG is
+// never caught: the Go runtime preempts goroutines with it.
+var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
+	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE}
+
+// Run runs req end to end and returns agentjail's exit code: it prepares
+// the jail, opens the operator's outputs, stages what the jail binds from
+// the host, starts and supervises it, checks the writable roots once
+// nothing of it runs, and writes the record (on every path, a setup
+// failure included). What it has to say goes to out.Stderr, one line each
+// (PrintError); the jail's own output passes through out.
+func Run(req Request, out IO) int {
+	code, err := run(req, out)
+	if err != nil {
+		PrintError(out.Stderr, err)
+		return record.ExitSetup
+	}
+	return code
+}
+
+// IO is where a run's standard streams come from and go to.
+type IO struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
+// PrintError writes each of err's lines (joined errors) as a message of
+// agentjail's own.
+func PrintError(w io.Writer, err error) {
+	for _, line := range strings.Split(err.Error(), "\n") {
+		fmt.Fprintf(w, "agentjail: %s\n", line)
+	}
+}
+
+// profileName is the profile a request runs on.
+func profileName(req Request) string {
+	if req.Profile == "" {
+		return "tier1"
+	}
+	return req.Profile
+}
+
+func run(req Request, stdio IO) (int, error) {
+	// Caught from the start: a signal during setup still ends the run
+	// with a record (the sandbox is then never released).
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+	// The terminal on stdin, as found: put back once the jail is gone,
+	// on every path out of here.
+	tty := term.Save(stdio.Stdin)
+	defer tty.Restore()
+
+	rec := record.Record{StartedAt: record.Time(time.Now()), Profile: profileName(req), Argv: req.Argv}
+	// Until the policy names the writable roots, no link at all is
+	// followed on the way to the record.
+	out := &recordFile{path: req.Record, walker: hostfs.Strict}
+	defer out.close()
+	// failed ends a run that never started: a record when asked for, and
+	// the error for run to print (exit 125).
+	failed := func(err error) (int, error) { return record.ExitSetup, writeSetupFailed(rec, out, err) }
+	// A signal while the profile is loaded (parsed, or read from a pipe,
+	// as a seccomp file may be too) ends the run before it starts (125).
+	loading := make(chan os.Signal, 1)
+	signal.Notify(loading, syscall.SIGINT, syscall.SIGTERM)
+	j, err := Prepare(req, Options{Interrupt: loading}) // checks the run directory too
+	signal.Stop(loading)
+	if err != nil {
+		return failed(err)
+	}
+	defer j.Release()
+	rec.RunID = j.RunID
+	rec.User = &record.User{UID: j.User.UID, GID: j.User.GID, Name: j.User.Name}
+	rec.BwrapVersion = j.Bwrap.Version.String()
+	for _, w := range j.Plan.Warnings {
+		fmt.Fprintf(stdio.Stderr, "agentjail: warning: %s\n", w)
+	}
+	// Every degradation is printed once and recorded: the plan's now, the
+	// staging's when taken, the supervisor's (cgroup, rlimits, live) at
+	// the end.
+	for _, d := range j.Plan.Degradations {
+		rec.Degradations = append(rec.Degradations, degraded(stdio.Stderr, record.Note{What: "jail", Detail: d})...)
+	}
+	// The outputs are opened now, before the agent runs, and held: see
+	// outputs.go.
+	out.walker = hostfs.Walker{Roots: mounts.WritableRoots(j.Policy)}
+	if err := out.open(); err != nil {
+		out.path = "" // it could not be written either
+		return failed(err)
+	}
+	// The log is written with no buffer of agentjail's own: every byte is
+	// in the file (the kernel's page cache) once read, on every exit path,
+	// even SIGKILL. It is not fsynced: that would cost a disk flush per run.
+	log, err := openLog(out.walker, req.Log)
+	if err != nil {
+		return failed(err)
+	}
+	warning, err := j.login(time.Now())
+	if err != nil {
+		return failed(err)
+	}
+	for _, warning := range []string{warning, j.config()} {
+		if warning != "" {
+			fmt.Fprintf(stdio.Stderr, "agentjail: warning: %s\n", warning)
+			rec.Warnings = append(rec.Warnings, warning)
+		}
+	}
+	if log != nil {
+		defer log.Close()
+	}
+	results, err := openResults(out.walker, req.Results)
+	if err != nil {
+		return failed(err)
+	}
+	defer results.Close()
+	// What runs killed with SIGKILL left, without waiting for an init;
+	// once the command line is known good, so that a mistake gets its one
+	// message alone.
+	runstate.SweepDeadRuns(func(format string, args ...any) { fmt.Fprintf(stdio.Stderr, "agentjail: "+format+"\n", args...) })
+	sess, err := j.open()
+	if err != nil {
+		return failed(err)
+	}
+	defer sess.remove()
+
+	spec := j.baseSpec(stdio.Stdin, stdio.Stdout, stdio.Stderr)
+	spec.Signals, spec.Record, spec.Secrets = sigs, rec, secretValues(j.Env)
+	if log != nil {
+		spec.Log = log
+	}
+	// claude's json output is parsed as it passes, into the record.
+	var parser *claude.Parser
+	if format := claude.Command(j.Argv); format != "" {
+		parser = claude.NewParser(format)
+		if format == claude.FormatJSON || format == claude.FormatStreamJSON {
+			spec.StdoutTap = parser
+		}
+	}
+	live := live.New(runstate.LiveDir(), runstate.State{
+		RunID: j.RunID, Profile: j.Profile, StartedAt: rec.StartedAt, User: rec.User,
+		StopWaitMS: (spec.Grace + supervise.KillWait).Milliseconds(),
+		Stage:      StageDir(j.RunID),
+	})
+	spec.Live, spec.OnStarter = live, sess.onStarter
+
+	// What the writable roots hold before the agent runs: taken while bwrap
+	// sets the jail up, before the sandbox is released (spec.Hold).
+	since := hostfs.RunClock()
+	var before mounts.Snapshot
+	snapped := make(chan struct{})
+	go func() { before = j.protectedSnapshot(); close(snapped) }()
+	spec.Hold = snapped
+	outcome, runErr := supervise.Run(spec)
+	<-snapped
+	rec = outcome.Record
+	if staged := sess.staged; staged != nil {
+		rec.Degradations = append(rec.Degradations, staged.Degradations...)
+	}
+	if _, err := tty.Restore(); err != nil {
+		rec.Warnings = append(rec.Warnings, fmt.Sprintf("cannot restore the terminal's modes: %v; run `stty sane`", err))
+	}
+	// From here on agentjail speaks after the agent, on a line of its own
+	// and with the terminal's attributes reset; not at all where the
+	// reader stopped reading (a paused terminal blocks every write to it):
+	// the record has the messages.
+	stdio.Stderr = &newlineFirst{w: term.ResetFirst(stdio.Stderr), pending: outcome.StderrMidLine}
+	if outcome.Abandoned[0] || outcome.Abandoned[1] {
+		stdio.Stderr = io.Discard
+	}
+	degraded(stdio.Stderr, rec.Degradations[len(spec.Record.Degradations):]...)
+	if merr := sess.endJail(); merr != nil {
+		PrintError(stdio.Stderr, merr)
+	}
+	if runErr != nil {
+		PrintError(stdio.Stderr, runErr)
+	}
+	if msg := rec.LimitMessage(); msg != "" {
+		fmt.Fprintf(stdio.Stderr, "agentjail: %s\n", msg)
+	}
+	// What the read-only binds could not prevent is found now that
+	// nothing of the jail runs: protected paths that appeared or changed,
+	// set-id bits and device nodes made under the writable roots.
+	// The two walks are independent; each is about as costly as find(1)
+	// over the roots.
+	after := make(chan mounts.Snapshot, 1)
+	go func() { after <- j.protectedSnapshot() }()
+	notes, serr := hostfs.StripSetID(mounts.WritableRoots(j.Policy), since)
+	rec.Violate(quarantine(before, <-after, j.Plan.Protected, j.walker(), j.RunID)...)
+	rec.Violate(notes...)
+	if serr != nil {
+		rec.Warnings = append(rec.Warnings, serr.Error())
+		PrintError(stdio.Stderr, serr)
+	}
+	for _, v := range rec.Violations {
+		fmt.Fprintf(stdio.Stderr, "agentjail: violation: %s\n", v.Detail)
+	}
+	claudeAfter(j, sess, parser, results, &rec, spec.Secrets)
+	code := rec.ExitCode
+	if out.path != "" {
+		// A record asked for and missing must not pass for a run that
+		// went well: agentjail's own failure, in one line.
+		if err := out.write(&rec); err != nil {
+			fmt.Fprintf(stdio.Stderr, "agentjail: %v; the run ended with exit %d (%s), but agentjail exits %d without its record\n", err, rec.ExitCode, rec.Reason, record.ExitSetup)
+			code = record.ExitSetup
+		}
+	}
+	live.Close(&rec)
+	return code, nil
+}
+
+// newlineFirst writes a newline before its first write when pending: the
+// agent's stderr, which agentjail's own messages follow, ended mid-line.
+type newlineFirst struct {
+	w       io.Writer
+	pending bool
+}
+
+func (n *newlineFirst) Write(p []byte) (int, error) {
+	if n.pending && len(p) > 0 {
+		n.pending = false
+		if _, err := n.w.Write([]byte{'\n'}); err != nil {
+			return 0, err
+		}
+	}
+	return n.w.Write(p)
+}
+
+// degraded prints each degradation taken and returns them.
+func degraded(w io.Writer, notes ...record.Note) []record.Note {
+	for _, n := range notes {
+		fmt.Fprintf(w, "agentjail: degraded: %s: %s\n", n.What, n.Detail)
+	}
+	return notes
+}
+
+// writeSetupFailed completes rec as a run that never started, failed with
+// err, and writes it to out when a record was asked for; it returns err,
+// joined with the write's error.
+// SetupFailed writes the setup_failed record of a request that never
+// reached Run (its command line did not parse) when it asks for one, and
+// returns err, joined with the write's error.
+func SetupFailed(req Request, err error) error {
+	out := &recordFile{path: req.Record, walker: hostfs.Strict}
+	defer out.close()
+	return writeSetupFailed(record.Record{StartedAt: record.Time(time.Now()), Profile: profileName(req), Argv: req.Argv}, out, err)
+}
+
+func writeSetupFailed(rec record.Record, out *recordFile, err error) error {
+	if out.path == "" {
+		return err
+	}
+	if rec.RunID == "" {
+		rec.RunID = newRunID()
+	}
+	rec.Reason, rec.ExitCode, rec.Error = record.ReasonSetupFailed, record.ExitSetup, err.Error()
+	rec.Finish(time.Now())
+	if werr := out.write(&rec); werr != nil {
+		return errors.Join(err, werr)
+	}
+	return err
+}
+
+// baseSpec is what every launch of the jail shares: bwrap's argv and
+// environment, the seccomp filters, the run id and a cgroup, the profile's
+// limits, and the run user's credentials when agentjail is root.
+func (j *Jail) baseSpec(stdin io.Reader, stdout, stderr io.Writer) supervise.Spec {
+	spec := supervise.Spec{
+		Bwrap: j.Bwrap.Path, Args: j.Plan.Args, Env: j.Env, Seccomp: j.Seccomp,
+		Stdin: stdin, Stdout: stdout, Stderr: stderr, RunID: j.RunID, Cgroup: true,
+		SharedPIDs: !slices.Contains(j.Plan.Args, "--unshare-pid"),
+	}
+	ram, _ := procs.HostMemory("/proc")
+	limitsSpec(&spec, j.Policy.Limits, ram)
+	if syscall.Getuid() == 0 && j.User.UID != 0 {
+		spec.Cred = &syscall.Credential{Uid: uint32(j.User.UID), Gid: uint32(j.User.GID), Groups: uint32s(j.User.Groups)}
+	}
+	return spec
+}
+
+// limitsSpec copies the policy's limits into the supervisor's spec; a
+// memory cap given as a percentage is taken of ram bytes.
+func limitsSpec(spec *supervise.Spec, l policy.Limits, ram int64) {
+	dur := func(d *policy.Duration) time.Duration {
+		if d == nil {
+			return 0
+		}
+		return time.Duration(*d)
+	}
+	spec.Wall, spec.Idle, spec.Grace = dur(l.Wall), dur(l.Idle), dur(l.Grace)
+	if l.Output.Head != nil {
+		spec.Head = int(*l.Output.Head)
+	}
+	if l.Output.Tail != nil {
+		spec.Tail = int(*l.Output.Tail)
+	}
+	spec.Rlimits = map[string]uint64{}
+	for k, v := range l.Rlimits {
+		spec.Rlimits[k] = uint64(v)
+	}
+	if l.Pids != nil {
+		spec.PidsMax = int64(*l.Pids)
+	}
+	if l.Memory != nil {
+		spec.MemoryMax = l.Memory.Of(ram)
+	}
+	if l.Swap != nil {
+		spec.SwapMax = int64(*l.Swap)
+	}
+}
+
+// secretValues are the jail environment's values the record must not
+// show: every value but those of variables known to hold none.
+func secretValues(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(k, "LC_"):
+		case strings.Contains(" PATH HOME USER LOGNAME LANG LANGUAGE TERM COLORTERM NO_COLOR TZ SHELL TMPDIR PWD CLAUDE_CONFIG_DIR "+procs.MarkerVar+" ", " "+k+" "):
+		default:
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// protectedSnapshot records the protected paths under the writable roots
+// (mask placeholders, agentjail's own, do not count).
+func (j *Jail) protectedSnapshot() mounts.Snapshot {
+	return mounts.TakeSnapshot(newHostDisk(), j.Policy, func(p string) bool { return runstate.IsMask(runstate.MaskDir(), p) })
+}
+
+func uint32s(in []int) []uint32 {
+	out := make([]uint32, len(in))
+	for i, v := range in {
+		out[i] = uint32(v)
+	}
+	return out
+}

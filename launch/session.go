@@ -1,0 +1,78 @@
+package launch
+
+import (
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentjail/agentjail/hostfs"
+	"github.com/agentjail/agentjail/reaper"
+	"github.com/agentjail/agentjail/runstate"
+)
+
+// session is what a launch holds on the host around the jail: the masks
+// (until the jail has ended) and the staging directory (until the run's
+// results are taken from it). Run and RunProbe open it alike, in one
+// order: the reaper and the masks now, the staging on the thread bwrap is
+// started from (onStarter), where the private Claude Code directory's
+// tmpfs is mounted in a mount namespace of that thread's own. When the
+// run is over that thread ends and the namespace with it: the tmpfs is
+// reached afterwards through claudeDir, a descriptor taken there, and
+// nothing has to be unmounted.
+type session struct {
+	j      *Jail
+	masks  *runstate.Masks
+	staged *hostfs.Staged
+	// claudeDir holds the private Claude Code directory open (O_PATH), nil
+	// when the plan has none.
+	claudeDir *os.File
+}
+
+func (j *Jail) open() (*session, error) {
+	if err := reaper.Begin(); err != nil {
+		return nil, err
+	}
+	masks, err := runstate.HoldMasks(runstate.MaskDir(), j.Plan.Masks)
+	if err != nil {
+		return nil, err
+	}
+	return &session{j: j, masks: masks}, nil
+}
+
+// onStarter stages the run's files: supervise.Spec.OnStarter.
+func (s *session) onStarter() error {
+	var err error
+	if s.staged, err = s.j.stage(); err != nil {
+		return err
+	}
+	if home := s.j.Plan.Claude; home != nil && s.staged != nil {
+		fd, err := unix.Open(home.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open the run's Claude Code directory: %w", err)
+		}
+		s.claudeDir = os.NewFile(uintptr(fd), home.Dir)
+	}
+	return nil
+}
+
+// claudePath is a path to the private Claude Code directory from any
+// thread: through the descriptor taken where it is mounted.
+func (s *session) claudePath() string {
+	if s.claudeDir == nil {
+		return ""
+	}
+	return fmt.Sprintf("/proc/self/fd/%d", s.claudeDir.Fd())
+}
+
+// endJail lets the masks go: call it once nothing of the jail runs.
+func (s *session) endJail() error { return s.masks.Release() }
+
+// remove lets the Claude Code directory go and deletes the staging
+// directory.
+func (s *session) remove() {
+	if s.claudeDir != nil {
+		s.claudeDir.Close()
+	}
+	s.staged.Remove()
+}

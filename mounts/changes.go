@@ -1,0 +1,61 @@
+package mounts
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/agentjail/agentjail/record"
+)
+
+// ProtectedChanges compares the protected paths before and after a run
+// (TakeSnapshot).
+// Anything that appeared, changed or went away is a violation: the
+// read-only binds cover what existed at launch, so a difference means the
+// agent got around them (a protected name created below the top of a
+// writable root, or after a parent directory was moved aside) or someone
+// outside the jail changed it meanwhile; agentjail cannot tell which, and
+// restores nothing. A path inside a listed one is not listed again.
+func ProtectedChanges(before, after Snapshot) []record.Note {
+	var all []change
+	for p, a := range after {
+		b, ok := before[p]
+		switch {
+		case !ok:
+			all = append(all, change{p, "appeared"})
+		case a.Ino != b.Ino || a.Mode.Type() != b.Mode.Type():
+			all = append(all, change{p, "was replaced"})
+		case a != b:
+			all = append(all, change{p, "changed"})
+		}
+	}
+	for p := range before {
+		if _, ok := after[p]; !ok {
+			all = append(all, change{p, "went away"})
+		}
+	}
+	slices.SortFunc(all, func(x, y change) int { return strings.Compare(x.path, y.path) })
+	var notes []record.Note
+	var listed []string
+	for _, c := range all {
+		if slices.ContainsFunc(listed, func(l string) bool { return strings.HasPrefix(c.path, l+"/") }) {
+			continue
+		}
+		// A directory that only changed because what is inside it did is
+		// told by its entries.
+		if c.how == "changed" && after[c.path].Mode.IsDir() && hasChangeBelow(all, c.path) {
+			continue
+		}
+		listed = append(listed, c.path)
+		notes = append(notes, record.Note{What: record.ViolationProtected, Detail: fmt.Sprintf(
+			"%s %s during the run (a protected path under a writable root); nothing was restored: check it before git, a shell or an agent uses it",
+			c.path, c.how)})
+	}
+	return notes
+}
+
+type change struct{ path, how string }
+
+func hasChangeBelow(all []change, dir string) bool {
+	return slices.ContainsFunc(all, func(c change) bool { return strings.HasPrefix(c.path, dir+"/") })
+}

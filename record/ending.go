@@ -1,0 +1,42 @@
+package record
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// LimitMessage is the one line agentjail prints when it ended the run
+// itself: at a cap (pids_limit, memory_limit), a timeout (wall_timeout,
+// idle_timeout), `agentjail stop` (stopped) or a signal it received
+// (interrupted); "" when the agent ended it. It follows the agent's
+// output, so the operator sees why the output stopped.
+func (r *Record) LimitMessage() string {
+	ms := func(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
+	var what string
+	switch {
+	case r.Reason == ReasonPidsLimit && r.Limits.PidsMax != nil:
+		what = fmt.Sprintf("limits.pids reached (%d tasks), a fork was refused (exit %d); raise limits.pids if the task needs more", *r.Limits.PidsMax, r.ExitCode)
+	case r.Reason == ReasonMemoryLimit && r.Limits.MemoryMax != nil:
+		what = fmt.Sprintf("limits.memory reached (%s, tmpfs files included), the kernel killed a process (exit %d); raise limits.memory if the task needs more", gib(*r.Limits.MemoryMax), r.ExitCode)
+	case r.Reason == ReasonWallTimeout:
+		what = fmt.Sprintf("wall limit %s reached (exit %d)", ms(r.Limits.WallMS), r.ExitCode)
+	case r.Reason == ReasonIdleTimeout:
+		what = fmt.Sprintf("idle limit %s reached: no output for that long (exit %d)", ms(r.Limits.IdleMS), r.ExitCode)
+	case r.Reason == ReasonStopped:
+		what = fmt.Sprintf("stopped by agentjail stop (exit %d)", r.ExitCode)
+	case r.Reason == ReasonInterrupted && r.Signal != nil:
+		what = fmt.Sprintf("agentjail received %s (exit %d)", *r.Signal, r.ExitCode)
+	default:
+		return ""
+	}
+	return "the run ended: " + what
+}
+
+// gib writes n bytes in GiB or MiB, to one decimal.
+func gib(n int64) string {
+	if n >= 1<<30 {
+		return strconv.FormatFloat(float64(n)/(1<<30), 'f', 1, 64) + " GiB"
+	}
+	return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB"
+}

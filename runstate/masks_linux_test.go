@@ -1,0 +1,108 @@
+package runstate
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestMasksLastRunOutRemovesPlaceholder(t *testing.T) {
+	t.Parallel()
+	reg, root := t.TempDir(), t.TempDir()
+	ph := filepath.Join(root, ".mcp.json")
+	a, err := HoldMasks(reg, []string{ph})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := HoldMasks(reg, []string{ph})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(ph, nil, 0o444) // what bwrap creates as the mount point
+	if !IsMask(reg, ph) || IsMask(reg, ph+"x") {
+		t.Fatalf("registry does not know %s", ph)
+	}
+	if err := a.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(ph); err != nil {
+		t.Fatal("the first run out removed a placeholder the second still holds")
+	}
+	if err := b.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(ph); !os.IsNotExist(err) {
+		t.Fatal("the last run out left the placeholder")
+	}
+	if left, _ := os.ReadDir(reg); len(left) != 0 || IsMask(reg, ph) {
+		t.Errorf("registry entries left: %v", left)
+	}
+}
+
+func TestMasksLeaveWhatIsNotAnEmptyFile(t *testing.T) {
+	t.Parallel()
+	reg, root, outside := t.TempDir(), t.TempDir(), t.TempDir()
+	written := filepath.Join(root, "written")
+	os.WriteFile(written, []byte("someone wrote here"), 0o644)
+	asDir := filepath.Join(root, "dir")
+	os.Mkdir(asDir, 0o755)
+	// A symlinked parent must not be followed: the empty file behind it
+	// belongs to someone else.
+	victim := filepath.Join(outside, "victim")
+	os.WriteFile(victim, nil, 0o644)
+	os.Symlink(outside, filepath.Join(root, "link"))
+	viaLink := filepath.Join(root, "link", "victim")
+	m, err := HoldMasks(reg, []string{written, asDir, viaLink, filepath.Join(root, "never-created")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Release()
+	for _, p := range []string{written, asDir, victim} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s was removed", p)
+		}
+	}
+}
+
+// TestSweepMasksRemovesWhatKilledRunsLeft: a run killed with SIGKILL
+// leaves its placeholder and registry entry; the next run's sweep removes
+// them, whatever its own roots, but never one a live run holds.
+func TestSweepMasksRemovesWhatKilledRunsLeft(t *testing.T) {
+	t.Parallel()
+	reg, root := t.TempDir(), t.TempDir()
+	dead, live := filepath.Join(root, ".mcp.json"), filepath.Join(root, ".env")
+	killed, err := HoldMasks(reg, []string{dead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(dead, nil, 0o444)
+	for _, f := range killed.held {
+		f.Close() // what the kernel does to a killed run's locks
+	}
+	running, err := HoldMasks(reg, []string{live})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(live, nil, 0o444)
+	if err := SweepMasks(reg); err != nil {
+		t.Fatal(err)
+	}
+	if fileExists(dead) || IsMask(reg, dead) {
+		t.Error("the killed run's placeholder or entry is left")
+	}
+	if !fileExists(live) || !IsMask(reg, live) {
+		t.Error("the sweep removed a placeholder a live run holds")
+	}
+	running.Release()
+	if fileExists(live) {
+		t.Error("the live run's release left its placeholder")
+	}
+	if err := SweepMasks(filepath.Join(reg, "missing")); err != nil {
+		t.Errorf("a missing registry: %v", err)
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}

@@ -1,0 +1,192 @@
+package supervise
+
+import (
+	"bytes"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentjail/agentjail/procs"
+	"github.com/agentjail/agentjail/record"
+)
+
+// run runs spec with the test's streams and returns the outcome; a run
+// that does not end within a minute fails the test (a hang detector, not
+// a timed assertion).
+func run(t *testing.T, spec Spec) (Outcome, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	spec.Stdin, spec.Stdout, spec.Stderr = strings.NewReader(""), &stdout, &stderr
+	type result struct {
+		out Outcome
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := Run(spec)
+		done <- result{out, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatalf("Run: %v\nstderr: %s", r.err, stderr.String())
+		}
+		return r.out, stdout.String(), stderr.String()
+	case <-time.After(time.Minute):
+		t.Fatalf("the run did not end within a minute; stderr so far: %s", stderr.String())
+	}
+	panic("unreachable")
+}
+
+func sent(r record.Record) []string {
+	var out []string
+	for _, s := range r.SignalsSent {
+		out = append(out, s.Signal+">"+s.Target)
+	}
+	return out
+}
+
+// TestRunPassesTheExitThrough: the command's output and exit code pass
+// through; bwrap's report of a signal death is 128+n, which the record
+// calls ambiguous.
+func TestRunPassesTheExitThrough(t *testing.T) {
+	t.Parallel()
+	out, stdout, stderr := run(t, fakeSpec(t, "sh", "-c", "echo out; echo err >&2; exit 7"))
+	r := out.Record
+	if r.Reason != record.ReasonExit || r.ExitCode != 7 || r.AgentExitCode == nil || *r.AgentExitCode != 7 {
+		t.Errorf("reason %s, exit %d, agent %v", r.Reason, r.ExitCode, r.AgentExitCode)
+	}
+	if stdout != "out\n" || stderr != "err\n" || r.Bytes.Stdout != 4 || r.Bytes.Stderr != 4 {
+		t.Errorf("stdout %q stderr %q bytes %+v", stdout, stderr, r.Bytes)
+	}
+	if len(r.SignalsSent) != 0 || len(r.Orphans) != 0 {
+		t.Errorf("a clean exit sent %v, found orphans %v", sent(r), r.Orphans)
+	}
+
+	out, _, _ = run(t, fakeSpec(t, "sh", "-c", "kill -USR1 $$"))
+	r = out.Record
+	if r.Reason != record.ReasonSignal || r.ExitCode != 128+10 || !r.AgentSignalAmbiguous || r.AgentSignal == nil || *r.AgentSignal != "SIGUSR1" {
+		t.Errorf("death by SIGUSR1: reason %s, exit %d, signal %v, ambiguous %v", r.Reason, r.ExitCode, r.AgentSignal, r.AgentSignalAmbiguous)
+	}
+}
+
+// TestRunEscalates: at the wall limit the jail's group gets SIGTERM (and
+// SIGCONT); an agent that traps it gets SIGKILL after the grace; exit 124
+// either way, every signal in the record with its target.
+func TestRunEscalates(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		script string
+		want   []string
+	}{
+		{"ends on SIGTERM", "sleep 100", []string{"SIGTERM>group", "SIGCONT>group"}},
+		{"traps SIGTERM", "trap '' TERM; while :; do sleep 0.05; done", []string{"SIGTERM>group", "SIGCONT>group", "SIGKILL>group"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			spec := fakeSpec(t, "sh", "-c", c.script)
+			spec.Wall, spec.Grace = 300*time.Millisecond, 300*time.Millisecond
+			r := runRecord(t, spec)
+			if r.Reason != record.ReasonWallTimeout || r.ExitCode != record.ExitTimeout {
+				t.Errorf("reason %s, exit %d", r.Reason, r.ExitCode)
+			}
+			if got := sent(r); !slices.Equal(got, c.want) {
+				t.Errorf("signals sent %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+func runRecord(t *testing.T, spec Spec) record.Record {
+	t.Helper()
+	out, _, _ := run(t, spec)
+	return out.Record
+}
+
+// TestRunIdleTimeout: output keeps the run alive; silence ends it.
+func TestRunIdleTimeout(t *testing.T) {
+	t.Parallel()
+	spec := fakeSpec(t, "sh", "-c", "i=0; while [ $i -lt 6 ]; do echo tick; sleep 0.1; i=$((i+1)); done; sleep 100")
+	spec.Idle, spec.Grace = 400*time.Millisecond, time.Second
+	r := runRecord(t, spec)
+	if r.Reason != record.ReasonIdleTimeout || r.ExitCode != record.ExitTimeout || r.Bytes.Stdout != 6*5 {
+		t.Errorf("reason %s, exit %d, %d bytes", r.Reason, r.ExitCode, r.Bytes.Stdout)
+	}
+}
+
+// TestRunForwardsSignals: a SIGTERM agentjail receives reaches the group
+// and ends the run as interrupted (128+15); a SIGUSR1 only reaches the
+// agent.
+func TestRunForwardsSignals(t *testing.T) {
+	t.Parallel()
+	signals := make(chan os.Signal, 2)
+	spec := fakeSpec(t, "sh", "-c", "trap 'echo usr1' USR1; echo ready; while :; do sleep 0.05; done")
+	spec.Signals, spec.Grace = signals, 5*time.Second
+	var stdout bytes.Buffer
+	ready := make(chan struct{})
+	spec.StdoutTap = writerFunc(func(p []byte) {
+		if bytes.Contains(p, []byte("ready")) {
+			close(ready)
+		}
+	})
+	go func() {
+		<-ready
+		signals <- syscall.SIGUSR1
+		time.Sleep(200 * time.Millisecond)
+		signals <- syscall.SIGTERM
+	}()
+	spec.Stdin, spec.Stdout, spec.Stderr = strings.NewReader(""), &stdout, &bytes.Buffer{}
+	out, err := Run(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := out.Record
+	if r.Reason != record.ReasonInterrupted || r.ExitCode != 128+15 || r.Signal == nil || *r.Signal != "SIGTERM" {
+		t.Errorf("reason %s, exit %d, signal %v", r.Reason, r.ExitCode, r.Signal)
+	}
+	if !strings.Contains(stdout.String(), "usr1") {
+		t.Errorf("SIGUSR1 did not reach the agent: %q", stdout.String())
+	}
+	if got := sent(r); len(got) < 2 || got[0] != "SIGUSR1>group" || got[1] != "SIGTERM>group" {
+		t.Errorf("signals sent %v", got)
+	}
+}
+
+type writerFunc func([]byte)
+
+func (f writerFunc) Write(p []byte) (int, error) { f(p); return len(p), nil }
+
+// TestRunSweepsWhatLeftTheGroup: a process that left the jail's process
+// group (setsid) outlives the sandbox; the marker sweep finds it, kills it
+// and lists it as an orphan, and nothing of the run is left.
+func TestRunSweepsWhatLeftTheGroup(t *testing.T) {
+	t.Parallel()
+	spec := fakeSpec(t, "sh", "-c", "setsid sleep 1000 </dev/null >/dev/null 2>&1 & sleep 0.2")
+	r := runRecord(t, spec)
+	if r.Reason != record.ReasonExit || len(r.Orphans) != 1 || !strings.Contains(r.Orphans[0].Cmd, "sleep 1000") {
+		t.Fatalf("reason %s, orphans %+v", r.Reason, r.Orphans)
+	}
+	left, err := procs.MarkedBy("/proc", spec.RunID, procs.Since{})
+	if err != nil || len(left) != 0 {
+		t.Errorf("still carrying the marker: %+v %v", left, err)
+	}
+}
+
+// TestRunSetupFailure: a jail that never ran its command (the sandbox
+// could not start it, and bwrap wrote no exit-code) is a setup failure,
+// never taken for the agent's exit.
+func TestRunSetupFailure(t *testing.T) {
+	t.Parallel()
+	spec := fakeSpec(t, "/nonexistent/agent")
+	var stderr bytes.Buffer
+	spec.Stdin, spec.Stdout, spec.Stderr = strings.NewReader(""), &bytes.Buffer{}, &stderr
+	out, err := Run(spec)
+	r := out.Record
+	if err == nil || r.Reason != record.ReasonSetupFailed || r.ExitCode != record.ExitSetup || r.AgentExitCode != nil {
+		t.Errorf("err %v, reason %s, exit %d, agent %v", err, r.Reason, r.ExitCode, r.AgentExitCode)
+	}
+}
