@@ -110,7 +110,12 @@ func input(t *testing.T, profile string, write ...string) Input {
 		t.Fatal(err)
 	}
 	p = policy.Expand(p, policy.Vars{SecretHomes: []string{"/root", "/home/op", "/home/agent"}, RunHome: "/home/agent", PWD: "/srv/proj"})
+	var listen []string
+	if p.NetMode() == policy.NetProxy {
+		listen = []string{"127.0.0.1:3128", "[::1]:3128"} // launch's broker addresses
+	}
 	return Input{
+		Listen:        listen,
 		Policy:        p,
 		Disk:          host(),
 		User:          agent,
