@@ -45,6 +45,8 @@ type Jail struct {
 	// configFile is what the run gets of the operator's ~/.claude.json,
 	// nil for none (config).
 	configFile []byte
+	// net is a proxy jail's network (network.go), nil in other modes.
+	net *netPlan
 }
 
 // Loader loads built-in profiles and profile files (hostfs.ReadInput; a
@@ -173,6 +175,15 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 			inputs = append(inputs, abs)
 		}
 	}
+	apiKey, err := readAPIKey(req.APIKeyFile, opt.Interrupt)
+	if err != nil {
+		j.Release()
+		return nil, err
+	}
+	var listen []string
+	if j.Policy.NetMode() == policy.NetProxy {
+		listen = brokerListen
+	}
 	claudeDir := filepath.Join(StageDir(j.RunID), "claude")
 	if opt.NoClaudeHome {
 		claudeDir = ""
@@ -192,6 +203,7 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 		RunDir:        runstate.RunDir(),
 		IsPlaceholder: func(p string) bool { return runstate.IsMask(runstate.MaskDir(), p) },
 		Seccomp:       len(j.Seccomp),
+		Listen:        listen,
 		Argv:          j.Argv,
 		ProcCovers:    covers,
 		Inputs:        inputs,
@@ -205,6 +217,15 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 		defaults["CLAUDE_CONFIG_DIR"] = j.Plan.Claude.Jail
 	}
 	j.Env = j.Policy.Environment.Apply(os.Environ(), defaults, map[string]string{"AGENTJAIL_RUN": j.RunID})
+	switch {
+	case j.Policy.NetMode() == policy.NetProxy:
+		if j.Env, j.net, err = proxyEnv(j.Env, j.Policy, apiKey); err != nil {
+			j.Release()
+			return nil, err
+		}
+	case apiKey != "":
+		j.Env = setEnv(j.Env, "ANTHROPIC_API_KEY", apiKey)
+	}
 	return j, nil
 }
 

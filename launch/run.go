@@ -127,6 +127,7 @@ func run(req Request, stdio IO) (int, error) {
 	if err != nil {
 		return failed(err)
 	}
+	j.moveLogin()
 	for _, warning := range []string{warning, j.config()} {
 		if warning != "" {
 			fmt.Fprintf(stdio.Stderr, "agentjail: warning: %s\n", warning)
@@ -153,6 +154,10 @@ func run(req Request, stdio IO) (int, error) {
 
 	spec := j.baseSpec(stdio.Stdin, stdio.Stdout, stdio.Stderr)
 	spec.Signals, spec.Record, spec.Secrets = sigs, rec, secretValues(j.Env)
+	nr := j.startNetwork(&spec, stdio.Stderr)
+	if j.net != nil {
+		spec.Secrets = append(spec.Secrets, j.net.secrets()...)
+	}
 	if log != nil {
 		spec.Log = log
 	}
@@ -181,6 +186,7 @@ func run(req Request, stdio IO) (int, error) {
 	outcome, runErr := supervise.Run(spec)
 	<-snapped
 	rec = outcome.Record
+	j.network(nr, &rec)
 	if staged := sess.staged; staged != nil {
 		rec.Degradations = append(rec.Degradations, staged.Degradations...)
 	}

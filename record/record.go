@@ -86,6 +86,9 @@ type Record struct {
 	// the command is not claude and the run's Claude Code directory held
 	// nothing of note.
 	Claude *Claude `json:"claude"`
+	// Network is the jail's network: its mode and, in proxy mode, what
+	// went through the broker. Null for a run that never started.
+	Network *Network `json:"network"`
 	// Error is agentjail's message for reason setup_failed.
 	Error string `json:"error,omitempty"`
 }

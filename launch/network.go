@@ -1,0 +1,329 @@
+package launch
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/net/http/httpproxy"
+
+	"github.com/agentjail/agentjail/broker"
+	"github.com/agentjail/agentjail/claude"
+	"github.com/agentjail/agentjail/execstage"
+	"github.com/agentjail/agentjail/hostfs"
+	"github.com/agentjail/agentjail/policy"
+	"github.com/agentjail/agentjail/record"
+	"github.com/agentjail/agentjail/supervise"
+)
+
+// BrokerPort is the broker's port on the loopback of a proxy jail (each
+// jail has a network namespace of its own, so runs never collide; the
+// agents' own sandboxes use their own namespaces for theirs).
+const BrokerPort = 3128
+
+// brokerListen are the addresses the exec stage listens on for the broker:
+// IPv4, and IPv6 so that a client resolving localhost to ::1 reaches the
+// broker, not a socket of the agent's.
+var brokerListen = []string{"127.0.0.1:" + strconv.Itoa(BrokerPort), "[::1]:" + strconv.Itoa(BrokerPort)}
+
+// BrokerURL is the broker as the jail reaches it.
+var BrokerURL = "http://127.0.0.1:" + strconv.Itoa(BrokerPort)
+
+// apiRoute is one of the broker's API routes: the variables that hold the
+// base URL and the credentials of an agent's API, and the upstream when
+// the operator gives none.
+type apiRoute struct {
+	name     string
+	baseVar  string // ANTHROPIC_BASE_URL: set in the jail to the route
+	upstream string // the vendor's API
+	// creds are the credential variables, each with the prefix of its
+	// placeholder (a placeholder looks like what it stands for).
+	creds []credVar
+}
+
+type credVar struct{ name, prefix string }
+
+// apiRoutes are the agents' APIs a proxy jail reaches through the broker.
+var apiRoutes = []apiRoute{
+	{name: "anthropic", baseVar: "ANTHROPIC_BASE_URL", upstream: "https://api.anthropic.com", creds: []credVar{
+		{"ANTHROPIC_API_KEY", "sk-ant-api03-agentjail-"},
+		{"ANTHROPIC_AUTH_TOKEN", "agentjail-"},
+		{"CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-agentjail-"},
+	}},
+	{name: "openai", baseVar: "OPENAI_BASE_URL", upstream: "https://api.openai.com/v1", creds: []credVar{
+		{"OPENAI_API_KEY", "sk-agentjail-"},
+		{"CODEX_API_KEY", "sk-agentjail-"},
+		{"CODEX_ACCESS_TOKEN", "agentjail-"},
+	}},
+}
+
+// quietAgents are set in a proxy jail unless the profile or the operator
+// sets them: they keep Claude Code to its API (measured with 2.1.197:
+// without them it also calls api.anthropic.com for feature flags, metrics
+// and the MCP registry, and the interactive CLI installs the official
+// plugin marketplace from github.com), traffic the broker would refuse.
+var quietAgents = map[string]string{
+	"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC":             "1",
+	"CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL": "1",
+}
+
+// netPlan is a proxy jail's network: the broker's configuration, made by
+// Prepare; Run starts the broker (network).
+type netPlan struct {
+	rules  []policy.NetRule
+	routes []broker.Route
+	// report is the record's view of the routes: which credentials the
+	// broker holds for each.
+	report []record.APIRoute
+	// upstream is the operator's proxy (redacted), "" for none; proxy
+	// picks it for a URL.
+	upstream string
+	proxy    func(*url.URL) (*url.URL, error)
+}
+
+// secrets are the real credentials the broker holds, for redaction.
+func (n *netPlan) secrets() []string {
+	var out []string
+	for _, r := range n.routes {
+		for _, v := range r.Secrets {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// proxyEnv turns the jail's environment env into a proxy jail's: the
+// proxy variables pointing at the broker, each API's base URL at its route
+// and each credential replaced by a placeholder the broker swaps back; the
+// real values and upstreams go into the plan. apiKey, when not empty,
+// is the Anthropic API key from --api-key-file.
+func proxyEnv(env []string, p policy.Policy, apiKey string) ([]string, *netPlan, error) {
+	vars := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+	if apiKey != "" {
+		vars["ANTHROPIC_API_KEY"] = apiKey
+	}
+	n := &netPlan{rules: policy.ParseNetRules(p.Network.Allow)}
+	for _, a := range apiRoutes {
+		base := a.upstream
+		if v := vars[a.baseVar]; v != "" {
+			base = v
+		}
+		u, err := url.Parse(base)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, nil, UsageError(fmt.Sprintf("%s=%s is not an http:// or https:// URL; the broker's API route cannot forward to it", a.baseVar, base))
+		}
+		rt := broker.Route{Name: a.name, Upstream: u, Secrets: map[string]string{}}
+		rep := record.APIRoute{Name: a.name, Upstream: u.Redacted(), Credentials: []string{}}
+		for _, c := range a.creds {
+			if v := vars[c.name]; v != "" {
+				ph := placeholder(c.prefix)
+				rt.Secrets[ph] = v
+				vars[c.name] = ph
+				rep.Credentials = append(rep.Credentials, c.name)
+			}
+		}
+		vars[a.baseVar] = BrokerURL + "/" + a.name
+		n.routes, n.report = append(n.routes, rt), append(n.report, rep)
+	}
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
+		vars[k] = BrokerURL
+	}
+	for _, k := range []string{"ALL_PROXY", "all_proxy"} {
+		vars[k] = "socks5h://127.0.0.1:" + strconv.Itoa(BrokerPort)
+	}
+	for _, k := range []string{"NO_PROXY", "no_proxy"} {
+		vars[k] = "localhost,127.0.0.1,::1"
+	}
+	for k, v := range quietAgents {
+		if _, set := vars[k]; !set {
+			vars[k] = v
+		}
+	}
+	cfg := httpproxy.FromEnvironment()
+	n.proxy = cfg.ProxyFunc()
+	for _, s := range []string{cfg.HTTPSProxy, cfg.HTTPProxy} {
+		if u, err := url.Parse(s); s != "" && err == nil {
+			n.upstream = u.Redacted()
+			break
+		}
+	}
+	out := make([]string, 0, len(vars))
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
+		out = append(out, k+"="+vars[k])
+	}
+	return out, n, nil
+}
+
+// placeholder is a credential's stand-in in the jail: shaped like the
+// real one, worth nothing outside this run's broker.
+func placeholder(prefix string) string {
+	return prefix + "placeholder-" + strings.ToLower(rand.Text())
+}
+
+// brokerLogin moves the operator's Claude Code login into the broker: the
+// jail gets a placeholder in CLAUDE_CODE_OAUTH_TOKEN instead of the
+// credentials file, and the broker the access token.
+func (j *Jail) brokerLogin(token string) {
+	for i := range j.net.routes {
+		rt := &j.net.routes[i]
+		if rt.Name != "anthropic" {
+			continue
+		}
+		ph := placeholder("sk-ant-oat01-agentjail-")
+		rt.Secrets[ph] = token
+		j.net.report[i].Credentials = append(j.net.report[i].Credentials, "claude_login")
+		j.Env = setEnv(j.Env, "CLAUDE_CODE_OAUTH_TOKEN", ph)
+	}
+}
+
+// moveLogin keeps the operator's Claude Code login out of a proxy jail:
+// its access token goes to the broker, and the jail gets a placeholder in
+// CLAUDE_CODE_OAUTH_TOKEN instead of the credentials file; where the run
+// has a credential in its environment, claude uses that, and the login is
+// left out altogether.
+func (j *Jail) moveLogin() {
+	if j.net == nil || j.loginFile == nil {
+		return
+	}
+	var f struct {
+		OAuth struct {
+			AccessToken string `json:"accessToken"`
+		} `json:"claudeAiOauth"`
+	}
+	json.Unmarshal(j.loginFile, &f)
+	j.loginFile = nil
+	c := j.credentials
+	c.Copied = false
+	if other := claude.EnvLogin(j.Env); other != "" {
+		c.Detail = "not copied in: the run has " + other + " (through the broker)"
+		return
+	}
+	j.brokerLogin(f.OAuth.AccessToken)
+	c.Detail = "not copied in: agentjail's broker holds its access token (without the refresh token) and puts it in the API requests; the jail has a placeholder in CLAUDE_CODE_OAUTH_TOKEN"
+}
+
+// setEnv sets k=v in env (sorted NAME=value entries).
+func setEnv(env []string, k, v string) []string {
+	out := slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, k+"=") })
+	out = append(out, k+"="+v)
+	slices.Sort(out)
+	return out
+}
+
+// readAPIKey reads --api-key-file: the key, without the line's end.
+func readAPIKey(name string, interrupt <-chan os.Signal) (string, error) {
+	if name == "" {
+		return "", nil
+	}
+	data, err := hostfs.ReadInput(name, 64<<10, interrupt)
+	if err != nil {
+		return "", UsageError(fmt.Sprintf("--api-key-file %s: %v", policy.Quote(name), err))
+	}
+	key := strings.TrimSpace(string(data))
+	if key == "" || strings.ContainsAny(key, "\n\r\x00 ") {
+		return "", UsageError(fmt.Sprintf("--api-key-file %s: holds no key, or more than one line; write the key alone", policy.Quote(name)))
+	}
+	return key, nil
+}
+
+// netRun is a run's network while the jail lives: the broker, which the
+// exec stage's listeners start (Control), and what it has to say.
+type netRun struct {
+	b        *broker.Broker
+	mu       sync.Mutex
+	warnings []string
+	stderr   io.Writer
+}
+
+// startNetwork makes the broker of a proxy jail, ready for the listeners
+// the exec stage sends (spec.Control); nil in other modes. A refused host
+// is said once on stderr.
+func (j *Jail) startNetwork(spec *supervise.Spec, stderr io.Writer) *netRun {
+	if j.net == nil {
+		return nil
+	}
+	nr := &netRun{stderr: stderr}
+	nr.b = broker.New(broker.Config{
+		Rules: j.net.rules, Routes: j.net.routes, Port: BrokerPort, Proxy: j.net.proxy,
+		HostAddrs: hostAddrs(),
+		Refused: func(hostPort, why string) {
+			fmt.Fprintf(stderr, "agentjail: network: %s\n", why)
+		},
+	})
+	spec.Control = nr.control
+	return nr
+}
+
+// control takes the exec stage's messages: each listener, once checked,
+// is served by the broker. One that fails the check is closed (the jail
+// then has no way out: fail closed) and reported.
+func (nr *netRun) control(m execstage.Message, files []*os.File) {
+	for _, f := range files {
+		defer f.Close()
+	}
+	if m.Kind != execstage.KindListener || len(files) != 1 {
+		nr.warn(fmt.Sprintf("the exec stage sent a %q message with %d descriptors; ignored", m.Kind, len(files)))
+		return
+	}
+	l, err := broker.Listener(files[0], BrokerPort)
+	if err != nil {
+		nr.warn(fmt.Sprintf("network: the broker does not serve on %s: %v; the jail has no way out there", m.Addr, err))
+		return
+	}
+	nr.b.Serve(l)
+}
+
+func (nr *netRun) warn(w string) {
+	fmt.Fprintf(nr.stderr, "agentjail: warning: %s\n", w)
+	nr.mu.Lock()
+	nr.warnings = append(nr.warnings, w)
+	nr.mu.Unlock()
+}
+
+// network is the record's network object, and ends the broker (call it
+// once the jail has ended).
+func (j *Jail) network(nr *netRun, rec *record.Record) {
+	if nr == nil {
+		rec.Network = record.NewNetwork(j.Policy.NetMode(), nil)
+		return
+	}
+	n := nr.b.Close()
+	n.Allow = slices.Clone(j.Policy.Network.Allow)
+	if n.Allow == nil {
+		n.Allow = []string{}
+	}
+	n.APIRoutes = j.net.report
+	if j.net.upstream != "" {
+		n.UpstreamProxy = &j.net.upstream
+	}
+	rec.Network = n
+	nr.mu.Lock()
+	rec.Warnings = append(rec.Warnings, nr.warnings...)
+	nr.mu.Unlock()
+}
+
+// hostAddrs are the host's own interface addresses.
+func hostAddrs() []netip.Addr {
+	as, _ := net.InterfaceAddrs()
+	var out []netip.Addr
+	for _, a := range as {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			out = append(out, p.Addr())
+		}
+	}
+	return out
+}
