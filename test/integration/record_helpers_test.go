@@ -76,6 +76,7 @@ type runRecord struct {
 	Violations   []note        `json:"violations"`
 	Warnings     []string      `json:"warnings"`
 	Claude       *claudeRecord `json:"claude"`
+	Network      *netRecord    `json:"network"` // network_test.go
 	Error        string        `json:"error"`
 }
 
