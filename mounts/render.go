@@ -287,7 +287,7 @@ func (r *renderer) check() {
 	if len(r.in.ProcCovers) > 0 && r.p.Filesystem.Proc != policy.ProcFreshOrBind {
 		// Fail closed: bwrap would fail too, with a message that names
 		// neither the cause nor the fix.
-		r.errs = append(r.errs, fmt.Errorf("%w: mounts cover parts of the host's /proc (%s), as a container runtime's masked and read-only paths do, and the kernel then refuses a new /proc inside a user namespace; run `agentjail doctor` for the cause and the fix (Docker: --security-opt systempaths=unconfined; Kubernetes: securityContext.procMount: Unmasked), or allow binding the existing /proc with `filesystem: {proc: fresh-or-bind}` in a profile",
+		r.errs = append(r.errs, fmt.Errorf("%w: mounts cover parts of the host's /proc (%s); run `agentjail doctor` for the fix, or allow `filesystem: {proc: fresh-or-bind}` in a profile",
 			ErrProcCovered, strings.Join(r.in.ProcCovers, ", ")))
 	}
 	if r.in.Chdir != "" {
@@ -351,7 +351,7 @@ func (r *renderer) base() {
 	if r.bindProc() {
 		// The binding is recursive, so the host's covers stay in place.
 		r.mount("--bind", "/proc", "/proc")
-		r.plan.Degradations = append(r.plan.Degradations, fmt.Sprintf("no fresh /proc and no pid namespace: mounts cover parts of the host's /proc (%s), so the jail binds the existing /proc and shares the pid namespace it describes, agentjail's (filesystem.proc: fresh-or-bind): the agent sees, and as the same user may signal, that namespace's processes (a container's own); what the agent leaves running is ended by agentjail's cleanup, not by a pid namespace's teardown; its own sandbox works only in its weaker mode, binding /proc instead of mounting one (Claude Code: sandbox.enableWeakerNestedSandbox); `agentjail doctor` names the container settings that avoid this",
+		r.plan.Degradations = append(r.plan.Degradations, fmt.Sprintf("no fresh /proc and no pid namespace (filesystem.proc: fresh-or-bind; mounts cover %s): the agent sees agentjail's processes and its own sandbox runs in its weaker mode; see docs/nesting.md",
 			strings.Join(r.in.ProcCovers, ", ")))
 	} else {
 		r.mount("--proc", "/proc")
@@ -463,7 +463,7 @@ func (r *renderer) protect(roots []string) {
 		if path.Base(l) == "hooks" {
 			fix = fmt.Sprintf("remove the link and point git at the directory instead (rm %s && git config core.hooksPath %s), or replace the link by what it points to", l, target)
 		}
-		r.errs = append(r.errs, fmt.Errorf("%w: %s -> %s: a mount cannot cover a link, so the agent could replace it with a file or directory of its own (a planted hook, a rewritten .env); %s, or accept it with `filesystem: {accept_protected_symlinks: true}` in a profile, which keeps the target read-only and ends a run that replaces the link with reason violation (exit 125)",
+		r.errs = append(r.errs, fmt.Errorf("%w: %s -> %s: a mount cannot cover a link, which the agent could replace; %s, or set `filesystem: {accept_protected_symlinks: true}` (docs/jail.md)",
 			ErrProtectedLink, l, target, fix))
 	}
 	r.plan.Protected = append(append(pr.existing, pr.masks...), pr.commondirs...)
@@ -583,7 +583,7 @@ func (r *renderer) claude(roots []string) {
 			// Under a writable root the mount point is the host's own
 			// ~/.claude; a missing one is masked as a protected name, and
 			// bwrap would fail with "Can't mkdir ...: Not a directory".
-			r.errs = append(r.errs, fmt.Errorf("the run's private Claude directory goes at %s, under a writable root, where it does not exist as a directory; create it (`mkdir %s`, owned by the run user), write a narrower root than the home, or set `claude: {home: false}` in a profile",
+			r.errs = append(r.errs, fmt.Errorf("the run's Claude directory %s lies under a writable root and is not a directory; create it (`mkdir %s`, owned by the run user) or set `claude: {home: false}`",
 				home.Jail, home.Jail))
 			return
 		}

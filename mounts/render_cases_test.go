@@ -185,7 +185,7 @@ func TestRenderProcCovered(t *testing.T) {
 	if !errors.Is(err, ErrProcCovered) {
 		t.Fatalf("covered host, default policy: Render = %v, want ErrProcCovered", err)
 	}
-	for _, want := range []string{"/proc/kcore, /proc/timer_list", "run `agentjail doctor`", "systempaths=unconfined", "procMount: Unmasked", "proc: fresh-or-bind"} {
+	for _, want := range []string{"/proc/kcore, /proc/timer_list", "run `agentjail doctor`", "proc: fresh-or-bind"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("refusal lacks %q:\n%v", want, err)
 		}
@@ -203,7 +203,7 @@ func TestRenderProcCovered(t *testing.T) {
 	if !strings.HasPrefix(args, "--unshare-uts --unshare-ipc ") {
 		t.Errorf("a bound /proc needs the pid namespace it describes, not a new one:\n%s", args)
 	}
-	if len(plan.Degradations) != 1 || !strings.Contains(plan.Degradations[0], "/proc/kcore, /proc/timer_list") || !strings.Contains(plan.Degradations[0], "enableWeakerNestedSandbox") || !strings.Contains(plan.Degradations[0], "no pid namespace") {
+	if len(plan.Degradations) != 1 || !strings.Contains(plan.Degradations[0], "/proc/kcore, /proc/timer_list") || !strings.Contains(plan.Degradations[0], "weaker mode") || !strings.Contains(plan.Degradations[0], "no pid namespace") {
 		t.Errorf("degradations = %q", plan.Degradations)
 	}
 }
@@ -475,7 +475,6 @@ func TestRenderRefusesSymlinkedProtectedPaths(t *testing.T) {
 		"rm /srv/proj/.env && cp -a /srv/proj/.env.real /srv/proj/.env",
 		"symlinked protected path: /srv/proj/sub/.claude -> /srv/shared-claude",
 		"filesystem: {accept_protected_symlinks: true}",
-		"reason violation (exit 125)",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("refusal lacks %q:\n%v", want, err)
@@ -619,7 +618,7 @@ func TestRenderRefusesAStartDirectoryTheRunUserCannotEnter(t *testing.T) {
 func TestRenderRefusesClaudeHomeMissingUnderAWritableRoot(t *testing.T) {
 	t.Parallel()
 	in := input(t, "tier1", "/home/agent")
-	want := "the run's private Claude directory goes at /home/agent/.claude, under a writable root, where it does not exist as a directory; create it (`mkdir /home/agent/.claude`"
+	want := "the run's Claude directory /home/agent/.claude lies under a writable root and is not a directory; create it (`mkdir /home/agent/.claude`"
 	if _, err := Render(in); err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("Render = %v\nwant %q", err, want)
 	}
