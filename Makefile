@@ -115,7 +115,7 @@ profiles:
 # escapes runs the escapes suite alone: each escape class shown under plain
 # bubblewrap, then closed under agentjail (test/integration/escapes_test.go).
 escapes: deps
-	$(GO) test -count=1 -run '^TestEscape' -v ./test/integration/
+	$(GO) test -count=1 -run '^(TestEscape|TestSymlinkedProtectedPaths|TestHostileInputFiles|TestSignalWhileReadingAPipe)' -v ./test/integration/
 
 test-short:
 	$(GO) test -short ./...
