@@ -123,7 +123,10 @@ type Namespaces struct {
 // Environment decides the jail's environment. Only allowed variables pass;
 // Set adds or replaces, Unset removes. CLAUDECODE is always removed.
 type Environment struct {
-	// Allow lists variable names; a trailing * matches a prefix (LC_*).
+	// Allow lists variable names; a trailing * matches a prefix (LC_*),
+	// but never a credential of the host or its CI job (GITHUB_TOKEN,
+	// OTEL_EXPORTER_OTLP_HEADERS, ...: IsHostCredential), which passes
+	// only by its exact name.
 	Allow []string `yaml:"allow,omitempty" json:"allow,omitempty"`
 	// Set maps names to values.
 	Set map[string]string `yaml:"set,omitempty" json:"set,omitempty"`
