@@ -306,3 +306,36 @@ func TestMissingProtectedPathsAtDepth(t *testing.T) {
 		t.Errorf("the worktree holds %q after the run", got)
 	}
 }
+
+// TestWritableRootsAndTmpfsUnderTmp: the jail's /tmp is a tmpfs of its own,
+// yet a writable root under the host's /tmp is there, writable, and what
+// the agent writes reaches the host; nothing else of the host's /tmp is.
+// A tmpfs a profile puts inside a writable root is mounted over it (after
+// the root's bind): what the agent writes there stays in the jail.
+func TestWritableRootsAndTmpfsUnderTmp(t *testing.T) {
+	jailed(t)
+	ws := workspace(t) // under /tmp
+	if !strings.HasPrefix(ws, "/tmp/") {
+		t.Fatalf("the workspace %s is not under /tmp: the test proves nothing", ws)
+	}
+	sibling := filepath.Join(filepath.Dir(ws), "sibling")
+	if err := os.WriteFile(sibling, []byte("host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	write(t, ws, map[string]string{"cache/": ""})
+	chownR(t, ws, runUID)
+	dir := visibleDir(t)
+	write(t, dir, map[string]string{"p.yaml": "extends: tier1\nfilesystem:\n  tmpfs:\n    \"" + ws + "/cache\": {size: 1MiB, mode: \"0777\"}\n"})
+	r := aj(t, "run", "--profile", filepath.Join(dir, "p.yaml"), "--write", ws, "--chdir", ws, "--", "sh", "-c",
+		`echo out > made && echo in-cache > cache/c && stat -f -c %T cache; cat `+sibling+` 2>/dev/null || echo no-sibling`)
+	wantCode(t, r, 0)
+	if r.stdout != "tmpfs\nno-sibling\n" {
+		t.Errorf("stdout %q, want the cache a tmpfs and the host's /tmp hidden", r.stdout)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "made")); err != nil || string(b) != "out\n" {
+		t.Errorf("the file the agent made in the writable root under /tmp: %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "cache/c")); err == nil {
+		t.Error("what the agent wrote into the tmpfs reached the host")
+	}
+}
