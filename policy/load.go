@@ -122,6 +122,21 @@ func (l Loader) load(ref, fromDir string, chain []string) (Policy, error) {
 	return Merge(parent, p), nil
 }
 
+// IsBuiltinOrigin reports whether origin (an Origins value) points into a
+// built-in profile, shared parents included, rather than at a flag or a
+// profile file of the operator's. A file of the operator's at a relative
+// path such as profiles/tier1.yaml reads the same; it is taken for the
+// built-in.
+func (l Loader) IsBuiltinOrigin(origin string) bool {
+	file, _, _ := strings.Cut(origin, ":")
+	ref, ok := strings.CutPrefix(file, "profiles/")
+	if !ok || strings.ContainsRune(ref, '/') {
+		return false
+	}
+	_, err := fs.Stat(l.Builtins, ref)
+	return err == nil && strings.HasSuffix(ref, ".yaml")
+}
+
 // read returns the display name and contents of a profile reference.
 // Shared parents (names starting with _) may only be extended.
 func (l Loader) read(ref, fromDir string, extending bool) (string, []byte, error) {

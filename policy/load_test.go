@@ -132,6 +132,15 @@ func TestExtendsMerges(t *testing.T) {
 			t.Errorf("origin of %s = %q, want %q", path, got, want)
 		}
 	}
+	// What the operator set, and what came with built-in profiles.
+	for origin, want := range map[string]bool{
+		p.Origins["limits.idle"]: true, p.Origins["limits.wall"]: true, p.Origins["filesystem.write[0]"]: false,
+		p.Origins["filesystem.protect[1]"]: false, "--timeout": false, "profiles/nosuch.yaml:1:1": false, "profiles/x/mid.yaml:1:1": false,
+	} {
+		if got := l.IsBuiltinOrigin(origin); got != want {
+			t.Errorf("IsBuiltinOrigin(%q) = %v", origin, got)
+		}
+	}
 }
 
 func TestExtendsRefusals(t *testing.T) {

@@ -96,7 +96,7 @@ func TestViolateEndsTheRunWithViolation(t *testing.T) {
 		t.Fatalf("no violation changed the outcome: %s %d", r.Reason, r.ExitCode)
 	}
 	r.Violate(Note{What: ViolationSetID, Detail: "x"})
-	if r.Reason != ReasonViolation || r.ExitCode != ExitSetup || len(r.Violations) != 1 {
+	if r.Reason != ReasonViolation || r.ExitCode != 123 || len(r.Violations) != 1 {
 		t.Errorf("reason %s, exit %d, %v", r.Reason, r.ExitCode, r.Violations)
 	}
 	r = Record{Reason: ReasonSetupFailed, ExitCode: ExitSetup}

@@ -115,7 +115,9 @@ func newApp(args []string, stdin io.Reader, stdout, stderr io.Writer, code *int)
 				Usage:        "run a command in the jail",
 				ArgsUsage:    "-- CMD [ARG...]",
 				StopOnNthArg: &one,
-				Flags:        append(jailFlags(), &cli.StringFlag{Name: "results", Usage: "copy Claude Code's session transcripts into `DIR` after the run"}),
+				Flags: append(jailFlags(),
+					&cli.StringFlag{Name: "results", Usage: "copy Claude Code's session transcripts into `DIR` after the run"},
+					&cli.BoolFlag{Name: "quiet", Usage: "say only errors and how the run ended; warnings and degradations go to the record alone"}),
 				Action:       env.runAction,
 			}),
 			sub(&cli.Command{

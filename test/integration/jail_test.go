@@ -188,7 +188,7 @@ func TestHomeSecretsAreHidden(t *testing.T) {
 // the link and plant a real hooks directory or .env. Such a run is refused
 // before anything runs, naming the link, its target and the fixes; with
 // accept_protected_symlinks it runs, the target stays read-only, and
-// replacing the link ends the run with reason violation (exit 125), the
+// replacing the link ends the run with reason violation (exit 123), the
 // planted hook listed and left in place.
 func TestSymlinkedProtectedPaths(t *testing.T) {
 	jailed(t)
@@ -241,14 +241,14 @@ func TestSymlinkedProtectedPaths(t *testing.T) {
 			echo API_KEY=stolen >> .env.real && echo WROTE-ENV
 			rm .git/hooks && mkdir .git/hooks && echo evil > .git/hooks/pre-commit && echo PLANTED
 			true`)
-		wantCode(t, r, 125)
+		wantCode(t, r, 123)
 		if strings.Contains(r.stdout, "WROTE") || !strings.Contains(r.stdout, "PLANTED") {
 			t.Errorf("the targets were writable, or the link could not be replaced (the test proves nothing):\n%s%s", r.stdout, r.stderr)
 		}
 		if !strings.Contains(r.stderr, "agentjail: warning: protected path "+filepath.Join(p, ".git/hooks")+" is a symlink") {
 			t.Errorf("no warning for the accepted link:\n%s", r.stderr)
 		}
-		got := readRecord(t, rec, 125)
+		got := readRecord(t, rec, 123)
 		var all []string
 		for _, v := range got.Violations {
 			all = append(all, v.What+": "+v.Detail)
@@ -268,7 +268,7 @@ func TestSymlinkedProtectedPaths(t *testing.T) {
 // TestMissingProtectedPathsAtDepth: below the top of a writable root,
 // what is missing inside a protected directory that exists cannot be
 // created (a nested repository's hooks and config, a .claude's settings);
-// another protected name that appears at depth is a violation (exit 125).
+// another protected name that appears at depth is a violation (exit 123).
 // No placeholder is left on the host either way.
 func TestMissingProtectedPathsAtDepth(t *testing.T) {
 	jailed(t)
@@ -291,8 +291,8 @@ func TestMissingProtectedPathsAtDepth(t *testing.T) {
 
 	rec := filepath.Join(t.TempDir(), "record.json")
 	r = aj(t, "run", "--write", p, "--chdir", p, "--record", rec, "--", "sh", "-c", "echo KEY=x > other/.env")
-	wantCode(t, r, 125)
-	if got := readRecord(t, rec, 125); got.Reason != "violation" || len(got.Violations) != 1 || !strings.Contains(got.Violations[0].Detail, filepath.Join(p, "other/.env")+" appeared") {
+	wantCode(t, r, 123)
+	if got := readRecord(t, rec, 123); got.Reason != "violation" || len(got.Violations) != 1 || !strings.Contains(got.Violations[0].Detail, filepath.Join(p, "other/.env")+" appeared") {
 		t.Errorf("a protected name made at depth: reason %s, violations %+v", got.Reason, got.Violations)
 	}
 
