@@ -28,7 +28,9 @@ func TestAPlainRunSaysNothing(t *testing.T) {
 	if r.stdout != "" || r.stderr != "" {
 		t.Errorf("a plain run printed: stdout %q, stderr %q", r.stdout, r.stderr)
 	}
-	if !slices.ContainsFunc(rec.Degradations, func(d note) bool { return d.What == "rlimit.nofile" && strings.HasPrefix(d.Detail, "65536 asked, 4096 applied") }) {
+	if !slices.ContainsFunc(rec.Degradations, func(d note) bool {
+		return d.What == "rlimit.nofile" && strings.HasPrefix(d.Detail, "65536 asked, 4096 applied")
+	}) {
 		t.Errorf("the record lacks tier1's nofile lowered to 4096: %+v", rec.Degradations)
 	}
 

@@ -371,4 +371,3 @@ type orphan struct {
 	PPID int    `json:"ppid"`
 	Cmd  string `json:"cmd"`
 }
-
