@@ -155,7 +155,7 @@ type Limits struct {
 	Output Output `yaml:"output,omitempty" json:"output,omitempty"`
 	// Rlimits maps a resource (nofile, nproc, fsize, core, as, ...) to its
 	// limit, applied to bwrap and so to the whole jail.
-	Rlimits map[string]Rlimit `yaml:"rlimits,omitempty" json:"rlimits,omitempty"`
+	Rlimits Rlimits `yaml:"rlimits,omitempty" json:"rlimits,omitempty"`
 	// Pids caps the tasks (processes and threads) of the whole jail at
 	// once: the run's cgroup's pids.max. A run that reaches it is ended
 	// (reason pids_limit). Without a pids controller it becomes the
