@@ -2,6 +2,8 @@ package record
 
 import (
 	"encoding/json"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -103,5 +105,34 @@ func TestViolateEndsTheRunWithViolation(t *testing.T) {
 	r.Violate(Note{What: ViolationSetID, Detail: "x"})
 	if r.Reason != ReasonSetupFailed {
 		t.Errorf("setup_failed must win, got %s", r.Reason)
+	}
+}
+
+// TestExitCodesAreDocumented: docs/usage.md's one exit-code table gives
+// each of agentjail's own codes with its reasons.
+func TestExitCodesAreDocumented(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../docs/usage.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A map literal: two endings with one code would not compile.
+	for code, reasons := range map[int][]string{
+		ExitLimit:     {ReasonPidsLimit, ReasonMemoryLimit},
+		ExitViolation: {ReasonViolation},
+		ExitTimeout:   {ReasonWallTimeout, ReasonIdleTimeout, ReasonStopped},
+		ExitSetup:     {ReasonSetupFailed},
+	} {
+		row := ""
+		for _, l := range strings.Split(string(doc), "\n") {
+			if strings.HasPrefix(l, "| "+strconv.Itoa(code)+" |") {
+				row = l
+			}
+		}
+		for _, r := range reasons {
+			if !strings.Contains(row, "`"+r+"`") {
+				t.Errorf("docs/usage.md: the row of exit %d lacks reason %s: %q", code, r, row)
+			}
+		}
 	}
 }
