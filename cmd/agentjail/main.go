@@ -121,6 +121,7 @@ func newApp(args []string, stdin io.Reader, stdout, stderr io.Writer, code *int)
 			c.Description = completionHelp
 			c.Commands = slices.DeleteFunc(c.Commands, func(sh *cli.Command) bool { return sh.Name == "pwsh" })
 			for _, sh := range c.Commands {
+				sh.Usage = "print the " + sh.Name + " completion script"
 				sub(sh)
 			}
 			sub(c)
