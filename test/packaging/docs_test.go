@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -149,6 +150,11 @@ func TestDocsCommandsRun(t *testing.T) {
 			for _, b := range run {
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 				cmd := exec.CommandContext(ctx, "sh", "-eu", "-c", b.text)
+				// A block that hangs is ended with what it started in
+				// the background.
+				cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+				cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+				cmd.WaitDelay = 10 * time.Second
 				cmd.Dir = dir
 				cmd.Env = []string{"PATH=" + bin + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C.UTF-8"}
 				out, err := cmd.CombinedOutput()
