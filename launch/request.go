@@ -27,6 +27,9 @@ type Request struct {
 	// Log, Record and Results are the operator's outputs ("" for none).
 	Log, Record, Results string
 	Argv                 []string
+	// Quiet leaves only errors and the run's ending line on stderr:
+	// warnings and degradations go to the record alone.
+	Quiet bool
 }
 
 // Options vary the jail a Request gets; a run takes none.

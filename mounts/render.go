@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/agentjail/agentjail/bwrap"
 	"github.com/agentjail/agentjail/execstage"
@@ -147,9 +148,10 @@ func Render(in Input) (Plan, error) {
 	if len(r.errs) > 0 {
 		return Plan{}, errors.Join(r.errs...)
 	}
+	roots := WritableRoots(in.Policy)
 	r.namespaces()
 	r.base()
-	r.tmpfs()
+	r.tmpfs(roots, false)
 	r.home()
 	for i, p := range in.Policy.Filesystem.Read {
 		if exists(in.Disk, p) {
@@ -160,10 +162,12 @@ func Render(in Input) (Plan, error) {
 			r.plan.Warnings = append(r.plan.Warnings, fmt.Sprintf("--read %s: no such path; nothing is bound", policy.Quote(p)))
 		}
 	}
-	roots := WritableRoots(in.Policy)
 	for _, p := range roots {
 		r.mount("--bind", p, p)
 	}
+	// bwrap mounts in order: a tmpfs inside a writable root goes after
+	// the root's bind, which would hide it.
+	r.tmpfs(roots, true)
 	r.protect(roots)
 	r.deny(roots)
 	r.hideRunDir(roots)
@@ -208,7 +212,7 @@ func (r *renderer) mount(flag string, a ...string) {
 	r.arg(flag)
 	r.arg(a...)
 	dest := a[len(a)-1]
-	r.stack = append(r.stack, mountPoint{dest: dest, hides: flag == "--tmpfs"})
+	r.stack = append(r.stack, mountPoint{dest: dest, hides: flag == "--tmpfs" || flag == "--dev"})
 }
 
 // hiddenBy returns the tmpfs that hides p inside the jail, or "".
@@ -362,9 +366,10 @@ func (r *renderer) base() {
 	}
 }
 
-// tmpfs mounts every configured tmpfs, capped, parents first, then makes
-// /dev read-only: bwrap's --dev leaves a writable, uncapped /dev.
-func (r *renderer) tmpfs() {
+// tmpfs mounts the configured tmpfs mounts, capped, parents first: those
+// inside a writable root (inRoots) or the others. After the others it
+// makes /dev read-only: bwrap's --dev leaves a writable, uncapped /dev.
+func (r *renderer) tmpfs(roots []string, inRoots bool) {
 	mounts := r.p.Filesystem.Tmpfs
 	if _, ok := mounts["/dev/shm"]; !ok {
 		mounts = maps.Clone(mounts)
@@ -374,6 +379,15 @@ func (r *renderer) tmpfs() {
 		mounts["/dev/shm"] = policy.Tmpfs{Size: DefaultShmSize, Mode: 0o1777}
 	}
 	for _, mp := range slices.Sorted(maps.Keys(mounts)) {
+		// A tmpfs at a writable root itself (--write /tmp) goes first:
+		// the root asked for shows the host's directory over it.
+		inRoot := underAny(mp, roots) && !slices.Contains(roots, mp)
+		if inRoot != inRoots {
+			continue
+		}
+		if !r.mountPoint(mp, roots) {
+			continue
+		}
 		t := mounts[mp]
 		mode := t.Mode
 		if mode == 0 {
@@ -382,7 +396,50 @@ func (r *renderer) tmpfs() {
 		r.arg("--perms", fmt.Sprintf("%04o", uint32(mode)), "--size", strconv.FormatInt(int64(t.Size), 10))
 		r.mount("--tmpfs", mp)
 	}
-	r.arg("--remount-ro", "/dev")
+	if !inRoots {
+		r.arg("--remount-ro", "/dev")
+	}
+}
+
+// mountPoint checks that bwrap can mount a tmpfs at mp, which it would
+// otherwise find out inside the jail, failing the run with "Can't mkdir
+// ...: Read-only file system": mp must be an existing directory where the
+// mounts so far show the host (the read-only base, a writable root,
+// where a directory bwrap made would be made on the host), and may be
+// missing only inside a tmpfs (which bwrap's --dev is too) or the empty
+// root of a minimal base.
+func (r *renderer) mountPoint(mp string, roots []string) bool {
+	field := "filesystem.tmpfs[" + mp + "]"
+	q := policy.Quote(mp)
+	var over *mountPoint
+	for i := len(r.stack) - 1; i >= 0; i-- {
+		if under(path.Dir(mp), r.stack[i].dest) {
+			over = &r.stack[i]
+			break
+		}
+	}
+	if over == nil || over.hides {
+		return true
+	}
+	where := "in the read-only " + over.dest
+	if underAny(mp, roots) {
+		where = "in the writable root " + over.dest + " without changing the host"
+	}
+	fi, err := lstat(r.in.Disk, mp)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
+		r.fail(field, "tmpfs mount point %s does not exist, and bubblewrap cannot make it %s; create it first (mkdir -p %[1]s), or mount the tmpfs inside another tmpfs (/tmp/...)", q, where)
+	case err != nil:
+		r.fail(field, "tmpfs mount point %s: %v", q, err)
+	case fi.Mode()&fs.ModeSymlink != 0:
+		t, _ := resolve(r.in.Disk, mp)
+		r.fail(field, "tmpfs mount point %s is a symlink to %s; mount the tmpfs at the directory itself", q, policy.Quote(t))
+	case !fi.IsDir():
+		r.fail(field, "tmpfs mount point %s is not a directory; a tmpfs is mounted on a directory", q)
+	default:
+		return true
+	}
+	return false
 }
 
 // home mounts a private home when the policy asks for one: at the run

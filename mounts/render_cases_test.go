@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"slices"
@@ -648,5 +649,63 @@ func TestRenderWarnsOfAMissingReadFlag(t *testing.T) {
 	}
 	if want := []string{"--read /srv/typo: no such path; nothing is bound"}; !slices.Equal(plan.Warnings, want) {
 		t.Errorf("warnings %q, want %q", plan.Warnings, want)
+	}
+}
+
+// TestRenderTmpfsMountPoints: bwrap can mount a tmpfs only on a directory
+// that exists where the jail shows the host (the read-only base, a
+// writable root); inside another tmpfs it makes the directory itself. A
+// missing one is refused here, naming the profile line, rather than failing
+// inside bubblewrap. A tmpfs inside a writable root is mounted after the
+// root's bind, which would hide it.
+func TestRenderTmpfsMountPoints(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, mp string
+		minimal  bool
+		want     string // "" renders
+	}{
+		{"missing under the read-only base", "/srv/nope", false, "p.yaml:7:5: filesystem.tmpfs[/srv/nope]: tmpfs mount point /srv/nope does not exist, and bubblewrap cannot make it in the read-only /; create it first (mkdir -p /srv/nope), or mount the tmpfs inside another tmpfs (/tmp/...)"},
+		{"missing inside a writable root", "/srv/proj/build", false, "tmpfs mount point /srv/proj/build does not exist, and bubblewrap cannot make it in the writable root /srv/proj without changing the host; create it first"},
+		{"a file", "/etc/passwd", false, "tmpfs mount point /etc/passwd is not a directory"},
+		{"a symlink", "/srv/link-to-proj", false, "tmpfs mount point /srv/link-to-proj is a symlink to /srv/proj; mount the tmpfs at the directory itself"},
+		{"missing inside the jail's /tmp", "/tmp/cache/x", false, ""},
+		{"missing under /dev", "/dev/hugepages", false, ""},
+		{"missing in a minimal base's empty root", "/work", true, ""},
+		{"missing under a minimal base's /usr", "/usr/cache", true, "tmpfs mount point /usr/cache does not exist, and bubblewrap cannot make it in the read-only /usr"},
+		{"existing", "/srv/cache", false, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			in := input(t, "tier1", "/srv/proj")
+			in.Policy.Filesystem.Tmpfs = maps.Clone(in.Policy.Filesystem.Tmpfs)
+			in.Policy.Filesystem.Tmpfs[c.mp] = policy.Tmpfs{Size: 1 << 20}
+			in.Policy.Origins = maps.Clone(in.Policy.Origins)
+			in.Policy.Origins["filesystem.tmpfs["+c.mp+"]"] = "p.yaml:7:5"
+			if c.minimal {
+				in.Policy.Filesystem.Base = policy.BaseMinimal
+			}
+			plan, err := Render(in)
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("Render = %v", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("Render = %v\nwant %q", err, c.want)
+			case c.want == "" && !strings.Contains(strings.Join(plan.Args, " "), "--tmpfs "+c.mp):
+				t.Errorf("no tmpfs at %s:\n%s", c.mp, strings.Join(plan.Args, " "))
+			}
+		})
+	}
+
+	in := input(t, "tier1", "/srv/proj")
+	in.Policy.Filesystem.Tmpfs = maps.Clone(in.Policy.Filesystem.Tmpfs)
+	in.Policy.Filesystem.Tmpfs["/srv/proj/node_modules"] = policy.Tmpfs{Size: 1 << 20}
+	plan, err := Render(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bind, tmpfs := slices.Index(plan.Args, "--bind"), slices.Index(plan.Args, "/srv/proj/node_modules")
+	if bind < 0 || plan.Args[bind+1] != "/srv/proj" || tmpfs < bind {
+		t.Errorf("the tmpfs inside the writable root comes before the root's bind, which hides it:\n%s", strings.Join(plan.Args, " "))
 	}
 }

@@ -33,8 +33,9 @@ func (v durationValue) String() string {
 
 func (v durationValue) Get() any { return *v.d }
 
+// durationFlag is a duration whose absence leaves the profile's value.
 func durationFlag(name, usage string) *cli.GenericFlag {
-	return &cli.GenericFlag{Name: name, Usage: usage, Value: durationValue{new(time.Duration)}}
+	return &cli.GenericFlag{Name: name, Usage: usage, Value: durationValue{new(time.Duration)}, DefaultText: "the profile's"}
 }
 
 // jailFlags are shared by run and render: both must see the same jail.
@@ -47,9 +48,9 @@ func jailFlags() []cli.Flag {
 		&cli.StringFlag{Name: "chdir", Usage: "start the agent in `DIR` (default: the current directory)"},
 		&cli.StringSliceFlag{Name: "env", Usage: "set `K=V` in the jail; K alone passes agentjail's own value (repeatable)"},
 		&cli.StringSliceFlag{Name: "seccomp", Usage: "add a Docker/OCI seccomp `FILE` on top of the profile's filter (repeatable)"},
-		durationFlag("timeout", "wall-clock limit `D` (90s, 10m, or seconds; 0: none; default: the profile's)"),
-		durationFlag("idle-timeout", "end the run after `D` without output (0: none; default: the profile's)"),
-		durationFlag("grace", "time `D` between SIGTERM and SIGKILL (default: the profile's)"),
+		durationFlag("timeout", "wall-clock limit `D` (90s, 10m, or seconds; 0: none)"),
+		durationFlag("idle-timeout", "end the run after `D` without output (0: none)"),
+		durationFlag("grace", "time `D` between SIGTERM and SIGKILL"),
 		&cli.StringFlag{Name: "log", Usage: "append both output streams to `FILE`"},
 		&cli.StringFlag{Name: "record", Usage: "write the run record (JSON) to `FILE`"},
 	}
