@@ -1,8 +1,10 @@
 package launch
 
 import (
-	"crypto/rand"
+	"encoding/base32"
+	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -269,8 +271,16 @@ func compact(list []string) []string {
 	return out
 }
 
-// newRunID is the run's id and the marker value of AGENTJAIL_RUN.
-func newRunID() string { return strings.ToLower(rand.Text()) }
+// newRunID is the run's id and the marker value of AGENTJAIL_RUN: 128
+// bits from the runtime's generator (ChaCha8, seeded by the kernel),
+// which costs a launch nothing; crypto/rand's first use does (its DRBG
+// starts up).
+func newRunID() string {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
+	binary.LittleEndian.PutUint64(b[8:], rand.Uint64())
+	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+}
 
 // StageDir holds what one run copies in: credentials, the private Claude
 // Code directory. It is removed when the run ends.

@@ -34,6 +34,9 @@ type Request struct {
 	// APIKeyFile holds the Anthropic API key (--api-key-file): in a proxy
 	// jail the broker's, never the jail's.
 	APIKeyFile string
+	// Quiet leaves only errors and the run's ending line on stderr:
+	// warnings and degradations go to the record alone.
+	Quiet bool
 }
 
 // Options vary the jail a Request gets; a run takes none.

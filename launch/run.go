@@ -100,14 +100,20 @@ func run(req Request, stdio IO) (int, error) {
 	rec.RunID = j.RunID
 	rec.User = &record.User{UID: j.User.UID, GID: j.User.GID, Name: j.User.Name}
 	rec.BwrapVersion = j.Bwrap.Version.String()
-	for _, w := range j.Plan.Warnings {
-		fmt.Fprintf(stdio.Stderr, "agentjail: warning: %s\n", w)
+	// notices is where warnings and degradations are said: nowhere with
+	// --quiet (the record has them all).
+	notices := stdio.Stderr
+	if req.Quiet {
+		notices = io.Discard
 	}
-	// Every degradation is printed once and recorded: the plan's now, the
-	// staging's when taken, the supervisor's (cgroup, rlimits, live) at
-	// the end.
+	for _, w := range j.Plan.Warnings {
+		fmt.Fprintf(notices, "agentjail: warning: %s\n", w)
+	}
+	// Every degradation is recorded, and printed once when it weakens what
+	// the operator asked for (j.degraded): the plan's now, the staging's
+	// and the supervisor's (cgroup, rlimits, live) at the end.
 	for _, d := range j.Plan.Degradations {
-		rec.Degradations = append(rec.Degradations, degraded(stdio.Stderr, record.Note{What: "jail", Detail: d})...)
+		rec.Degradations = append(rec.Degradations, j.degraded(notices, record.Note{What: "jail", Detail: d})...)
 	}
 	// The outputs are opened now, before the agent runs, and held: see
 	// outputs.go.
@@ -130,7 +136,7 @@ func run(req Request, stdio IO) (int, error) {
 	j.moveLogin()
 	for _, warning := range []string{warning, j.config()} {
 		if warning != "" {
-			fmt.Fprintf(stdio.Stderr, "agentjail: warning: %s\n", warning)
+			fmt.Fprintf(notices, "agentjail: warning: %s\n", warning)
 			rec.Warnings = append(rec.Warnings, warning)
 		}
 	}
@@ -145,7 +151,7 @@ func run(req Request, stdio IO) (int, error) {
 	// What runs killed with SIGKILL left, without waiting for an init;
 	// once the command line is known good, so that a mistake gets its one
 	// message alone.
-	runstate.SweepDeadRuns(func(format string, args ...any) { fmt.Fprintf(stdio.Stderr, "agentjail: "+format+"\n", args...) })
+	runstate.SweepDeadRuns(func(format string, args ...any) { fmt.Fprintf(notices, "agentjail: "+format+"\n", args...) })
 	sess, err := j.open()
 	if err != nil {
 		return failed(err)
@@ -201,15 +207,15 @@ func run(req Request, stdio IO) (int, error) {
 	if outcome.Abandoned[0] || outcome.Abandoned[1] {
 		stdio.Stderr = io.Discard
 	}
-	degraded(stdio.Stderr, rec.Degradations[len(spec.Record.Degradations):]...)
+	if notices != io.Discard {
+		notices = stdio.Stderr
+	}
+	j.degraded(notices, rec.Degradations[len(spec.Record.Degradations):]...)
 	if merr := sess.endJail(); merr != nil {
 		PrintError(stdio.Stderr, merr)
 	}
 	if runErr != nil {
 		PrintError(stdio.Stderr, runErr)
-	}
-	if msg := rec.LimitMessage(); msg != "" {
-		fmt.Fprintf(stdio.Stderr, "agentjail: %s\n", msg)
 	}
 	// What the read-only binds could not prevent is found now that
 	// nothing of the jail runs: protected paths that appeared or changed,
@@ -229,14 +235,25 @@ func run(req Request, stdio IO) (int, error) {
 		fmt.Fprintf(stdio.Stderr, "agentjail: violation: %s\n", v.Detail)
 	}
 	claudeAfter(j, sess, parser, results, &rec, spec.Secrets)
-	code := rec.ExitCode
+	// The run's ending, when agentjail caused it, in one line after
+	// everything else it says, with where the details are.
+	code, ending := rec.ExitCode, rec.Ending()
 	if out.path != "" {
 		// A record asked for and missing must not pass for a run that
-		// went well: agentjail's own failure, in one line.
+		// went well: agentjail's own failure, in one line, which is the
+		// ending line. A violation keeps its code: the alert wins.
 		if err := out.write(&rec); err != nil {
-			fmt.Fprintf(stdio.Stderr, "agentjail: %v; the run ended with exit %d (%s), but agentjail exits %d without its record\n", err, rec.ExitCode, rec.Reason, record.ExitSetup)
-			code = record.ExitSetup
+			if rec.Reason != record.ReasonViolation {
+				code = record.ExitSetup
+			}
+			fmt.Fprintf(stdio.Stderr, "agentjail: %v; the run ended with exit %d (%s), but agentjail exits %d without its record\n", err, rec.ExitCode, rec.Reason, code)
+			ending = ""
+		} else if ending != "" {
+			ending += "; the record: " + policy.Quote(out.path)
 		}
+	}
+	if ending != "" {
+		fmt.Fprintf(stdio.Stderr, "agentjail: %s\n", ending)
 	}
 	live.Close(&rec)
 	return code, nil
@@ -259,12 +276,37 @@ func (n *newlineFirst) Write(p []byte) (int, error) {
 	return n.w.Write(p)
 }
 
-// degraded prints each degradation taken and returns them.
-func degraded(w io.Writer, notes ...record.Note) []record.Note {
+// degraded prints the degradations that weaken a value the operator set,
+// and returns them all, for the record. A value is the operator's when a
+// flag or a profile file of theirs set it; a built-in profile's default
+// the host cannot give (nofile 65536 under a lower inherited hard limit,
+// a capped staging directory without root) is recorded only, as is what
+// nobody asked for by name (a cgroup of the run's own, its listing in
+// `agentjail ps`). See docs/supervision.md, Degradations.
+func (j *Jail) degraded(w io.Writer, notes ...record.Note) []record.Note {
+	builtin := Loader(nil).IsBuiltinOrigin
 	for _, n := range notes {
-		fmt.Fprintf(w, "agentjail: degraded: %s: %s\n", n.What, n.Detail)
+		field := weakens(n.What)
+		if origin, ok := j.Policy.Origins[field]; ok && field != "" && !builtin(origin) {
+			fmt.Fprintf(w, "agentjail: degraded: %s: %s (%s, %s)\n", n.What, n.Detail, field, origin)
+		}
 	}
 	return notes
+}
+
+// weakens names the policy field whose promise a degradation (its What)
+// weakens; "" for none.
+func weakens(what string) string {
+	if r, ok := strings.CutPrefix(what, "rlimit."); ok {
+		return "limits.rlimits[" + r + "]"
+	}
+	return map[string]string{
+		"jail":          "filesystem.proc",
+		"staging.size":  "filesystem.home.size",
+		"cgroup.pids":   "limits.pids",
+		"cgroup.memory": "limits.memory",
+		"cgroup.swap":   "limits.swap",
+	}[what]
 }
 
 // writeSetupFailed completes rec as a run that never started, failed with

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/agentjail/agentjail/bwrap"
 	"github.com/agentjail/agentjail/execstage"
@@ -151,9 +152,10 @@ func Render(in Input) (Plan, error) {
 	if len(r.errs) > 0 {
 		return Plan{}, errors.Join(r.errs...)
 	}
+	roots := WritableRoots(in.Policy)
 	r.namespaces()
 	r.base()
-	r.tmpfs()
+	r.tmpfs(roots, false)
 	r.home()
 	for i, p := range in.Policy.Filesystem.Read {
 		if exists(in.Disk, p) {
@@ -164,10 +166,12 @@ func Render(in Input) (Plan, error) {
 			r.plan.Warnings = append(r.plan.Warnings, fmt.Sprintf("--read %s: no such path; nothing is bound", policy.Quote(p)))
 		}
 	}
-	roots := WritableRoots(in.Policy)
 	for _, p := range roots {
 		r.mount("--bind", p, p)
 	}
+	// bwrap mounts in order: a tmpfs inside a writable root goes after
+	// the root's bind, which would hide it.
+	r.tmpfs(roots, true)
 	r.protect(roots)
 	r.deny(roots)
 	r.hideRunDir(roots)
@@ -213,7 +217,7 @@ func (r *renderer) mount(flag string, a ...string) {
 	r.arg(flag)
 	r.arg(a...)
 	dest := a[len(a)-1]
-	r.stack = append(r.stack, mountPoint{dest: dest, hides: flag == "--tmpfs"})
+	r.stack = append(r.stack, mountPoint{dest: dest, hides: flag == "--tmpfs" || flag == "--dev"})
 }
 
 // hiddenBy returns the tmpfs that hides p inside the jail, or "".
@@ -292,7 +296,7 @@ func (r *renderer) check() {
 	if len(r.in.ProcCovers) > 0 && r.p.Filesystem.Proc != policy.ProcFreshOrBind {
 		// Fail closed: bwrap would fail too, with a message that names
 		// neither the cause nor the fix.
-		r.errs = append(r.errs, fmt.Errorf("%w: mounts cover parts of the host's /proc (%s), as a container runtime's masked and read-only paths do, and the kernel then refuses a new /proc inside a user namespace; run `agentjail doctor` for the cause and the fix (Docker: --security-opt systempaths=unconfined; Kubernetes: securityContext.procMount: Unmasked), or allow binding the existing /proc with `filesystem: {proc: fresh-or-bind}` in a profile",
+		r.errs = append(r.errs, fmt.Errorf("%w: mounts cover parts of the host's /proc (%s); run `agentjail doctor` for the fix, or allow `filesystem: {proc: fresh-or-bind}` in a profile",
 			ErrProcCovered, strings.Join(r.in.ProcCovers, ", ")))
 	}
 	if r.in.Chdir != "" {
@@ -356,7 +360,7 @@ func (r *renderer) base() {
 	if r.bindProc() {
 		// The binding is recursive, so the host's covers stay in place.
 		r.mount("--bind", "/proc", "/proc")
-		r.plan.Degradations = append(r.plan.Degradations, fmt.Sprintf("no fresh /proc and no pid namespace: mounts cover parts of the host's /proc (%s), so the jail binds the existing /proc and shares the pid namespace it describes, agentjail's (filesystem.proc: fresh-or-bind): the agent sees, and as the same user may signal, that namespace's processes (a container's own); what the agent leaves running is ended by agentjail's cleanup, not by a pid namespace's teardown; its own sandbox works only in its weaker mode, binding /proc instead of mounting one (Claude Code: sandbox.enableWeakerNestedSandbox); `agentjail doctor` names the container settings that avoid this",
+		r.plan.Degradations = append(r.plan.Degradations, fmt.Sprintf("no fresh /proc and no pid namespace (filesystem.proc: fresh-or-bind; mounts cover %s): the agent sees agentjail's processes and its own sandbox runs in its weaker mode; see docs/nesting.md",
 			strings.Join(r.in.ProcCovers, ", ")))
 	} else {
 		r.mount("--proc", "/proc")
@@ -367,9 +371,10 @@ func (r *renderer) base() {
 	}
 }
 
-// tmpfs mounts every configured tmpfs, capped, parents first, then makes
-// /dev read-only: bwrap's --dev leaves a writable, uncapped /dev.
-func (r *renderer) tmpfs() {
+// tmpfs mounts the configured tmpfs mounts, capped, parents first: those
+// inside a writable root (inRoots) or the others. After the others it
+// makes /dev read-only: bwrap's --dev leaves a writable, uncapped /dev.
+func (r *renderer) tmpfs(roots []string, inRoots bool) {
 	mounts := r.p.Filesystem.Tmpfs
 	if _, ok := mounts["/dev/shm"]; !ok {
 		mounts = maps.Clone(mounts)
@@ -379,6 +384,15 @@ func (r *renderer) tmpfs() {
 		mounts["/dev/shm"] = policy.Tmpfs{Size: DefaultShmSize, Mode: 0o1777}
 	}
 	for _, mp := range slices.Sorted(maps.Keys(mounts)) {
+		// A tmpfs at a writable root itself (--write /tmp) goes first:
+		// the root asked for shows the host's directory over it.
+		inRoot := underAny(mp, roots) && !slices.Contains(roots, mp)
+		if inRoot != inRoots {
+			continue
+		}
+		if !r.mountPoint(mp, roots) {
+			continue
+		}
 		t := mounts[mp]
 		mode := t.Mode
 		if mode == 0 {
@@ -387,7 +401,50 @@ func (r *renderer) tmpfs() {
 		r.arg("--perms", fmt.Sprintf("%04o", uint32(mode)), "--size", strconv.FormatInt(int64(t.Size), 10))
 		r.mount("--tmpfs", mp)
 	}
-	r.arg("--remount-ro", "/dev")
+	if !inRoots {
+		r.arg("--remount-ro", "/dev")
+	}
+}
+
+// mountPoint checks that bwrap can mount a tmpfs at mp, which it would
+// otherwise find out inside the jail, failing the run with "Can't mkdir
+// ...: Read-only file system": mp must be an existing directory where the
+// mounts so far show the host (the read-only base, a writable root,
+// where a directory bwrap made would be made on the host), and may be
+// missing only inside a tmpfs (which bwrap's --dev is too) or the empty
+// root of a minimal base.
+func (r *renderer) mountPoint(mp string, roots []string) bool {
+	field := "filesystem.tmpfs[" + mp + "]"
+	q := policy.Quote(mp)
+	var over *mountPoint
+	for i := len(r.stack) - 1; i >= 0; i-- {
+		if under(path.Dir(mp), r.stack[i].dest) {
+			over = &r.stack[i]
+			break
+		}
+	}
+	if over == nil || over.hides {
+		return true
+	}
+	where := "in the read-only " + over.dest
+	if underAny(mp, roots) {
+		where = "in the writable root " + over.dest + " without changing the host"
+	}
+	fi, err := lstat(r.in.Disk, mp)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
+		r.fail(field, "tmpfs mount point %s does not exist, and bubblewrap cannot make it %s; create it first (mkdir -p %[1]s), or mount the tmpfs inside another tmpfs (/tmp/...)", q, where)
+	case err != nil:
+		r.fail(field, "tmpfs mount point %s: %v", q, err)
+	case fi.Mode()&fs.ModeSymlink != 0:
+		t, _ := resolve(r.in.Disk, mp)
+		r.fail(field, "tmpfs mount point %s is a symlink to %s; mount the tmpfs at the directory itself", q, policy.Quote(t))
+	case !fi.IsDir():
+		r.fail(field, "tmpfs mount point %s is not a directory; a tmpfs is mounted on a directory", q)
+	default:
+		return true
+	}
+	return false
 }
 
 // home mounts a private home when the policy asks for one: at the run
@@ -468,7 +525,7 @@ func (r *renderer) protect(roots []string) {
 		if path.Base(l) == "hooks" {
 			fix = fmt.Sprintf("remove the link and point git at the directory instead (rm %s && git config core.hooksPath %s), or replace the link by what it points to", l, target)
 		}
-		r.errs = append(r.errs, fmt.Errorf("%w: %s -> %s: a mount cannot cover a link, so the agent could replace it with a file or directory of its own (a planted hook, a rewritten .env); %s, or accept it with `filesystem: {accept_protected_symlinks: true}` in a profile, which keeps the target read-only and ends a run that replaces the link with reason violation (exit 125)",
+		r.errs = append(r.errs, fmt.Errorf("%w: %s -> %s: a mount cannot cover a link, which the agent could replace; %s, or set `filesystem: {accept_protected_symlinks: true}` (docs/jail.md)",
 			ErrProtectedLink, l, target, fix))
 	}
 	r.plan.Protected = append(append(pr.existing, pr.masks...), pr.commondirs...)
@@ -588,7 +645,7 @@ func (r *renderer) claude(roots []string) {
 			// Under a writable root the mount point is the host's own
 			// ~/.claude; a missing one is masked as a protected name, and
 			// bwrap would fail with "Can't mkdir ...: Not a directory".
-			r.errs = append(r.errs, fmt.Errorf("the run's private Claude directory goes at %s, under a writable root, where it does not exist as a directory; create it (`mkdir %s`, owned by the run user), write a narrower root than the home, or set `claude: {home: false}` in a profile",
+			r.errs = append(r.errs, fmt.Errorf("the run's Claude directory %s lies under a writable root and is not a directory; create it (`mkdir %s`, owned by the run user) or set `claude: {home: false}`",
 				home.Jail, home.Jail))
 			return
 		}

@@ -10,14 +10,40 @@ import (
 // nested claude refuse to start, believing it runs inside itself.
 var AlwaysUnset = []string{"CLAUDECODE"}
 
-// Allows reports whether name passes the allowlist.
+// Allows reports whether name passes the allowlist. A prefix (OTEL_*)
+// never passes a credential of the host's (IsHostCredential): only its
+// exact name does.
 func (e Environment) Allows(name string) bool {
 	for _, a := range e.Allow {
-		if prefix, ok := strings.CutSuffix(a, "*"); ok && strings.HasPrefix(name, prefix) || a == name {
+		if a == name {
+			return true
+		}
+		if prefix, ok := strings.CutSuffix(a, "*"); ok && strings.HasPrefix(name, prefix) && !IsHostCredential(name) {
 			return true
 		}
 	}
 	return false
+}
+
+// hostCredentials are variables that carry a credential of the machine or
+// the CI job agentjail runs in, not of the agent: tokens that act for the
+// repository or the job (GitHub Actions, GitLab CI, Buildkite), the
+// requests for an OIDC identity token, a telemetry exporter's
+// authorization headers, the operator's ssh agent.
+var hostCredentials = []string{
+	"GITHUB_TOKEN", "GH_TOKEN", "GH_ENTERPRISE_TOKEN", "GITHUB_ENTERPRISE_TOKEN",
+	"ACTIONS_RUNTIME_TOKEN", "ACTIONS_ID_TOKEN_REQUEST_TOKEN", "ACTIONS_ID_TOKEN_REQUEST_URL",
+	"CI_JOB_TOKEN", "CI_JOB_JWT", "CI_JOB_JWT_V1", "CI_JOB_JWT_V2", "CI_REGISTRY_PASSWORD", "CI_DEPLOY_PASSWORD",
+	"BUILDKITE_AGENT_ACCESS_TOKEN",
+	"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_METRICS_HEADERS", "OTEL_EXPORTER_OTLP_LOGS_HEADERS",
+	"SSH_AUTH_SOCK",
+}
+
+// IsHostCredential reports whether name carries a credential of the host
+// or its CI job (hostCredentials, and any OTEL_..._HEADERS): a profile's
+// prefix never passes one into a jail.
+func IsHostCredential(name string) bool {
+	return slices.Contains(hostCredentials, name) || strings.HasPrefix(name, "OTEL_") && strings.HasSuffix(name, "_HEADERS")
 }
 
 // Apply builds the jail's environment from the caller's: allowlisted

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 
 	"github.com/goccy/go-yaml"
@@ -273,13 +274,13 @@ func sample(t reflect.Type, path string) string {
 	case reflect.Int:
 		return "3"
 	case reflect.Slice:
-		return "[" + sample(t.Elem(), path+"[0]") + "]"
+		return "[" + inFlow(sample(t.Elem(), path+"[0]")) + "]"
 	case reflect.Map:
 		key := samples[path]
 		if key == "" {
 			key = "name"
 		}
-		return "{" + key + ": " + sample(t.Elem(), path+"["+key+"]") + "}"
+		return "{" + key + ": " + inFlow(sample(t.Elem(), path+"["+key+"]")) + "}"
 	case reflect.Struct:
 		f := t.Field(0)
 		ft := f.Type
@@ -340,4 +341,13 @@ func kindOf(n ast.Node) string {
 		return "an alias"
 	}
 	return strings.ToLower(n.Type().String())
+}
+
+// inFlow quotes a sample scalar that YAML would not read as one inside
+// [ ] or { }: ${PWD} there starts a mapping.
+func inFlow(s string) string {
+	if strings.ContainsAny(s, "{}[],") && !strings.HasPrefix(s, "[") && !strings.HasPrefix(s, "{") {
+		return strconv.Quote(s)
+	}
+	return s
 }

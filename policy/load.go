@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -121,6 +122,21 @@ func (l Loader) load(ref, fromDir string, chain []string) (Policy, error) {
 	return Merge(parent, p), nil
 }
 
+// IsBuiltinOrigin reports whether origin (an Origins value) points into a
+// built-in profile, shared parents included, rather than at a flag or a
+// profile file of the operator's. A file of the operator's at a relative
+// path such as profiles/tier1.yaml reads the same; it is taken for the
+// built-in.
+func (l Loader) IsBuiltinOrigin(origin string) bool {
+	file, _, _ := strings.Cut(origin, ":")
+	ref, ok := strings.CutPrefix(file, "profiles/")
+	if !ok || strings.ContainsRune(ref, '/') {
+		return false
+	}
+	_, err := fs.Stat(l.Builtins, ref)
+	return err == nil && strings.HasSuffix(ref, ".yaml")
+}
+
 // read returns the display name and contents of a profile reference.
 // Shared parents (names starting with _) may only be extended.
 func (l Loader) read(ref, fromDir string, extending bool) (string, []byte, error) {
@@ -174,7 +190,7 @@ func decode(name string, data []byte) (Policy, error) {
 	}
 	file, err := parser.Parse(tokens, 0)
 	if err != nil {
-		return Policy{}, decodeError(name, err)
+		return Policy{}, decodeError(name, data, err)
 	}
 	var docs []*ast.DocumentNode
 	for _, d := range file.Docs {
@@ -212,7 +228,7 @@ func decode(name string, data []byte) (Policy, error) {
 		p = Policy{}
 		var fe *FieldError
 		if !errors.As(fieldError(name, docs[0].Body, err), &fe) {
-			errs = append(errs, decodeError(name, err))
+			errs = append(errs, decodeError(name, data, err))
 			break
 		}
 		errs = append(errs, fe)
@@ -294,7 +310,7 @@ func removeEntry(doc *ast.DocumentNode, path string, match func(*ast.MappingValu
 	return walk("", doc.Body, func(x ast.Node) { doc.Body = x })
 }
 
-func decodeError(name string, err error) error {
+func decodeError(name string, data []byte, err error) error {
 	var pe *PosError
 	if errors.As(err, &pe) {
 		return fmt.Errorf("%s:%d:%d: %w: %s", name, pe.Line, pe.Column, ErrSyntax, pe.Msg)
@@ -302,9 +318,30 @@ func decodeError(name string, err error) error {
 	var ye yaml.Error
 	if errors.As(err, &ye) && ye.GetToken() != nil {
 		pos := ye.GetToken().Position
-		return fmt.Errorf("%s:%d:%d: %w: %s%s", name, pos.Line, pos.Column, ErrSyntax, ye.GetMessage(), decodeHint(ye.GetMessage()))
+		hint := decodeHint(ye.GetMessage())
+		if v := flowVariable(data, pos.Line); v != "" {
+			hint = fmt.Sprintf(" (inside [ ] or { } YAML reads the { of ${...} as a mapping: quote the value, %q)", v)
+		}
+		return fmt.Errorf("%s:%d:%d: %w: %s%s", name, pos.Line, pos.Column, ErrSyntax, ye.GetMessage(), hint)
 	}
 	return fmt.Errorf("%s: %w: %v", name, ErrSyntax, err)
+}
+
+// unquotedVariable is a ${NAME} path as it may stand unquoted in a flow
+// collection, up to the next indicator.
+var unquotedVariable = regexp.MustCompile(`(?:^|[\s\[,])(\$\{[A-Za-z_]*\}[^\s,\[\]{}"']*)`)
+
+// flowVariable returns the first unquoted ${...} value on line (1-based)
+// of data when the line holds a flow collection, or "".
+func flowVariable(data []byte, line int) string {
+	lines := strings.Split(string(data), "\n")
+	if line < 1 || line > len(lines) || !strings.ContainsAny(lines[line-1], "[{") {
+		return ""
+	}
+	if m := unquotedVariable.FindStringSubmatch(lines[line-1]); m != nil {
+		return m[1]
+	}
+	return ""
 }
 
 // decodeHint turns the YAML library's messages into a fix.

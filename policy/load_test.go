@@ -18,7 +18,9 @@ func TestDecodeErrorsNamePosition(t *testing.T) {
 		{"unknown key", "filesystem:\n  writable: [/x]\n", `p.yaml:2:3: filesystem.writable: unknown key; filesystem takes base, proc, read, write, protect,`},
 		{"retired key", "claude: {home: true, write_back: false}\n", "p.yaml:1:22: claude.write_back: removed: agentjail no longer writes a login back to the operator's credentials (whatever the agent wrote there would become the operator's login); remove the key"},
 		{"unknown top key", "description: x\nbogus: 1\n", `p.yaml:2:1: bogus: unknown key; a profile takes extends, description, user,`},
-		{"string for a list", "filesystem:\n  write: /x\n", "p.yaml:2:10: filesystem.write: expected a list, got a string; e.g. `write: [${PWD}]`"},
+		{"string for a list", "filesystem:\n  write: /x\n", "p.yaml:2:10: filesystem.write: expected a list, got a string; e.g. `write: [\"${PWD}\"]`"},
+		{"unquoted ${PWD} in a flow list", "filesystem:\n  write: [/ok, ${PWD}/out]\n", `p.yaml:2:17: cannot decode policy: ',' or ']' must be specified (inside [ ] or { } YAML reads the { of ${...} as a mapping: quote the value, "${PWD}/out")`},
+		{"unquoted ${HOME} in a flow mapping", "environment:\n  set: {A: ${HOME}}\n", `(inside [ ] or { } YAML reads the { of ${...} as a mapping: quote the value, "${HOME}")`},
 		{"string for an int", "filesystem:\n  protect_depth: deep\n", "p.yaml:2:18: filesystem.protect_depth: expected a whole number, got a string; e.g. `protect_depth: 3`"},
 		{"string for a bool", "seccomp:\n  default: \"yes\"\n", "p.yaml:2:12: seccomp.default: expected true or false, got a string; e.g. `default: true`"},
 		{"retired namespaces", "namespaces:\n  net: true\n", "p.yaml:1:1: namespaces: removed: network.mode replaces namespaces.net: write `network: {mode: none}`"},
@@ -130,6 +132,15 @@ func TestExtendsMerges(t *testing.T) {
 	} {
 		if got := p.Origins.Of(path); got != want {
 			t.Errorf("origin of %s = %q, want %q", path, got, want)
+		}
+	}
+	// What the operator set, and what came with built-in profiles.
+	for origin, want := range map[string]bool{
+		p.Origins["limits.idle"]: true, p.Origins["limits.wall"]: true, p.Origins["filesystem.write[0]"]: false,
+		p.Origins["filesystem.protect[1]"]: false, "--timeout": false, "profiles/nosuch.yaml:1:1": false, "profiles/x/mid.yaml:1:1": false,
+	} {
+		if got := l.IsBuiltinOrigin(origin); got != want {
+			t.Errorf("IsBuiltinOrigin(%q) = %v", origin, got)
 		}
 	}
 }

@@ -117,7 +117,10 @@ type Home struct {
 // Environment decides the jail's environment. Only allowed variables pass;
 // Set adds or replaces, Unset removes. CLAUDECODE is always removed.
 type Environment struct {
-	// Allow lists variable names; a trailing * matches a prefix (LC_*).
+	// Allow lists variable names; a trailing * matches a prefix (LC_*),
+	// but never a credential of the host or its CI job (GITHUB_TOKEN,
+	// OTEL_EXPORTER_OTLP_HEADERS, ...: IsHostCredential), which passes
+	// only by its exact name.
 	Allow []string `yaml:"allow,omitempty" json:"allow,omitempty"`
 	// Set maps names to values.
 	Set map[string]string `yaml:"set,omitempty" json:"set,omitempty"`
@@ -146,7 +149,7 @@ type Limits struct {
 	Output Output `yaml:"output,omitempty" json:"output,omitempty"`
 	// Rlimits maps a resource (nofile, nproc, fsize, core, as, ...) to its
 	// limit, applied to bwrap and so to the whole jail.
-	Rlimits map[string]Rlimit `yaml:"rlimits,omitempty" json:"rlimits,omitempty"`
+	Rlimits Rlimits `yaml:"rlimits,omitempty" json:"rlimits,omitempty"`
 	// Pids caps the tasks (processes and threads) of the whole jail at
 	// once: the run's cgroup's pids.max. A run that reaches it is ended
 	// (reason pids_limit). Without a pids controller it becomes the

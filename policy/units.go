@@ -1,8 +1,10 @@
 package policy
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -274,6 +276,37 @@ func (r *Rlimit) UnmarshalText(b []byte) error {
 	*r = v
 	return err
 }
+
+// Rlimits maps a resource to its limit. Written out, a count (nofile,
+// nproc, ...) is a number and a size (as, core, fsize, ...) a size:
+// `nofile: 65536`, not 64KiB.
+type Rlimits map[string]Rlimit
+
+// countRlimits are the resources whose limit is not a number of bytes.
+var countRlimits = []string{"cpu", "locks", "nice", "nofile", "nproc", "rtprio", "rttime", "sigpending"}
+
+// text is each limit as it is written: a number, or a size or
+// "unlimited" as a string.
+func (rs Rlimits) text() map[string]any {
+	out := make(map[string]any, len(rs))
+	for k, r := range rs {
+		switch {
+		case r == Unlimited:
+			out[k] = r.String()
+		case r == 0 || slices.Contains(countRlimits, k):
+			out[k] = uint64(r)
+		default:
+			out[k] = r.String()
+		}
+	}
+	return out
+}
+
+// MarshalYAML implements yaml.InterfaceMarshaler.
+func (rs Rlimits) MarshalYAML() (any, error) { return rs.text(), nil }
+
+// MarshalJSON writes what MarshalYAML does.
+func (rs Rlimits) MarshalJSON() ([]byte, error) { return json.Marshal(rs.text()) }
 
 // Memory is a memory cap: a size, or a percentage of the host's RAM
 // ("50%", as systemd's MemoryMax= takes), resolved when a run starts.

@@ -1,8 +1,13 @@
 package policy
 
 import (
+	"encoding/json"
+	"maps"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/goccy/go-yaml"
 )
 
 func TestParseDuration(t *testing.T) {
@@ -90,5 +95,29 @@ func TestParseModeAndRlimit(t *testing.T) {
 	}
 	if _, err := ParseRlimit("lots"); err == nil {
 		t.Error("ParseRlimit(lots) accepted")
+	}
+}
+
+// TestRlimitsWrittenByKind: a count is written as a number, a byte limit
+// as a size, and what is written reads back the same.
+func TestRlimitsWrittenByKind(t *testing.T) {
+	t.Parallel()
+	rs := Rlimits{"nofile": 65536, "nproc": 1024, "core": 0, "as": 64 << 20, "fsize": Unlimited, "cpu": 3600}
+	y, err := yaml.Marshal(Limits{Rlimits: rs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "rlimits:\n  as: 64MiB\n  core: 0\n  cpu: 3600\n  fsize: unlimited\n  nofile: 65536\n  nproc: 1024\n"
+	if string(y) != want {
+		t.Errorf("YAML:\n%s\nwant:\n%s", y, want)
+	}
+	j, err := json.Marshal(rs)
+	if err != nil || string(j) != `{"as":"64MiB","core":0,"cpu":3600,"fsize":"unlimited","nofile":65536,"nproc":1024}` {
+		t.Errorf("JSON %s, %v", j, err)
+	}
+	src := "limits:\n  " + strings.ReplaceAll(strings.TrimSuffix(string(y), "\n"), "\n", "\n  ") + "\n"
+	p, err := Decode("p.yaml", []byte(src))
+	if err != nil || !maps.Equal(p.Limits.Rlimits, rs) {
+		t.Errorf("read back %v, %v; want %v", p.Limits.Rlimits, err, rs)
 	}
 }

@@ -3,15 +3,17 @@ package record
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
-// LimitMessage is the one line agentjail prints when it ended the run
-// itself: at a cap (pids_limit, memory_limit), a timeout (wall_timeout,
-// idle_timeout), `agentjail stop` (stopped) or a signal it received
-// (interrupted); "" when the agent ended it. It follows the agent's
-// output, so the operator sees why the output stopped.
-func (r *Record) LimitMessage() string {
+// Ending is the one line agentjail prints when it ended the run itself:
+// at a cap (pids_limit, memory_limit), a timeout (wall_timeout,
+// idle_timeout), `agentjail stop` (stopped), a signal it received
+// (interrupted), or the post-run checks (violation); "" when the agent
+// ended it. It follows the agent's output, so the operator sees why the
+// output stopped. (A setup failure's line is its error.)
+func (r *Record) Ending() string {
 	ms := func(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 	var what string
 	switch {
@@ -27,6 +29,19 @@ func (r *Record) LimitMessage() string {
 		what = fmt.Sprintf("stopped by agentjail stop (exit %d)", r.ExitCode)
 	case r.Reason == ReasonInterrupted && r.Signal != nil:
 		what = fmt.Sprintf("agentjail received %s (exit %d)", *r.Signal, r.ExitCode)
+	case r.Reason == ReasonViolation:
+		kinds := map[string]int{}
+		var order []string
+		for _, v := range r.Violations {
+			if kinds[v.What] == 0 {
+				order = append(order, v.What)
+			}
+			kinds[v.What]++
+		}
+		for i, k := range order {
+			order[i] = fmt.Sprintf("%d %s", kinds[k], k)
+		}
+		what = fmt.Sprintf("the checks after it found the policy violated (%s, listed above) (exit %d)", strings.Join(order, ", "), r.ExitCode)
 	default:
 		return ""
 	}

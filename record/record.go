@@ -17,7 +17,7 @@ const (
 	ReasonStopped     = "stopped"      // 124: agentjail stop
 	ReasonInterrupted = "interrupted"  // 128+n: a signal agentjail received
 	ReasonSetupFailed = "setup_failed" // 125
-	ReasonViolation   = "violation"    // 125: reserved for the hardening issue
+	ReasonViolation   = "violation"    // 123: the post-run checks found the policy broken
 	ReasonPidsLimit   = "pids_limit"   // 122: a fork refused at limits.pids
 	ReasonMemoryLimit = "memory_limit" // 122: an OOM kill at limits.memory
 )
@@ -29,11 +29,13 @@ const (
 	ViolationDevice    = "device"    // a device node the run made (removed)
 )
 
-// Exit codes of agentjail's own.
+// Exit codes of agentjail's own. The jailed command may exit with any of
+// them too: the record's reason is what tells them apart.
 const (
-	ExitTimeout = 124 // a timeout or a stop ended the run
-	ExitSetup   = 125 // agentjail's own failure; the command never ran
-	ExitLimit   = 122 // the jail reached limits.pids or limits.memory
+	ExitLimit     = 122 // the jail reached limits.pids or limits.memory
+	ExitViolation = 123 // the post-run checks found a policy violation
+	ExitTimeout   = 124 // a timeout or a stop ended the run
+	ExitSetup     = 125 // agentjail's own failure; the command never ran
 )
 
 // Record is the run record (--record FILE): one JSON object, a stable
@@ -254,13 +256,13 @@ func (r *Record) Marshal() ([]byte, error) {
 }
 
 // Violate adds violations to the record: any one ends the run with reason
-// violation and exit 125, unless the setup had failed (which wins).
+// violation and exit 123, unless the setup had failed (which wins).
 func (r *Record) Violate(notes ...Note) {
 	if len(notes) == 0 {
 		return
 	}
 	r.Violations = append(r.Violations, notes...)
 	if r.Reason != ReasonSetupFailed {
-		r.Reason, r.ExitCode = ReasonViolation, ExitSetup
+		r.Reason, r.ExitCode = ReasonViolation, ExitViolation
 	}
 }

@@ -2,6 +2,8 @@ package record
 
 import (
 	"encoding/json"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -96,12 +98,41 @@ func TestViolateEndsTheRunWithViolation(t *testing.T) {
 		t.Fatalf("no violation changed the outcome: %s %d", r.Reason, r.ExitCode)
 	}
 	r.Violate(Note{What: ViolationSetID, Detail: "x"})
-	if r.Reason != ReasonViolation || r.ExitCode != ExitSetup || len(r.Violations) != 1 {
+	if r.Reason != ReasonViolation || r.ExitCode != 123 || len(r.Violations) != 1 {
 		t.Errorf("reason %s, exit %d, %v", r.Reason, r.ExitCode, r.Violations)
 	}
 	r = Record{Reason: ReasonSetupFailed, ExitCode: ExitSetup}
 	r.Violate(Note{What: ViolationSetID, Detail: "x"})
 	if r.Reason != ReasonSetupFailed {
 		t.Errorf("setup_failed must win, got %s", r.Reason)
+	}
+}
+
+// TestExitCodesAreDocumented: docs/usage.md's one exit-code table gives
+// each of agentjail's own codes with its reasons.
+func TestExitCodesAreDocumented(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../docs/usage.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A map literal: two endings with one code would not compile.
+	for code, reasons := range map[int][]string{
+		ExitLimit:     {ReasonPidsLimit, ReasonMemoryLimit},
+		ExitViolation: {ReasonViolation},
+		ExitTimeout:   {ReasonWallTimeout, ReasonIdleTimeout, ReasonStopped},
+		ExitSetup:     {ReasonSetupFailed},
+	} {
+		row := ""
+		for _, l := range strings.Split(string(doc), "\n") {
+			if strings.HasPrefix(l, "| "+strconv.Itoa(code)+" |") {
+				row = l
+			}
+		}
+		for _, r := range reasons {
+			if !strings.Contains(row, "`"+r+"`") {
+				t.Errorf("docs/usage.md: the row of exit %d lacks reason %s: %q", code, r, row)
+			}
+		}
 	}
 }

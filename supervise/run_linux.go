@@ -422,7 +422,7 @@ func (s *supervisor) awaitDelivery(copied <-chan struct{}) {
 	}
 	for i, st := range s.streams {
 		if left := st.n.Load() - st.written.Load(); st.writing.Load() != 0 && left > 0 {
-			s.rec.Warnings = append(s.rec.Warnings, fmt.Sprintf("agentjail's %s stopped taking the jail's output (a paused terminal, a hung reader); gave up %s with %d bytes read from the jail but not delivered (--log, when given, has them; what the jail wrote after agentjail stopped reading is in neither)",
+			s.rec.Warnings = append(s.rec.Warnings, fmt.Sprintf("agentjail's %s stopped taking output; gave up %s with %d bytes undelivered (--log has them)",
 				streamNames[i], give, left))
 			s.abandoned[i] = true
 		}

@@ -33,8 +33,9 @@ func (v durationValue) String() string {
 
 func (v durationValue) Get() any { return *v.d }
 
+// durationFlag is a duration whose absence leaves the profile's value.
 func durationFlag(name, usage string) *cli.GenericFlag {
-	return &cli.GenericFlag{Name: name, Usage: usage, Value: durationValue{new(time.Duration)}}
+	return &cli.GenericFlag{Name: name, Usage: usage, Value: durationValue{new(time.Duration)}, DefaultText: "the profile's"}
 }
 
 // jailFlags are shared by run and render: both must see the same jail.
@@ -50,9 +51,9 @@ func jailFlags() []cli.Flag {
 		&cli.StringFlag{Name: "net", Usage: "network `MODE`: host, none, or proxy (out only through agentjail's broker; default: the profile's)"},
 		&cli.StringSliceFlag{Name: "allow-net", Usage: "let the jail reach `HOST[:PORT]` through the broker (*.DOMAIN, IP, CIDR; port 443 unless given; repeatable; implies --net proxy)"},
 		&cli.StringFlag{Name: "api-key-file", Usage: "the Anthropic API key, from `FILE` (with --net proxy only the broker holds it)"},
-		durationFlag("timeout", "wall-clock limit `D` (90s, 10m, or seconds; 0: none; default: the profile's)"),
-		durationFlag("idle-timeout", "end the run after `D` without output (0: none; default: the profile's)"),
-		durationFlag("grace", "time `D` between SIGTERM and SIGKILL (default: the profile's)"),
+		durationFlag("timeout", "wall-clock limit `D` (90s, 10m, or seconds; 0: none)"),
+		durationFlag("idle-timeout", "end the run after `D` without output (0: none)"),
+		durationFlag("grace", "time `D` between SIGTERM and SIGKILL"),
 		&cli.StringFlag{Name: "log", Usage: "append both output streams to `FILE`"},
 		&cli.StringFlag{Name: "record", Usage: "write the run record (JSON) to `FILE`"},
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/agentjail/agentjail/execstage"
@@ -73,7 +74,7 @@ func newApp(args []string, stdin io.Reader, stdout, stderr io.Writer, code *int)
 	one := 1
 	env := appEnv{args: args, stdin: stdin, stdout: stdout, stderr: stderr, code: code}
 	usage := func(ctx context.Context, cmd *cli.Command, err error, isSubcommand bool) error {
-		uerr := launch.UsageError(fmt.Sprintf("%s (see `agentjail %s --help`)", plainFlagError(err.Error()), cmd.Name))
+		uerr := launch.UsageError(fmt.Sprintf("%s (see `%s --help`)", plainFlagError(err.Error()), cmd.FullName()))
 		if cmd.Name == "run" {
 			return usageRecord(cmd, env.rawAfter("run"), uerr)
 		}
@@ -82,6 +83,8 @@ func newApp(args []string, stdin io.Reader, stdout, stderr io.Writer, code *int)
 	sub := func(c *cli.Command) *cli.Command {
 		c.OnUsageError = usage
 		c.DisableSliceFlagSeparator = true
+		c.ShellComplete = complete
+		c.HideHelpCommand = true // --help is enough; `run help` would be a command named help
 		if action := c.Action; action != nil && c.ArgsUsage == "" {
 			// A command that takes no arguments says so, rather than
 			// ignore a mistyped flag or path.
@@ -108,15 +111,31 @@ func newApp(args []string, stdin io.Reader, stdout, stderr io.Writer, code *int)
 			fmt.Fprintf(stderr, "agentjail: unknown command %q (see `agentjail --help`)\n", name)
 			*code = exitSetup
 		},
-		HideVersion: true,
+		// `agentjail completion bash|zsh|fish` prints a script that asks
+		// agentjail itself (--generate-shell-completion) what may follow:
+		// commands, flags, and after --profile the built-in profiles.
+		EnableShellCompletion: true,
+		ConfigureShellCompletionCommand: func(c *cli.Command) {
+			c.Hidden = false
+			c.Usage = "print the completion script of a shell: bash, zsh or fish"
+			c.Description = completionHelp
+			c.Commands = slices.DeleteFunc(c.Commands, func(sh *cli.Command) bool { return sh.Name == "pwsh" })
+			for _, sh := range c.Commands {
+				sh.Usage = "print the " + sh.Name + " completion script"
+				sub(sh)
+			}
+			sub(c)
+		},
 		Commands: []*cli.Command{
 			sub(&cli.Command{
 				Name:         "run",
 				Usage:        "run a command in the jail",
 				ArgsUsage:    "-- CMD [ARG...]",
 				StopOnNthArg: &one,
-				Flags:        append(jailFlags(), &cli.StringFlag{Name: "results", Usage: "copy Claude Code's session transcripts into `DIR` after the run"}),
-				Action:       env.runAction,
+				Flags: append(jailFlags(),
+					&cli.StringFlag{Name: "results", Usage: "copy Claude Code's session transcripts into `DIR` after the run"},
+					&cli.BoolFlag{Name: "quiet", Usage: "say only errors and how the run ended; warnings and degradations go to the record alone"}),
+				Action: env.runAction,
 			}),
 			sub(&cli.Command{
 				Name:         "render",
@@ -136,6 +155,7 @@ func newApp(args []string, stdin io.Reader, stdout, stderr io.Writer, code *int)
 				Name:      "stop",
 				Usage:     "end a live run as a timeout would (SIGTERM, grace, SIGKILL)",
 				ArgsUsage: "ID",
+				Flags:     []cli.Flag{&cli.BoolFlag{Name: "json", Usage: `print {"run_id", "reason", "exit_code"}`}},
 				Action:    env.stopAction,
 			}),
 			sub(&cli.Command{
@@ -149,11 +169,13 @@ func newApp(args []string, stdin io.Reader, stdout, stderr io.Writer, code *int)
 			sub(&cli.Command{
 				Name:   "profiles",
 				Usage:  "list the built-in profiles",
+				Flags:  []cli.Flag{&cli.BoolFlag{Name: "json", Usage: `print one {"name", "description"} per profile`}},
 				Action: env.profilesAction,
 				Commands: []*cli.Command{sub(&cli.Command{
 					Name:      "show",
 					Usage:     "print a profile resolved (extends merged) as YAML",
 					ArgsUsage: "NAME|FILE",
+					Flags:     []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print it as JSON (the keys of `agentjail schema`)"}},
 					Action:    env.profilesShowAction,
 				})},
 			}),
@@ -188,9 +210,43 @@ func newApp(args []string, stdin io.Reader, stdout, stderr io.Writer, code *int)
 			sub(&cli.Command{
 				Name:   "version",
 				Usage:  "print agentjail's and bubblewrap's versions",
+				Flags:  []cli.Flag{&cli.BoolFlag{Name: "json", Usage: `print {"version", "go", "os", "arch", "bwrap": {"path", "version", "setuid", "error"}}`}},
 				Action: env.versionAction,
 			}),
 		},
+	}
+}
+
+// completionHelp is `agentjail completion --help`'s description.
+const completionHelp = `The script asks agentjail what may follow on the command line: its commands, their flags, and
+after --profile (or profiles show) the built-in profiles. Load it in the shell's start-up file:
+
+   bash:  source <(agentjail completion bash)    (needs the bash-completion package)
+   zsh:   source <(agentjail completion zsh)     (after compinit)
+   fish:  agentjail completion fish > ~/.config/fish/completions/agentjail.fish`
+
+// complete answers a completion script (urfave/cli's
+// --generate-shell-completion): after --profile, and for profiles show,
+// the built-in profiles with their descriptions; after a "-", the flags;
+// the subcommands of a command that has some; else nothing, so that the
+// shell completes file and command names itself.
+func complete(ctx context.Context, cmd *cli.Command) {
+	args := cmd.Args().Slice()
+	last := ""
+	if len(args) > 0 {
+		last = args[len(args)-1]
+	}
+	switch {
+	case last == "--profile" || cmd.Name == "show" && len(args) == 0:
+		l := launch.Loader(nil)
+		for _, name := range l.BuiltinNames() {
+			if p, err := l.Load(name); err == nil && p.Description != "" {
+				name += ":" + p.Description
+			}
+			fmt.Fprintln(cmd.Root().Writer, name)
+		}
+	case strings.HasPrefix(last, "-") || len(cmd.Commands) > 0:
+		cli.DefaultCompleteWithFlags(ctx, cmd)
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"text/tabwriter"
 
@@ -10,13 +11,26 @@ import (
 	"github.com/urfave/cli/v3"
 )
 
+// profileJSON is one line of `agentjail profiles --json`.
+type profileJSON struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+}
+
 func (e appEnv) profilesAction(ctx context.Context, cmd *cli.Command) error {
 	l := launch.Loader(nil)
+	enc := json.NewEncoder(e.stdout)
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	for _, name := range l.BuiltinNames() {
 		p, err := l.Load(name)
 		if err != nil {
 			return err
+		}
+		if cmd.Bool("json") {
+			if err := enc.Encode(profileJSON{name, p.Description}); err != nil {
+				return err
+			}
+			continue
 		}
 		fmt.Fprintf(tw, "%s\t%s\n", name, p.Description)
 	}
@@ -30,6 +44,11 @@ func (e appEnv) profilesShowAction(ctx context.Context, cmd *cli.Command) error 
 	p, err := launch.Loader(nil).Load(cmd.Args().First())
 	if err != nil {
 		return err
+	}
+	if cmd.Bool("json") {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(p)
 	}
 	out, err := yaml.MarshalWithOptions(p, yaml.IndentSequence(true))
 	if err != nil {

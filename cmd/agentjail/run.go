@@ -17,7 +17,7 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return launch.SetupFailed(launch.Request{Profile: cmd.String("profile"), Record: cmd.String("record")}, err)
 	}
-	req.Log, req.Record, req.Results = cmd.String("log"), cmd.String("record"), cmd.String("results")
+	req.Log, req.Record, req.Results, req.Quiet = cmd.String("log"), cmd.String("record"), cmd.String("results"), cmd.Bool("quiet")
 	*e.code = launch.Run(req, launch.IO{Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr})
 	return nil
 }

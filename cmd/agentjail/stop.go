@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/agentjail/agentjail/launch"
@@ -29,6 +30,17 @@ func (e appEnv) stopAction(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
+	if cmd.Bool("json") {
+		return json.NewEncoder(e.stdout).Encode(stopJSON{st.RunID, reason, code})
+	}
 	fmt.Fprintf(e.stdout, "%s: %s (exit %d)\n", st.RunID, reason, code)
 	return nil
+}
+
+// stopJSON is `agentjail stop --json`: how the run ended, as its record
+// says (reason, exit_code).
+type stopJSON struct {
+	RunID    string `json:"run_id"`
+	Reason   string `json:"reason"`
+	ExitCode int    `json:"exit_code"`
 }

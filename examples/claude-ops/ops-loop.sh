@@ -40,9 +40,11 @@
 #
 # Second, a run that broke the policy halts the loop: what the jail could not
 # prevent, it can no longer trust. A run's record with reason "violation"
-# (e.g. a protected path made deeper in a repository), or agentjail's exit
-# 125 with no readable record to say why, means no further tier and no
-# further cycle: the loop logs each violation's detail, writes them to
+# (e.g. a protected path made deeper in a repository), or, with no readable
+# record to say why, agentjail's exit 123 (a violation) or 125 (its own
+# failure, which may have cost the record), means no further tier and no
+# further cycle (the record decides when there is one: claude may exit
+# with any code): the loop logs each violation's detail, writes them to
 # CLAUDEOPS_RESULTS_DIR/HALTED and exits 3, and while that file exists it
 # refuses to start (exit 3 again). The operator checks and removes what the
 # run made (the details name it), then removes HALTED.
@@ -137,14 +139,16 @@ process.stdout.write((r.claude && r.claude.result) || "");
 }
 
 # violations RECORD CODE: what a run did against the policy, a line each:
-# its record's violations when the reason is "violation", or, for agentjail's
-# exit 125 with no readable record, that. Nothing for any other run.
+# its record's violations when the reason is "violation", or, for
+# agentjail's exit 123 or 125 with no readable record, that. Nothing for any
+# other run.
 violations() {
 	node -e '
 const [file, code] = process.argv.slice(1);
 let r;
 try { r = JSON.parse(require("fs").readFileSync(file, "utf8")); }
 catch (e) {
+	if (code === "123") console.log(`agentjail exited 123 (a policy violation) and its record cannot say which: ${e.message}`);
 	if (code === "125") console.log(`agentjail exited 125 and its record cannot tell why: ${e.message}`);
 	process.exit(0);
 }
@@ -170,9 +174,9 @@ halt_loop() {
 status() { printf '%s\n' "$1" | sed -n 's/^[[:space:]]*STATUS:[[:space:]]*\([A-Za-z]*\).*/\1/p' | tail -n 1; }
 
 # run_tier N CYCLE_DIR REPORTS: one jailed claude run, told the earlier
-# tiers' reports; its exit code is agentjail's (claude's own, 124 for a
-# timeout, 125 for a jail that could not be made or a policy violation),
-# or 1 when the tier's prompt cannot be read.
+# tiers' reports; its exit code is agentjail's (claude's own, 122 at a cap,
+# 123 for a policy violation, 124 for a timeout, 125 for a jail that could
+# not be made), or 1 when the tier's prompt cannot be read.
 run_tier() {
 	n=$1 dir=$2 reports=$3
 	eval "model=\$CLAUDEOPS_TIER${n}_MODEL tools=\$CLAUDEOPS_TIER${n}_TOOLS"

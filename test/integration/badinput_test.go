@@ -29,19 +29,21 @@ func TestBadInput(t *testing.T) {
 	t.Parallel()
 	dir := visibleDirOrTemp(t)
 	files := map[string]string{
-		"unknown-key.yaml":  "extends: tier1\nfilesystem:\n  writable: [/srv]\n",
-		"wrong-type.yaml":   "extends: tier1\nlimits:\n  wall: [10m]\n",
-		"wrong-bool.yaml":   "extends: tier1\nnamespaces:\n  net: \"yes\"\n",
-		"relative.yaml":     "extends: tier1\nfilesystem:\n  write:\n    - /ok\n    - relative/dir\n",
-		"missing-root.yaml": "extends: tier1\nfilesystem:\n  write:\n    - /nonexistent/agentjail/root\n",
-		"two-docs.yaml":     "extends: tier1\n---\nextends: tier2\n",
-		"dup.yaml":          "extends: tier1\nlimits:\n  wall: 1m\n  wall: 2m\n",
-		"neg-idle.yaml":     "extends: tier1\nlimits:\n  idle: -5\n",
-		"bad-grace.yaml":    "extends: tier1\nlimits:\n  grace: 10 minutes\n",
-		"old-bwrap":         "#!/bin/sh\necho bubblewrap 0.6.1\n",
-		"braces.yaml":       "{}\n",
-		"description.yaml":  "description: x\n",
-		"no-tmp.yaml":       "limits:\n  pids: 64\n  memory: 1GiB\n",
+		"unknown-key.yaml":   "extends: tier1\nfilesystem:\n  writable: [/srv]\n",
+		"wrong-type.yaml":    "extends: tier1\nlimits:\n  wall: [10m]\n",
+		"wrong-bool.yaml":    "extends: tier1\nnamespaces:\n  net: \"yes\"\n",
+		"relative.yaml":      "extends: tier1\nfilesystem:\n  write:\n    - /ok\n    - relative/dir\n",
+		"missing-root.yaml":  "extends: tier1\nfilesystem:\n  write:\n    - /nonexistent/agentjail/root\n",
+		"two-docs.yaml":      "extends: tier1\n---\nextends: tier2\n",
+		"dup.yaml":           "extends: tier1\nlimits:\n  wall: 1m\n  wall: 2m\n",
+		"neg-idle.yaml":      "extends: tier1\nlimits:\n  idle: -5\n",
+		"bad-grace.yaml":     "extends: tier1\nlimits:\n  grace: 10 minutes\n",
+		"old-bwrap":          "#!/bin/sh\necho bubblewrap 0.6.1\n",
+		"braces.yaml":        "{}\n",
+		"description.yaml":   "description: x\n",
+		"no-tmp.yaml":        "limits:\n  pids: 64\n  memory: 1GiB\n",
+		"tmpfs-missing.yaml": "extends: tier1\nfilesystem:\n  tmpfs:\n    /nonexistent/agentjail/cache: {size: 64MiB}\n",
+		"flow-pwd.yaml":      "extends: tier1\nfilesystem:\n  write: [${PWD}/out]\n",
 	}
 	write(t, dir, files)
 	os.Chmod(filepath.Join(dir, "old-bwrap"), 0o755)
@@ -63,6 +65,8 @@ func TestBadInput(t *testing.T) {
 		{"profile of {}", nil, []string{"--profile", f("braces.yaml")}, []string{f("braces.yaml") + ":1:1: extends: none, and the profile lacks limits.pids, limits.memory, a sized filesystem.tmpfs /tmp, without which its jail has no cap; add `extends: tier1` (or another profile), or set them"}},
 		{"profile of a description", nil, []string{"--profile", f("description.yaml")}, []string{f("description.yaml") + ":1:1: extends: none, and the profile lacks limits.pids, limits.memory, a sized filesystem.tmpfs /tmp"}},
 		{"profile without /tmp", nil, []string{"--profile", f("no-tmp.yaml")}, []string{f("no-tmp.yaml") + ":1:1: extends: none, and the profile lacks a sized filesystem.tmpfs /tmp, without"}},
+		{"tmpfs at a missing path", nil, []string{"--profile", f("tmpfs-missing.yaml")}, []string{f("tmpfs-missing.yaml") + ":4:5: filesystem.tmpfs[/nonexistent/agentjail/cache]: tmpfs mount point /nonexistent/agentjail/cache does not exist, and bubblewrap cannot make it in the read-only /; create it first (mkdir -p /nonexistent/agentjail/cache)"}},
+		{"unquoted ${PWD} in a flow list", nil, []string{"--profile", f("flow-pwd.yaml")}, []string{f("flow-pwd.yaml") + `:3:12: cannot decode policy: ',' or ']' must be specified (inside [ ] or { } YAML reads the { of ${...} as a mapping: quote the value, "${PWD}/out")`}},
 		{"unknown profile", nil, []string{"--profile", "tier9"}, []string{`unknown profile "tier9": built-in profiles are sealed, tier1, tier2, tier3`}},
 		{"missing profile file", nil, []string{"--profile", f("nope.yaml")}, []string{f("nope.yaml") + ": no such file"}},
 		{"bwrap missing", []string{"AGENTJAIL_BWRAP=/nonexistent/bwrap"}, nil, []string{"bubblewrap (bwrap) not found", "apt-get install bubblewrap"}},

@@ -207,7 +207,7 @@ func TestClaudeProtectedPaths(t *testing.T) {
 		if want == "" {
 			continue
 		}
-		if !tr[i].IsError || !strings.Contains(tr[i].Content, want) {
+		if !tr[i].IsError || !strings.Contains(strings.ToLower(tr[i].Content), strings.ToLower(want)) { // bash or zsh, whichever claude found
 			t.Errorf("tool call %d: is_error %v, %q; want a refusal with %q", i, tr[i].IsError, tr[i].Content, want)
 		}
 	}

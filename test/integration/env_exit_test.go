@@ -127,3 +127,44 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 	}
 }
+
+// TestEnvironmentDefaults: what the jail gets of the caller's environment
+// by default: CI and tracing settings pass, credentials of the host or
+// its CI job never (policy.IsHostCredential), not even through a
+// profile's prefix; naming one exactly passes it.
+func TestEnvironmentDefaults(t *testing.T) {
+	jailed(t)
+	env := []string{"CI=true", "TRACEPARENT=00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "OTEL_SERVICE_NAME=ops",
+		"OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4318", "OTEL_EXPORTER_OTLP_HEADERS=authorization=Bearer otel-secret",
+		"GITHUB_TOKEN=ghs_secret", "GITHUB_SHA=abc123", "ACTIONS_ID_TOKEN_REQUEST_TOKEN=oidc-secret", "ACTIONS_ID_TOKEN_REQUEST_URL=https://oidc",
+		"CI_JOB_TOKEN=gl-secret", "SSH_AUTH_SOCK=/run/ssh.sock"}
+	dir := visibleDir(t)
+	write(t, dir, map[string]string{"gh.yaml": "extends: tier1\nenvironment:\n  allow: [GITHUB_*, ACTIONS_*, CI_*, SSH_*]\n"})
+	for _, c := range []struct {
+		name      string
+		args      []string
+		pass, not []string
+	}{
+		{"tier1", nil, []string{"CI=true", "TRACEPARENT=00-", "OTEL_SERVICE_NAME=ops", "OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4318"},
+			[]string{"otel-secret", "ghs_secret", "GITHUB_SHA", "oidc", "gl-secret", "SSH_AUTH_SOCK"}},
+		{"prefixes in a profile", []string{"--profile", filepath.Join(dir, "gh.yaml")}, []string{"GITHUB_SHA=abc123"},
+			[]string{"otel-secret", "ghs_secret", "oidc", "gl-secret", "SSH_AUTH_SOCK"}},
+		{"named on the command line", []string{"--env", "GITHUB_TOKEN"}, []string{"GITHUB_TOKEN=ghs_secret"}, []string{"oidc", "otel-secret"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			r := invocation{env: env}.run(t, append(append([]string{"run"}, c.args...), "--", "env")...)
+			wantCode(t, r, 0)
+			for _, want := range c.pass {
+				if !strings.Contains(r.stdout, "\n"+want) && !strings.HasPrefix(r.stdout, want) {
+					t.Errorf("the jail lacks %s:\n%s", want, r.stdout)
+				}
+			}
+			for _, bad := range c.not {
+				if strings.Contains(r.stdout, bad) {
+					t.Errorf("the jail got %s:\n%s", bad, r.stdout)
+				}
+			}
+		})
+	}
+}

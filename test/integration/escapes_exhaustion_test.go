@@ -144,7 +144,7 @@ func TestEscapeExhaustion(t *testing.T) {
 		if len(lines) != 1 || !strings.HasPrefix(lines[0], "agentjail: the run ended: limits.memory reached (256.0 MiB") {
 			t.Errorf("agentjail's own lines on stderr %q, want the one about limits.memory", lines)
 		}
-		wantDegradationsPrinted(t, r.stderr, rec)
+		wantDegradationsPrinted(t, r.stderr, rec, "cgroup.memory")
 		wantCgroupsGone(t, rec)
 		if left := procsWithEnv("AGENTJAIL_RUN=" + rec.RunID); len(left) > 0 {
 			t.Errorf("processes of the run left: %v", left)
@@ -318,5 +318,5 @@ func TestLimitsWithoutACgroup(t *testing.T) {
 	if l.MemoryMax != nil || l.OOMKills != nil || l.MemoryPeak != nil || !strings.Contains(degraded["cgroup.memory"], "not enforced") {
 		t.Errorf("memory_max %v, oom_kills %v; degradation %q", l.MemoryMax, l.OOMKills, degraded["cgroup.memory"])
 	}
-	wantDegradationsPrinted(t, r.stderr, rec)
+	wantDegradationsPrinted(t, r.stderr, rec, "cgroup.pids")
 }

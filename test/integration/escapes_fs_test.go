@@ -120,7 +120,7 @@ func TestEscapeMissingProtectedPaths(t *testing.T) {
 // root and a protected path is pinned (a mount point cannot be renamed),
 // also the project's own above a nested repository; what the agent still
 // makes (a new repository) is found after the run and moved aside (its
-// .git renamed, so that git does not use it): reason violation, exit 125,
+// .git renamed, so that git does not use it): reason violation, exit 123,
 // listed.
 func TestEscapeRenameParent(t *testing.T) {
 	jailed(t)
@@ -163,7 +163,7 @@ true`
 	}
 	rec := filepath.Join(t.TempDir(), "record.json")
 	r := aj(t, "run", "--write", p, "--chdir", p, "--record", rec, "--", "sh", "-c", script)
-	wantCode(t, r, 125)
+	wantCode(t, r, 123)
 	for d, h := range before {
 		if treeHash(t, filepath.Join(p, d)) != h || fileExists(filepath.Join(p, d+".aside")) {
 			t.Errorf("%s was moved aside or changed", d)
@@ -172,7 +172,7 @@ true`
 	if strings.Contains(r.stdout, "PLANTED-ROOT") || strings.Contains(r.stdout, "PLANTED-SUB") || strings.Contains(r.stdout, "PLANTED-DEEP") || !strings.Contains(r.stdout, "PLANTED-NEW") {
 		t.Errorf("a pinned directory was moved aside, or the new repository could not be made (the test proves nothing):\n%s", r.stdout)
 	}
-	got := readRecord(t, rec, 125)
+	got := readRecord(t, rec, 123)
 	if got.Reason != "violation" {
 		t.Errorf("reason %s, want violation", got.Reason)
 	}
@@ -285,7 +285,7 @@ func TestEscapeSymlinkedWritableRoots(t *testing.T) {
 // node there. In agentjail, chmod u+s is refused (the seccomp filter);
 // what the filter cannot see (openat2's mode) and set-group-id bits are
 // stripped after the run, device nodes removed (none can be made without
-// CAP_MKNOD), each listed in violations (reason violation, exit 125). A
+// CAP_MKNOD), each listed in violations (reason violation, exit 123). A
 // set-id file that was there before the run is inert inside (nosuid) and
 // left alone on the host.
 func TestEscapeSetIDAndDeviceFiles(t *testing.T) {
@@ -359,7 +359,7 @@ true`, p, e.probe)
 			p := prepare(c.owner)
 			rec := filepath.Join(t.TempDir(), "record.json")
 			r := aj(t, append(append([]string{"run", "--write", p, "--chdir", p, "--record", rec}, args...), "--", "sh", "-c", script(p))...)
-			wantCode(t, r, 125)
+			wantCode(t, r, 123)
 			if strings.Contains(r.stdout, "CHMOD-UID") || strings.Contains(r.stdout, "MKNOD") {
 				t.Errorf("chmod u+s or mknod succeeded in the jail:\n%s", r.stdout)
 			}
@@ -369,7 +369,7 @@ true`, p, e.probe)
 			if got := setID(p); strings.Join(got, ",") != "preexisting" {
 				t.Errorf("set-id or device files left on the host: %v (want only the pre-existing one)", got)
 			}
-			got := readRecord(t, rec, 125)
+			got := readRecord(t, rec, 123)
 			var stripped []string
 			for _, v := range got.Violations {
 				if v.What == "setid" {

@@ -222,7 +222,7 @@ git update-index --add --cacheinfo 160000,$sha,newsub && mkdir newsub && echo 'g
 	p, home = gitProject(t)
 	marker = filepath.Join(marks, "agentjail")
 	r = aj(t, "run", "--write", p, "--chdir", p, "--", "sh", "-c", fmt.Sprintf(attack, marker))
-	wantCode(t, r, 125)
+	wantCode(t, r, 123)
 	if !strings.Contains(r.stdout, "PLANTED") {
 		t.Fatalf("the attack did not run in the jail:\n%s\n%s", r.stdout, r.stderr)
 	}

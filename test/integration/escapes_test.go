@@ -655,16 +655,26 @@ func TestEscapeFailClosed(t *testing.T) {
 
 	// The real bwrap fails while it sets up the jail, after agentjail
 	// staged the run's files (as root for run user 1000: the run's Claude
-	// directory in /run/agentjail/RUN-ID): between two mounts (a tmpfs
-	// whose mount point it must create under the read-only /, EROFS), and
-	// after every mount, the workspace's mask placeholders made on the
-	// host, when it enters a start directory the run user may not (EACCES).
-	// The mode bits let the run user in, so agentjail's own check passes;
-	// an ACL entry (which agentjail does not read) shuts it out.
+	// directory in /run/agentjail/RUN-ID): between two mounts, and after
+	// every mount, the workspace's mask placeholders made on the host,
+	// when it enters a start directory the run user may not (EACCES).
+	// agentjail refuses a profile whose tmpfs bwrap could not mount
+	// (TestBadInput), so a wrapper puts such a tmpfs (its mount point
+	// under the read-only /: EROFS) among the real bwrap's mounts, before
+	// the Claude directory's bind. The mode bits let the run user in, so
+	// agentjail's own check passes; an ACL entry (which agentjail does not
+	// read) shuts it out.
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		t.Fatal(err)
+	}
 	write(t, dir, map[string]string{
-		"mid-setup.yaml": "extends: tier1\nfilesystem:\n  tmpfs:\n    /nonexistent-agentjail-test/cache: {size: 1M}\n",
-		"private/":       "",
+		"mid-setup": "#!/bin/bash\nargs=()\nadded=\nfor a in \"$@\"; do\n" +
+			"  if [ -z \"$added\" ] && [ \"$a\" = --bind ]; then args+=(--tmpfs /nonexistent-agentjail-test/cache); added=1; fi\n" +
+			"  args+=(\"$a\")\ndone\nexec " + bwrap + " \"${args[@]}\"\n",
+		"private/": "",
 	})
+	os.Chmod(filepath.Join(dir, "mid-setup"), 0o755)
 	os.Chmod(filepath.Join(dir, "private"), 0o755)
 	os.Chown(filepath.Join(dir, "private"), 0, 0)
 	if out, err := exec.Command("setfacl", "-m", "u:"+strconv.Itoa(runUID)+":---", filepath.Join(dir, "private")).CombinedOutput(); err != nil {
@@ -672,12 +682,13 @@ func TestEscapeFailClosed(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name string
+		env  []string
 		args []string
 		want string
 	}{
-		{"bwrap fails between mounts", []string{"--profile", filepath.Join(dir, "mid-setup.yaml")},
+		{"bwrap fails between mounts", []string{"AGENTJAIL_BWRAP=" + filepath.Join(dir, "mid-setup")}, nil,
 			"bwrap: Can't mkdir parents for /nonexistent-agentjail-test/cache: Read-only file system"},
-		{"bwrap fails after the mounts", []string{"--chdir", filepath.Join(dir, "private")},
+		{"bwrap fails after the mounts", nil, []string{"--chdir", filepath.Join(dir, "private")},
 			"bwrap: Can't chdir to " + filepath.Join(dir, "private") + ": Permission denied"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -686,7 +697,7 @@ func TestEscapeFailClosed(t *testing.T) {
 			before := treeHash(t, ws)
 			marker := filepath.Join(ws, "ran")
 			rec := recordPath(t)
-			r := aj(t, append(append([]string{"run", "--user", strconv.Itoa(runUID), "--record", rec, "--write", ws}, c.args...), "--", "touch", marker)...)
+			r := invocation{env: c.env}.run(t, append(append([]string{"run", "--user", strconv.Itoa(runUID), "--record", rec, "--write", ws}, c.args...), "--", "touch", marker)...)
 			wantCode(t, r, 125)
 			for _, want := range []string{c.want, "agentjail: bubblewrap could not set up the jail (exit 1); its message is above"} {
 				if !strings.Contains(r.stderr, want) {

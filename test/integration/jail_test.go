@@ -188,7 +188,7 @@ func TestHomeSecretsAreHidden(t *testing.T) {
 // the link and plant a real hooks directory or .env. Such a run is refused
 // before anything runs, naming the link, its target and the fixes; with
 // accept_protected_symlinks it runs, the target stays read-only, and
-// replacing the link ends the run with reason violation (exit 125), the
+// replacing the link ends the run with reason violation (exit 123), the
 // planted hook listed and left in place.
 func TestSymlinkedProtectedPaths(t *testing.T) {
 	jailed(t)
@@ -241,14 +241,14 @@ func TestSymlinkedProtectedPaths(t *testing.T) {
 			echo API_KEY=stolen >> .env.real && echo WROTE-ENV
 			rm .git/hooks && mkdir .git/hooks && echo evil > .git/hooks/pre-commit && echo PLANTED
 			true`)
-		wantCode(t, r, 125)
+		wantCode(t, r, 123)
 		if strings.Contains(r.stdout, "WROTE") || !strings.Contains(r.stdout, "PLANTED") {
 			t.Errorf("the targets were writable, or the link could not be replaced (the test proves nothing):\n%s%s", r.stdout, r.stderr)
 		}
 		if !strings.Contains(r.stderr, "agentjail: warning: protected path "+filepath.Join(p, ".git/hooks")+" is a symlink") {
 			t.Errorf("no warning for the accepted link:\n%s", r.stderr)
 		}
-		got := readRecord(t, rec, 125)
+		got := readRecord(t, rec, 123)
 		var all []string
 		for _, v := range got.Violations {
 			all = append(all, v.What+": "+v.Detail)
@@ -268,7 +268,7 @@ func TestSymlinkedProtectedPaths(t *testing.T) {
 // TestMissingProtectedPathsAtDepth: below the top of a writable root,
 // what is missing inside a protected directory that exists cannot be
 // created (a nested repository's hooks and config, a .claude's settings);
-// another protected name that appears at depth is a violation (exit 125).
+// another protected name that appears at depth is a violation (exit 123).
 // No placeholder is left on the host either way.
 func TestMissingProtectedPathsAtDepth(t *testing.T) {
 	jailed(t)
@@ -291,8 +291,8 @@ func TestMissingProtectedPathsAtDepth(t *testing.T) {
 
 	rec := filepath.Join(t.TempDir(), "record.json")
 	r = aj(t, "run", "--write", p, "--chdir", p, "--record", rec, "--", "sh", "-c", "echo KEY=x > other/.env")
-	wantCode(t, r, 125)
-	if got := readRecord(t, rec, 125); got.Reason != "violation" || len(got.Violations) != 1 || !strings.Contains(got.Violations[0].Detail, filepath.Join(p, "other/.env")+" appeared") {
+	wantCode(t, r, 123)
+	if got := readRecord(t, rec, 123); got.Reason != "violation" || len(got.Violations) != 1 || !strings.Contains(got.Violations[0].Detail, filepath.Join(p, "other/.env")+" appeared") {
 		t.Errorf("a protected name made at depth: reason %s, violations %+v", got.Reason, got.Violations)
 	}
 
@@ -304,5 +304,38 @@ func TestMissingProtectedPathsAtDepth(t *testing.T) {
 	wantCode(t, r, 0)
 	if got := entries(t, wt); got != ".git" {
 		t.Errorf("the worktree holds %q after the run", got)
+	}
+}
+
+// TestWritableRootsAndTmpfsUnderTmp: the jail's /tmp is a tmpfs of its own,
+// yet a writable root under the host's /tmp is there, writable, and what
+// the agent writes reaches the host; nothing else of the host's /tmp is.
+// A tmpfs a profile puts inside a writable root is mounted over it (after
+// the root's bind): what the agent writes there stays in the jail.
+func TestWritableRootsAndTmpfsUnderTmp(t *testing.T) {
+	jailed(t)
+	ws := workspace(t) // under /tmp
+	if !strings.HasPrefix(ws, "/tmp/") {
+		t.Fatalf("the workspace %s is not under /tmp: the test proves nothing", ws)
+	}
+	sibling := filepath.Join(filepath.Dir(ws), "sibling")
+	if err := os.WriteFile(sibling, []byte("host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	write(t, ws, map[string]string{"cache/": ""})
+	chownR(t, ws, runUID)
+	dir := visibleDir(t)
+	write(t, dir, map[string]string{"p.yaml": "extends: tier1\nfilesystem:\n  tmpfs:\n    \"" + ws + "/cache\": {size: 1MiB, mode: \"0777\"}\n"})
+	r := aj(t, "run", "--profile", filepath.Join(dir, "p.yaml"), "--write", ws, "--chdir", ws, "--", "sh", "-c",
+		`echo out > made && echo in-cache > cache/c && stat -f -c %T cache; cat `+sibling+` 2>/dev/null || echo no-sibling`)
+	wantCode(t, r, 0)
+	if r.stdout != "tmpfs\nno-sibling\n" {
+		t.Errorf("stdout %q, want the cache a tmpfs and the host's /tmp hidden", r.stdout)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "made")); err != nil || string(b) != "out\n" {
+		t.Errorf("the file the agent made in the writable root under /tmp: %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "cache/c")); err == nil {
+		t.Error("what the agent wrote into the tmpfs reached the host")
 	}
 }

@@ -199,7 +199,7 @@ func TestMaskedProcFailsClosed(t *testing.T) {
 	marker := filepath.Join(dir, "ran")
 	r := invocation{wrap: maskedProc}.run(t, "run", "--write", dir, "--", "touch", marker)
 	wantCode(t, r, 125)
-	for _, want := range []string{"cannot mount a fresh /proc in the jail", "/proc/timer_list", "run `agentjail doctor`", "systempaths=unconfined", "proc: fresh-or-bind"} {
+	for _, want := range []string{"cannot mount a fresh /proc in the jail", "/proc/timer_list", "run `agentjail doctor`", "proc: fresh-or-bind"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
 		}
@@ -228,7 +228,7 @@ func TestMaskedProcDegradesWhenAllowed(t *testing.T) {
 	}
 	r := invocation{wrap: maskedProc}.run(t, "run", "--profile", profile, "--", "sh", "-c", innerScript(cols))
 	wantCode(t, r, 0)
-	if !strings.Contains(r.stderr, "agentjail: degraded: jail: no fresh /proc and no pid namespace: mounts cover parts of the host's /proc (/proc/timer_list)") {
+	if !strings.Contains(r.stderr, "agentjail: degraded: jail: no fresh /proc and no pid namespace (filesystem.proc: fresh-or-bind; mounts cover /proc/timer_list)") {
 		t.Errorf("stderr does not name the degradation:\n%s", r.stderr)
 	}
 	got := parseInner(t, r.stdout, len(cols))

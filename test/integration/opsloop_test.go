@@ -296,3 +296,45 @@ func TestOpsLoopStopsOnSIGTERM(t *testing.T) {
 		t.Errorf("exit %d, want 143\n%s", code, b.stderr.String())
 	}
 }
+
+// TestOpsLoopReadsTheRecordFirst: the loop halts on what the record says,
+// and on agentjail's exit code only where no record can say it: exit 123
+// with a record of the agent's own exit 123 is no violation; exit 123 or
+// 125 without a record halts. agentjail is a stand-in here (the loop
+// needs node, not a jail).
+func TestOpsLoopReadsTheRecordFirst(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("the ops loop needs node:", err)
+	}
+	for _, c := range []struct {
+		name, record string
+		code, want   int
+		says         string
+	}{
+		{"violation without a record", "", 123, 3, "agentjail exited 123 (a policy violation) and its record cannot say which"},
+		{"agentjail's failure without a record", "", 125, 3, "agentjail exited 125 and its record cannot tell why"},
+		{"the agent's own 123", `{"reason": "exit", "violations": []}`, 123, 0, "tier 3 did not resolve it"},
+		{"a violation recorded", `{"reason": "violation", "violations": [{"what": "setid", "detail": "/w/f: stripped"}]}`, 1, 3, "violation: setid: /w/f: stripped"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			results, repos := filepath.Join(dir, "results"), filepath.Join(dir, "repos")
+			os.MkdirAll(repos, 0o755)
+			stub := filepath.Join(dir, "agentjail")
+			// Writes the record it is given (after --record), exits CODE.
+			script := fmt.Sprintf("#!/bin/sh\nwhile [ $# -gt 0 ]; do [ \"$1\" = --record ] && rec=$2; shift; done\n[ -n '%s' ] && printf '%%s' '%s' > \"$rec\"\nexit %d\n", c.record, c.record, c.code)
+			if err := os.WriteFile(stub, []byte(script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(opsLoop)
+			cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "AGENTJAIL=" + stub, "CLAUDE=/bin/false", "CLAUDEOPS_CYCLES=1", "CLAUDEOPS_INTERVAL=0",
+				"CLAUDEOPS_REPOS_DIR=" + repos, "CLAUDEOPS_STATE_DIR=" + dir, "CLAUDEOPS_RESULTS_DIR=" + results}
+			out, _ := cmd.CombinedOutput()
+			if code := cmd.ProcessState.ExitCode(); code != c.want || !strings.Contains(string(out), c.says) {
+				t.Errorf("exit %d, want %d saying %q:\n%s", code, c.want, c.says, out)
+			}
+		})
+	}
+}

@@ -68,7 +68,7 @@ func TestStalledReaderDoesNotHangTheRun(t *testing.T) {
 				t.Errorf("reason %s, want wall_timeout", rec.Reason)
 			}
 			warned := strings.Join(rec.Warnings, "\n")
-			if !strings.Contains(warned, "agentjail's stdout stopped taking the jail's output") || !strings.Contains(warned, c.want) {
+			if !strings.Contains(warned, "agentjail's stdout stopped taking output") || !strings.Contains(warned, c.want) {
 				t.Errorf("warnings lack %q:\n%s", c.want, warned)
 			}
 		})

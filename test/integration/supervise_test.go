@@ -356,7 +356,7 @@ func Test50MBOfOutputArrivesByteExact(t *testing.T) {
 			r := aj(t, "run", "--log", log, "--record", rp, "--", "sh", "-c", "cat "+src+c.redirect)
 			wantCode(t, r, 0)
 			rec := readRecord(t, rp, 0)
-			got, other := r.stdout, withoutDegradations(r.stderr, rec)
+			got, other := r.stdout, r.stderr // a run that goes well says nothing of its own
 			if c.name == "stderr" {
 				got, other = other, got
 			}
@@ -614,7 +614,7 @@ func TestProcessAndMemoryLimitsReachTheAgent(t *testing.T) {
 				t.Errorf("stdout %q, want %q; stderr lacks %q:\n%s", r.stdout, c.stdout, c.stderr, r.stderr)
 			}
 			rec := readRecord(t, rp, c.code)
-			wantDegradationsPrinted(t, r.stderr, rec)
+			wantDegradationsPrinted(t, r.stderr, rec, "rlimit."+c.rlimit)
 			if rec.Limits.Rlimits[c.rlimit] != c.value {
 				t.Errorf("record rlimits %v, want %s %s", rec.Limits.Rlimits, c.rlimit, c.value)
 			}
@@ -726,13 +726,13 @@ func TestMessagesAfterTheRunStartOnTheirOwnLine(t *testing.T) {
 	ws := workspace(t)
 	r := aj(t, "run", "--write", ws, "--chdir", ws, "--", "sh", "-c",
 		"mkdir -p n/.git/hooks && echo evil > n/.git/hooks/post-checkout; printf 'no newline' >&2")
-	wantCode(t, r, 125)
+	wantCode(t, r, 123)
 	if !strings.Contains(r.stderr, "no newline\nagentjail: ") {
 		t.Errorf("agentjail's message does not start on a new line:\n%q", r.stderr)
 	}
 	r = aj(t, "run", "--write", ws, "--chdir", ws, "--", "sh", "-c",
 		"mkdir -p m/.git/hooks && echo evil > m/.git/hooks/post-checkout; echo 'a newline' >&2")
-	wantCode(t, r, 125)
+	wantCode(t, r, 123)
 	if !strings.Contains(r.stderr, "a newline\nagentjail: ") {
 		t.Errorf("a newline too many, or none:\n%q", r.stderr)
 	}

@@ -1,0 +1,284 @@
+package packaging
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentjail/agentjail/internal/testutil"
+)
+
+// docBlock is one fenced code block of a document.
+type docBlock struct {
+	file   string
+	line   int    // of the opening fence
+	info   string // the fence's info string: sh, yaml, ...
+	text   string
+	notRun string // the reason given by a <!-- not run: REASON --> just above it
+}
+
+func (b docBlock) String() string { return b.file + ":" + strconv.Itoa(b.line) }
+
+// notRunMark is the mark a shell block that cannot run on a test machine
+// carries, on the line above it (blank lines between are allowed).
+var notRunMark = regexp.MustCompile(`^<!-- not run: (.+) -->$`)
+
+// docFiles are the documents whose commands the tests answer for.
+func docFiles(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(repo, "docs/*.md"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no docs: %v", err)
+	}
+	return append([]string{filepath.Join(repo, "README.md")}, files...)
+}
+
+// blocks returns the fenced code blocks of a Markdown file.
+func blocks(t *testing.T, file string) []docBlock {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, _ := filepath.Rel(repo, file)
+	lines := strings.Split(string(data), "\n")
+	var out []docBlock
+	for i := 0; i < len(lines); i++ {
+		info, ok := strings.CutPrefix(lines[i], "```")
+		if !ok {
+			continue
+		}
+		b := docBlock{file: rel, line: i + 1, info: strings.TrimSpace(info)}
+		for p := i - 1; p >= 0; p-- {
+			if strings.TrimSpace(lines[p]) == "" {
+				continue
+			}
+			if m := notRunMark.FindStringSubmatch(strings.TrimSpace(lines[p])); m != nil {
+				b.notRun = m[1]
+			}
+			break
+		}
+		j := i + 1
+		for j < len(lines) && !strings.HasPrefix(lines[j], "```") {
+			j++
+		}
+		if j == len(lines) {
+			t.Fatalf("%s:%d: a code block that is never closed", rel, i+1)
+		}
+		b.text = strings.Join(lines[i+1:j], "\n") + "\n"
+		out = append(out, b)
+		i = j
+	}
+	return out
+}
+
+// TestDocsShellBlocksAreRunOrMarked: every shell command shown in the
+// README and docs/ is in a ```sh block, and every such block either runs
+// in TestDocsCommandsRun or says, just above it, why it cannot run on a
+// test machine (<!-- not run: REASON -->). A mark on anything else is a
+// mistake too.
+func TestDocsShellBlocksAreRunOrMarked(t *testing.T) {
+	t.Parallel()
+	runs := 0
+	for _, f := range docFiles(t) {
+		for _, b := range blocks(t, f) {
+			switch {
+			case slices.Contains([]string{"bash", "shell", "console", "shell-session"}, b.info):
+				t.Errorf("%s: a ```%s block: write shell commands in ```sh blocks, which the docs test runs", b, b.info)
+			case b.info != "sh" && b.notRun != "":
+				t.Errorf("%s: a ```%s block marked not run: only ```sh blocks run", b, b.info)
+			case b.info == "" && regexp.MustCompile(`(?m)^(\$ |sudo |agentjail [a-z])`).MatchString(b.text) && !strings.HasPrefix(b.text, "agentjail: "):
+				t.Errorf("%s: shell commands in a block without an info string: make it ```sh (run, or marked not run)", b)
+			case b.info == "sh" && b.notRun == "":
+				runs++
+			}
+		}
+	}
+	if runs < 10 {
+		t.Errorf("only %d blocks run: the docs test would prove little", runs)
+	}
+}
+
+// TestDocsCommandsRun runs every ```sh block of the README and docs/ not
+// marked otherwise, as an operator would: as root, with the agentjail just
+// built first on the PATH, in a directory of an unprivileged user's (the
+// run user, as an operator's project would be), each document's blocks
+// in order in a directory of its own (a block may use what an earlier one
+// made). Each must exit 0: a command whose failure the docs show ends
+// with `|| echo "exit $?"`.
+func TestDocsCommandsRun(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireBwrap(t)
+	t.Parallel()
+	bin := t.TempDir()
+	os.Chmod(bin, 0o755)
+	if _, err := testutil.Build(bin); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range docFiles(t) {
+		var run []docBlock
+		for _, b := range blocks(t, f) {
+			if b.info == "sh" && b.notRun == "" {
+				run = append(run, b)
+			}
+		}
+		if len(run) == 0 {
+			continue
+		}
+		t.Run(run[0].file, func(t *testing.T) {
+			t.Parallel()
+			// Not under /tmp, /var/tmp or a home: the jail covers those
+			// with tmpfs mounts of its own, and a command without
+			// --write would start in a directory the jail cannot see.
+			dir, err := os.MkdirTemp("/var/lib", "agentjail-docs-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			os.Chmod(dir, 0o755)
+			if err := os.Chown(dir, 1000, 1000); err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range run {
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+				cmd := exec.CommandContext(ctx, "sh", "-eu", "-c", b.text)
+				// A block that hangs is ended with what it started in
+				// the background.
+				cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+				cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+				cmd.WaitDelay = 10 * time.Second
+				cmd.Dir = dir
+				cmd.Env = []string{"PATH=" + bin + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C.UTF-8"}
+				out, err := cmd.CombinedOutput()
+				cancel()
+				if err != nil {
+					t.Errorf("%s: %v\n%s\n--- output:\n%s", b, err, b.text, out)
+				}
+			}
+		})
+	}
+}
+
+// TestDocsDockerRunsMountWhatTheyWrite: the docker run lines in the docs
+// cannot run here, so they are read: a writable root given to agentjail
+// inside the container (--write P) is a mount of the container (-v
+// SRC:P), and a claude run gets its API key (by name, or from a file).
+func TestDocsDockerRunsMountWhatTheyWrite(t *testing.T) {
+	t.Parallel()
+	seen := 0
+	for _, f := range docFiles(t) {
+		for _, b := range blocks(t, f) {
+			text := strings.ReplaceAll(b.text, "\\\n", " ")
+			for _, line := range strings.Split(text, "\n") {
+				docker, inner, ok := strings.Cut(line, "docker run ")
+				if !ok || docker != "" && !strings.HasSuffix(docker, " ") {
+					continue
+				}
+				seen++
+				opts, cmd := inner, ""
+				if i := strings.Index(inner, " agentjail run "); i >= 0 {
+					opts, cmd = inner[:i], inner[i:]
+				}
+				for _, m := range regexp.MustCompile(`--write[ =](\S+)`).FindAllStringSubmatch(cmd, -1) {
+					if !regexp.MustCompile(`-v \S*:` + regexp.QuoteMeta(m[1]) + `(:|[ "]|$)`).MatchString(opts) {
+						t.Errorf("%s: docker run gives agentjail --write %s, which it does not mount (-v SRC:%[2]s):\n%s", b, m[1], line)
+					}
+				}
+				if strings.Contains(line, "claude") && !regexp.MustCompile(`-e (ANTHROPIC_API_KEY|ANTHROPIC_API_KEY_FILE|CLAUDE_CODE_OAUTH_TOKEN)\b`).MatchString(opts) {
+					t.Errorf("%s: docker run starts claude without passing a key (-e ANTHROPIC_API_KEY, …):\n%s", b, line)
+				}
+			}
+		}
+	}
+	if seen == 0 {
+		t.Error("no docker run line found: the test reads nothing")
+	}
+}
+
+// TestReadmeMapsEveryDoc: the README's map names every document in docs/.
+func TestReadmeMapsEveryDoc(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join(repo, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range docFiles(t)[1:] {
+		if name := "(docs/" + filepath.Base(f) + ")"; !strings.Contains(string(readme), name) {
+			t.Errorf("README.md's map does not link %s: add a row to its Read on table", name[1:len(name)-1])
+		}
+	}
+}
+
+// TestDocsLinks: every relative link of the README and docs/ names a file
+// that exists, and a heading of it where it names one (#anchor, as GitHub
+// makes them: lower case, punctuation dropped, spaces as dashes).
+func TestDocsLinks(t *testing.T) {
+	t.Parallel()
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	anchors := map[string][]string{}
+	anchorsOf := func(file string) []string {
+		if a, ok := anchors[file]; ok {
+			return a
+		}
+		data, _ := os.ReadFile(file)
+		var out []string
+		inCode := false
+		for _, l := range strings.Split(string(data), "\n") {
+			if strings.HasPrefix(l, "```") {
+				inCode = !inCode
+			}
+			if h, ok := strings.CutPrefix(l, "#"); ok && !inCode {
+				h = strings.ToLower(strings.TrimSpace(strings.TrimLeft(h, "#")))
+				h = regexp.MustCompile(`[^\p{L}\p{N} _-]`).ReplaceAllString(h, "")
+				out = append(out, strings.ReplaceAll(h, " ", "-"))
+			}
+		}
+		anchors[file] = out
+		return out
+	}
+	for _, f := range docFiles(t) {
+		data, _ := os.ReadFile(f)
+		for _, m := range link.FindAllStringSubmatch(string(data), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			path, anchor, _ := strings.Cut(target, "#")
+			file := f
+			if path != "" {
+				file = filepath.Join(filepath.Dir(f), path)
+			}
+			rel, _ := filepath.Rel(repo, f)
+			if _, err := os.Stat(file); err != nil {
+				t.Errorf("%s: link to %s: no such file", rel, target)
+				continue
+			}
+			if anchor != "" && strings.HasSuffix(file, ".md") && !slices.Contains(anchorsOf(file), anchor) {
+				t.Errorf("%s: link to %s: no such heading", rel, target)
+			}
+		}
+	}
+}
+
+// TestInstallDocListsThePackages: docs/install.md lists the Makefile's
+// packages as they are.
+func TestInstallDocListsThePackages(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile(filepath.Join(repo, "docs/install.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"RUNTIME_PKGS", "TEST_PKGS"} {
+		if list := "`" + strings.Join(makeVar(t, v), " ") + "`"; !strings.Contains(string(doc), list) {
+			t.Errorf("docs/install.md does not list %s as the Makefile has it: %s", v, list)
+		}
+	}
+}
