@@ -216,6 +216,32 @@ func (j *Jail) moveLogin() {
 	c.Detail = "not copied in: agentjail's broker holds its access token (without the refresh token) and puts it in the API requests; the jail has a placeholder in CLAUDE_CODE_OAUTH_TOKEN"
 }
 
+// approvePlaceholder adds the jail's placeholder API key to the staged
+// ~/.claude.json as one the operator approved: interactive Claude Code
+// otherwise stops at "Detected a custom API key in your environment"
+// until someone answers. Claude Code 2.1.197 keeps a key's last 20
+// characters in customApiKeyResponses.approved (measured); the real key's
+// end never enters the jail.
+func (j *Jail) approvePlaceholder() {
+	if j.net == nil || j.configFile == nil {
+		return
+	}
+	var key string
+	for _, kv := range j.Env {
+		if v, ok := strings.CutPrefix(kv, "ANTHROPIC_API_KEY="); ok {
+			key = v
+		}
+	}
+	var cfg map[string]any
+	if key == "" || json.Unmarshal(j.configFile, &cfg) != nil {
+		return
+	}
+	cfg["customApiKeyResponses"] = map[string][]string{"approved": {key[len(key)-20:]}, "rejected": {}}
+	if data, err := json.Marshal(cfg); err == nil {
+		j.configFile = data
+	}
+}
+
 // setEnv sets k=v in env (sorted NAME=value entries).
 func setEnv(env []string, k, v string) []string {
 	out := slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, k+"=") })

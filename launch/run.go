@@ -140,6 +140,7 @@ func run(req Request, stdio IO) (int, error) {
 			rec.Warnings = append(rec.Warnings, warning)
 		}
 	}
+	j.approvePlaceholder()
 	if log != nil {
 		defer log.Close()
 	}
@@ -160,7 +161,7 @@ func run(req Request, stdio IO) (int, error) {
 
 	spec := j.baseSpec(stdio.Stdin, stdio.Stdout, stdio.Stderr)
 	spec.Signals, spec.Record, spec.Secrets = sigs, rec, secretValues(j.Env)
-	nr := j.startNetwork(&spec, stdio.Stderr)
+	nr := j.startNetwork(&spec, notices)
 	if j.net != nil {
 		spec.Secrets = append(spec.Secrets, j.net.secrets()...)
 	}

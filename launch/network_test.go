@@ -1,0 +1,87 @@
+package launch
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agentjail/agentjail/policy"
+)
+
+// TestProxyEnvKeepsCredentialsOut: a proxy jail's environment points every
+// proxy variable at the broker and each API's base URL at its route, and
+// holds placeholders where the operator's credentials were; the real
+// values, and the operator's base URL as the route's upstream, are the
+// broker's alone.
+func TestProxyEnvKeepsCredentialsOut(t *testing.T) {
+	t.Setenv("HTTPS_PROXY", "http://user:secret@corp-proxy.example:3128")
+	env := []string{"ANTHROPIC_API_KEY=sk-ant-real", "ANTHROPIC_BASE_URL=http://127.0.0.1:9999", "OPENAI_API_KEY=sk-openai-real", "PATH=/bin",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=0"}
+	p := policy.Policy{Network: policy.Network{Mode: policy.NetProxy, Allow: []string{"api.example.com"}}}
+	out, n, err := proxyEnv(env, p, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{}
+	for _, kv := range out {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
+		if vars[k] != "http://127.0.0.1:3128" {
+			t.Errorf("%s=%q", k, vars[k])
+		}
+	}
+	if vars["ALL_PROXY"] != "socks5h://127.0.0.1:3128" || vars["NO_PROXY"] != "localhost,127.0.0.1,::1" || vars["no_proxy"] != vars["NO_PROXY"] {
+		t.Errorf("ALL_PROXY=%q NO_PROXY=%q no_proxy=%q", vars["ALL_PROXY"], vars["NO_PROXY"], vars["no_proxy"])
+	}
+	if vars["ANTHROPIC_BASE_URL"] != "http://127.0.0.1:3128/anthropic" || vars["OPENAI_BASE_URL"] != "http://127.0.0.1:3128/openai" {
+		t.Errorf("base URLs %q, %q", vars["ANTHROPIC_BASE_URL"], vars["OPENAI_BASE_URL"])
+	}
+	if vars["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] != "0" || vars["CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL"] != "1" {
+		t.Errorf("the operator's choice is kept, the default added: %q", out)
+	}
+	for _, kv := range out {
+		if strings.Contains(kv, "real") || strings.Contains(kv, "secret") {
+			t.Errorf("the jail's environment holds %q", kv)
+		}
+	}
+	ant, oai := n.routes[0], n.routes[1]
+	if ant.Upstream.String() != "http://127.0.0.1:9999" || ant.Secrets[vars["ANTHROPIC_API_KEY"]] != "sk-ant-real" ||
+		!strings.HasPrefix(vars["ANTHROPIC_API_KEY"], "sk-ant-api03-agentjail-placeholder-") {
+		t.Errorf("anthropic route %+v, jail key %q", ant, vars["ANTHROPIC_API_KEY"])
+	}
+	if oai.Upstream.String() != "https://api.openai.com/v1" || oai.Secrets[vars["OPENAI_API_KEY"]] != "sk-openai-real" {
+		t.Errorf("openai route %+v", oai)
+	}
+	if !slices.Contains(n.secrets(), "sk-ant-real") || n.upstream != "http://user:xxxxx@corp-proxy.example:3128" {
+		t.Errorf("secrets %q, upstream %q", n.secrets(), n.upstream)
+	}
+
+	// --api-key-file's key is the broker's too.
+	out, n, _ = proxyEnv([]string{"PATH=/bin"}, p, "sk-ant-from-file")
+	if slices.ContainsFunc(out, func(kv string) bool { return strings.Contains(kv, "from-file") }) || !slices.Contains(n.secrets(), "sk-ant-from-file") {
+		t.Errorf("--api-key-file: jail %q, broker %q", out, n.secrets())
+	}
+	if _, _, err := proxyEnv([]string{"ANTHROPIC_BASE_URL=ftp://x"}, p, ""); err == nil || !strings.Contains(err.Error(), "ANTHROPIC_BASE_URL=ftp://x is not an http:// or https:// URL") {
+		t.Errorf("a bad base URL: %v", err)
+	}
+}
+
+// TestApprovePlaceholder: the staged ~/.claude.json approves the jail's
+// placeholder key by its last 20 characters, and nothing of the real one.
+func TestApprovePlaceholder(t *testing.T) {
+	j := &Jail{net: &netPlan{}, Env: []string{"ANTHROPIC_API_KEY=sk-ant-api03-agentjail-placeholder-abcdefghijklmnopqrstuvwxyz"},
+		configFile: []byte(`{"hasCompletedOnboarding":true}`)}
+	j.approvePlaceholder()
+	var cfg struct {
+		Onboarded bool `json:"hasCompletedOnboarding"`
+		Responses struct {
+			Approved []string `json:"approved"`
+		} `json:"customApiKeyResponses"`
+	}
+	if err := json.Unmarshal(j.configFile, &cfg); err != nil || !cfg.Onboarded || !slices.Equal(cfg.Responses.Approved, []string{"ghijklmnopqrstuvwxyz"}) {
+		t.Errorf("%v: %s", err, j.configFile)
+	}
+}
