@@ -332,7 +332,9 @@ func TestClaudeCopiedLogin(t *testing.T) {
 		fakeapi.Tool("Bash", map[string]any{"command": `cat "$CLAUDE_CONFIG_DIR/.credentials.json"`, "description": "show the login"}),
 		fakeapi.Text("logged in"))
 	srv.RefreshTo("sk-ant-oat01-fresh", "sk-ant-ort01-fresh", 8*time.Hour)
-	r, rec := claudeJail{profile: "tier1", dir: dir, noKey: true, home: home, env: srv.ProxyEnv(t, dir)}.run(t, srv,
+	// --net host: in a proxy jail the login stays with the broker
+	// (TestNetworkClaudeKeyStaysOut).
+	r, rec := claudeJail{profile: "tier1", dir: dir, noKey: true, home: home, env: srv.ProxyEnv(t, dir), flags: []string{"--net", "host"}}.run(t, srv,
 		"--allowedTools=Bash", "--print", "--output-format", "json", "hi")
 	wantCode(t, r, 0)
 	calls := 0
@@ -379,7 +381,9 @@ func TestClaudeExpiredAccessToken(t *testing.T) {
 		time.Now().Add(-time.Hour).UnixMilli())})
 	srv := fakeapi.New(t, fakeapi.Fail(http.StatusUnauthorized))
 	srv.RefreshTo("sk-ant-oat01-fresh", "sk-ant-ort01-fresh", 8*time.Hour)
-	cj := claudeJail{profile: "tier1", dir: dir, noKey: true, env: append(srv.ProxyEnv(t, dir), "CLAUDE_CODE_MAX_RETRIES=0"),
+	// --net host: a proxy jail's broker would drop the agent's own token
+	// (the API route carries the operator's credential or none).
+	cj := claudeJail{profile: "tier1", dir: dir, noKey: true, env: append(srv.ProxyEnv(t, dir), "CLAUDE_CODE_MAX_RETRIES=0"), flags: []string{"--net", "host"},
 		before: `cp expired.json "$CLAUDE_CONFIG_DIR/.credentials.json"`}
 	r, rec := cj.run(t, srv, "--print", "--output-format", "json", "hi")
 	if r.code != 1 || rec.AgentExitCode == nil || *rec.AgentExitCode != 1 {
@@ -450,6 +454,9 @@ func TestClaudeLoginChecks(t *testing.T) {
 	os.Chmod(filepath.Join(bin, "claude"), 0o755)
 	fake := []string{filepath.Join(bin, "claude"), "--print", "hi"}
 	probe := []string{"sh", "-c", `test -e "$CLAUDE_CONFIG_DIR/.credentials.json" && echo copied || echo absent`}
+	// In a proxy jail (tier1's default) the login goes to the broker, and
+	// the jail holds a placeholder of it (docs/network.md).
+	placeholder := []string{"sh", "-c", `test -e "$CLAUDE_CONFIG_DIR/.credentials.json" && echo copied || echo absent; case "$CLAUDE_CODE_OAUTH_TOKEN" in sk-ant-oat01-agentjail-placeholder-*) echo placeholder;; esac`}
 	for _, c := range []struct {
 		name    string
 		expires time.Duration // from now
@@ -459,19 +466,25 @@ func TestClaudeLoginChecks(t *testing.T) {
 		stdout  string
 		stderr  string // what stderr says after the credentials file's path; "" for nothing
 		copied  bool
+		net     string // --net; "" for the profile's (proxy)
 	}{
 		{"expired", -time.Hour, nil, fake, 125, "",
-			" holds a Claude Code login that expired at ", false},
-		{"expired with an API key", -time.Hour, []string{"ANTHROPIC_API_KEY=sk-ant-test"}, fake, 0, "fake claude ran\n", "", false},
-		{"expired, not claude", -time.Hour, nil, probe, 0, "absent\n", " holds a Claude Code login that expired at ", false},
-		{"expires before the wall limit", 2 * time.Minute, nil, probe, 0, "copied\n", ": its access token expires at ", true},
-		{"valid", 8 * time.Hour, nil, probe, 0, "copied\n", "", true},
+			" holds a Claude Code login that expired at ", false, ""},
+		{"expired with an API key", -time.Hour, []string{"ANTHROPIC_API_KEY=sk-ant-test"}, fake, 0, "fake claude ran\n", "", false, ""},
+		{"expired, not claude", -time.Hour, nil, probe, 0, "absent\n", " holds a Claude Code login that expired at ", false, ""},
+		{"expires before the wall limit", 2 * time.Minute, nil, probe, 0, "copied\n", ": its access token expires at ", true, "host"},
+		{"valid", 8 * time.Hour, nil, probe, 0, "copied\n", "", true, "host"},
+		{"valid, in a proxy jail", 8 * time.Hour, nil, placeholder, 0, "absent\nplaceholder\n", "", false, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			home, creds := operatorLogin(t, "sk-ant-oat01-operator", time.Now().Add(c.expires))
 			ws, rec := workspace(t), recordPath(t)
-			args := append([]string{"run", "--user", "1000", "--write", ws, "--timeout", "10m", "--record", rec, "--"}, c.argv...)
+			args := []string{"run", "--user", "1000", "--write", ws, "--timeout", "10m", "--record", rec}
+			if c.net != "" {
+				args = append(args, "--net", c.net)
+			}
+			args = append(append(args, "--"), c.argv...)
 			r := invocation{env: append([]string{"HOME=" + home}, c.env...), dir: ws}.run(t, args...)
 			got := readRecord(t, rec, c.code)
 			if r.code != c.code || r.stdout != c.stdout {
@@ -510,7 +523,9 @@ func TestClaudeLoginChecks(t *testing.T) {
 			if got.Claude == nil || got.Claude.Credentials == nil {
 				t.Fatalf("the record has no claude.credentials")
 			}
-			if cr := got.Claude.Credentials; cr.Source != creds || cr.Copied != c.copied || (cr.ExpiresAt != nil) != c.copied {
+			brokered := c.stdout == "absent\nplaceholder\n"
+			if cr := got.Claude.Credentials; cr.Source != creds || cr.Copied != c.copied || (cr.ExpiresAt != nil) != (c.copied || brokered) ||
+				brokered != strings.Contains(cr.Detail, "broker holds its access token") {
 				t.Errorf("record.claude.credentials %+v", cr)
 			}
 		})
