@@ -11,6 +11,7 @@ const (
 	ProbeProc   = "proc"   // the agent's own bwrap with a fresh /proc
 	ProbeWeak   = "weak"   // the agent's own bwrap binding /proc (Claude Code's weaker mode)
 	ProbeNet    = "net"    // loopback up in a new network namespace
+	ProbeBroker = "broker" // a request from a proxy jail to agentjail's broker
 )
 
 // Script is run by sh inside the profile's jail, as the run user. It tries
@@ -41,6 +42,9 @@ if command -v ip >/dev/null 2>&1; then
 	probe net unshare -Urn ip link set lo up
 else
 	probe net bwrap --ro-bind / / --unshare-user --unshare-net --dev /dev true
+fi
+if [ -n "${HTTP_PROXY:-}" ]; then
+	probe broker curl -sS -m 10 --noproxy '*' "$HTTP_PROXY/agentjail/ping"
 fi
 [ -z "$d" ] || rm -rf "$d"
 `
@@ -96,4 +100,8 @@ type Jail struct {
 	Started bool
 	Stderr  string
 	Probes  map[string]Probe
+	// NetMode is the profile's network.mode; Broker, in proxy mode, the
+	// address the broker served in the jail ("" when no listener reached
+	// it).
+	NetMode, Broker string
 }
