@@ -136,7 +136,9 @@ func TestDiagnose(t *testing.T) {
 		{"broker silent", func(_ *Host, _ *bwrap.Info, _ *error, j *Jail) {
 			j.Probes[ProbeBroker] = Probe{7, "curl: (7) Failed to connect to 127.0.0.1 port 3128"}
 		}, false, CheckNetwork, Fail, []string{"did not reach the broker", "Failed to connect"}},
-		{"no curl", func(_ *Host, _ *bwrap.Info, _ *error, j *Jail) { j.Probes[ProbeBroker] = Probe{127, "sh: 1: curl: not found"} }, true, CheckNetwork, Warn, []string{"install curl"}},
+		{"no curl", func(_ *Host, _ *bwrap.Info, _ *error, j *Jail) {
+			j.Probes[ProbeBroker] = Probe{127, "sh: 1: curl: not found"}
+		}, true, CheckNetwork, Warn, []string{"install curl"}},
 		{"setuid bwrap", func(_ *Host, b *bwrap.Info, _ *error, _ *Jail) { b.Setuid = true }, true, CheckBwrap, Warn, []string{"setuid root", "chmod u-s"}},
 		{"debian knob", func(h *Host, _ *bwrap.Info, _ *error, _ *Jail) { h.Sysctls["kernel.unprivileged_userns_clone"] = "0" }, false, CheckUserns, Fail,
 			[]string{"kernel.unprivileged_userns_clone=0", "sysctl -w kernel.unprivileged_userns_clone=1"}},
