@@ -410,3 +410,40 @@ func TestNetworkClaudeKeyStaysOut(t *testing.T) {
 		t.Errorf("%d API requests in the record: %+v", api, n.Connections)
 	}
 }
+
+// TestNetworkUpstreamProxy: with HTTPS_PROXY in agentjail's own
+// environment (an operator's corporate proxy; here the stand-in, which
+// answers a CONNECT itself over TLS), the broker goes out through it for
+// an allowed host, by name; the jail still sees only the broker, and a
+// host not allowed never reaches the operator's proxy.
+func TestNetworkUpstreamProxy(t *testing.T) {
+	jailed(t)
+	dir, rec := visibleDir(t), recordPath(t)
+	srv := fakeapi.New(t)
+	env := srv.ProxyEnv(t, dir)
+	script := fmt.Sprintf(`echo "jail=$HTTPS_PROXY"
+echo "allowed=$(curl -sS -m 20 --cacert %[1]s/ca.pem -o /dev/null -w '%%{http_code}' https://api.example.com/ 2>&1)"
+echo "refused=$(curl -sS -m 20 --cacert %[1]s/ca.pem -o /dev/null -w '%%{http_connect}' https://other.example/ 2>/dev/null)"
+`, dir)
+	r := invocation{env: env, dir: dir}.run(t, "run", "--user", "1000", "--write", dir, "--record", rec, "--allow-net", "api.example.com",
+		"--", "sh", "-c", script)
+	wantCode(t, r, 0)
+	got := lines(r.stdout)
+	if got["jail"] != "http://127.0.0.1:3128" || got["allowed"] != "200" || got["refused"] != "403" {
+		t.Errorf("in the jail: %q\nstderr:\n%s", r.stdout, r.stderr)
+	}
+	hosts := map[string]bool{}
+	for _, q := range srv.Requests() {
+		hosts[q.Host] = true
+	}
+	if !hosts["api.example.com:443"] || !hosts["api.example.com"] || hosts["other.example:443"] {
+		t.Errorf("the operator's proxy saw %v", hosts)
+	}
+	n := readRecord(t, rec, 0).Network
+	if n == nil || n.UpstreamProxy == nil || *n.UpstreamProxy != srv.URL {
+		t.Fatalf("record.network %+v", n)
+	}
+	if c := n.conns("api.example.com", 443); len(c) != 1 || !c[0].Allowed || c[0].Via != "upstream-proxy" || c[0].Addr != "" || c[0].BytesDown == 0 {
+		t.Errorf("the connection through the operator's proxy: %+v", c)
+	}
+}
