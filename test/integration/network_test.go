@@ -447,3 +447,47 @@ echo "refused=$(curl -sS -m 20 --cacert %[1]s/ca.pem -o /dev/null -w '%%{http_co
 		t.Errorf("the connection through the operator's proxy: %+v", c)
 	}
 }
+
+// TestNetworkClaudeSandboxChains: Claude Code's own sandbox in a proxy
+// jail chains its proxy to agentjail's broker (it takes the proxy
+// variables of its environment as its parent): a sandboxed command's
+// request to a host both Claude Code's allowedDomains and network.allow
+// name gets through both proxies, and the broker records it.
+func TestNetworkClaudeSandboxChains(t *testing.T) {
+	jailed(t)
+	l, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "through-both") })}
+	go hs.Serve(l)
+	t.Cleanup(func() { hs.Close() })
+	port := l.Addr().(*net.TCPAddr).Port
+	var hostIP string
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if ip, ok := a.(*net.IPNet); ok && ip.IP.To4() != nil && !ip.IP.IsLoopback() {
+			hostIP = ip.IP.String()
+			break
+		}
+	}
+	if hostIP == "" {
+		t.Fatal("this host has no IPv4 address besides loopback")
+	}
+	target := fmt.Sprintf("http://%s:%d/", hostIP, port)
+	settings := fmt.Sprintf(`{"sandbox":{"enabled":true,"failIfUnavailable":true,"allowUnsandboxedCommands":false,"network":{"allowedDomains":[%q]}}}`, hostIP)
+	srv := fakeapi.New(t,
+		fakeapi.Tool("Bash", map[string]any{"command": "readlink /proc/self/ns/net; curl -sS -m 20 " + target, "description": "probe"}),
+		fakeapi.Text("done"))
+	dir := visibleDir(t)
+	r, rec := claudeJail{profile: "tier1", dir: dir, flags: []string{"--allow-net", fmt.Sprintf("%s:%d", hostIP, port)}}.run(t, srv,
+		"--settings", settings, "--print", "--output-format", "json", "probe")
+	wantCode(t, r, 0)
+	tr := srv.ToolResults()
+	if len(tr) != 1 || !strings.HasPrefix(tr[0].Content, "net:[") || !strings.HasSuffix(strings.TrimSpace(tr[0].Content), "through-both") {
+		t.Fatalf("the sandboxed command: %+v", tr)
+	}
+	if c := rec.Network.conns(hostIP, port); len(c) != 1 || !c[0].Allowed {
+		t.Errorf("the broker's record of it: %+v", rec.Network.Connections)
+	}
+}
