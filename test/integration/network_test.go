@@ -242,38 +242,20 @@ func TestNetworkHostSockets(t *testing.T) {
 			c.Close()
 		}
 	}()
-	// systemd-resolved's varlink socket, where this host has none (glibc
-	// here reads files and dns only: nothing on the host asks it).
-	resolved := "/run/systemd/resolve/io.systemd.Resolve"
-	if _, err := os.Lstat(resolved); err != nil {
-		if _, err := os.Stat(filepath.Dir(resolved)); err == nil {
-			t.Fatalf("%s exists without its socket; not touching it", filepath.Dir(resolved))
-		}
-		if err := os.MkdirAll(filepath.Dir(resolved), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.RemoveAll(filepath.Dir(resolved)) })
-		rl, err := net.Listen("unix", resolved)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { rl.Close() })
-		os.Chmod(resolved, 0o666)
-		go func() {
-			for {
-				c, err := rl.Accept()
-				if err != nil {
-					return
-				}
-				io.WriteString(c, "resolver-answered\n")
-				c.Close()
-			}
-		}()
+	// systemd-resolved's varlink socket and the system bus, made here
+	// where this host has none (glibc here reads files and dns only, and
+	// no D-Bus daemon runs: nothing on the host asks them); a real one is
+	// only connected to.
+	sockets := []string{"/run/systemd/resolve/io.systemd.Resolve", "/run/dbus/system_bus_socket"}
+	for _, s := range sockets {
+		fakeSocket(t, s)
 	}
 	probe := fmt.Sprintf(`
 echo "abstract=$(socat -u ABSTRACT-CONNECT:%s - 2>&1 | head -c 60; echo)"
-echo "resolver=$(socat -u UNIX-CONNECT:%s - 2>&1 | head -c 60; echo)"
-`, name, resolved)
+for s in %s; do
+	socat -u OPEN:/dev/null UNIX-CONNECT:$s 2>/dev/null && echo "$s=reached" || echo "$s=refused"
+done
+`, name, strings.Join(sockets, " "))
 	for _, c := range []struct {
 		net   string
 		reach bool
@@ -286,11 +268,51 @@ echo "resolver=$(socat -u UNIX-CONNECT:%s - 2>&1 | head -c 60; echo)"
 			if reached := got["abstract"] == "hello-from-the-host"; reached != c.reach {
 				t.Errorf("abstract socket: %q; reachable %v, want %v", got["abstract"], reached, c.reach)
 			}
-			if reached := got["resolver"] == "resolver-answered"; reached != c.reach {
-				t.Errorf("resolver socket: %q; reachable %v, want %v", got["resolver"], reached, c.reach)
+			for _, s := range sockets {
+				if reached := got[s] == "reached"; reached != c.reach {
+					t.Errorf("%s: %q; reachable %v, want %v", s, got[s], reached, c.reach)
+				}
 			}
 		})
 	}
+}
+
+// fakeSocket listens on path, where nothing is, for the test's length
+// (the directories it makes are removed after); an existing socket is
+// left alone.
+func fakeSocket(t *testing.T, path string) {
+	t.Helper()
+	if _, err := os.Lstat(path); err == nil {
+		return
+	}
+	top := filepath.Dir(path)
+	for {
+		if _, err := os.Stat(filepath.Dir(top)); err == nil {
+			break
+		}
+		top = filepath.Dir(top)
+	}
+	if _, err := os.Stat(top); err != nil {
+		t.Cleanup(func() { os.RemoveAll(top) })
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() }) // removes the socket file
+	os.Chmod(path, 0o666)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
 }
 
 // TestNetworkFloodAndKill: what the agent can do to the broker. It cannot
