@@ -92,6 +92,9 @@ func (j *Jail) config() (warning string) {
 		if err == nil {
 			j.configFile, err = claude.StageConfig(data)
 		}
+		if err == nil {
+			j.configKey(data)
+		}
 		if err != nil {
 			return fmt.Sprintf("%s %v: not copied in (claude starts without its onboarding and trust state)", c.Src, err)
 		}

@@ -216,6 +216,33 @@ func (j *Jail) moveLogin() {
 	c.Detail = "not copied in: agentjail's broker holds its access token (without the refresh token) and puts it in the API requests; the jail has a placeholder in CLAUDE_CODE_OAUTH_TOKEN"
 }
 
+// configKey gives the broker the API key of the operator's ~/.claude.json
+// (primaryApiKey, what `claude /login` with a Console account keeps), when
+// the run has no Anthropic credential otherwise: the jail never gets the
+// key (StageConfig leaves it out), only a placeholder in
+// ANTHROPIC_API_KEY.
+func (j *Jail) configKey(data []byte) {
+	if j.net == nil {
+		return
+	}
+	var f struct {
+		Key string `json:"primaryApiKey"`
+	}
+	if json.Unmarshal(data, &f) != nil || f.Key == "" {
+		return
+	}
+	for i := range j.net.routes {
+		rt := &j.net.routes[i]
+		if rt.Name != "anthropic" || len(rt.Secrets) > 0 {
+			continue
+		}
+		ph := placeholder("sk-ant-api03-agentjail-")
+		rt.Secrets[ph] = f.Key
+		j.net.report[i].Credentials = append(j.net.report[i].Credentials, "primaryApiKey")
+		j.Env = setEnv(j.Env, "ANTHROPIC_API_KEY", ph)
+	}
+}
+
 // approvePlaceholder adds the jail's placeholder API key to the staged
 // ~/.claude.json as one the operator approved: interactive Claude Code
 // otherwise stops at "Detected a custom API key in your environment"

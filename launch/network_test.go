@@ -85,3 +85,30 @@ func TestApprovePlaceholder(t *testing.T) {
 		t.Errorf("%v: %s", err, j.configFile)
 	}
 }
+
+// TestConfigKey: the API key of the operator's ~/.claude.json goes to the
+// broker, the jail gets a placeholder; not when the run has a credential.
+func TestConfigKey(t *testing.T) {
+	p := policy.Policy{Network: policy.Network{Mode: policy.NetProxy}}
+	env, n, err := proxyEnv([]string{"PATH=/bin"}, p, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := &Jail{net: n, Env: env}
+	j.configKey([]byte(`{"primaryApiKey":"sk-ant-api03-console","hasCompletedOnboarding":true}`))
+	ph := ""
+	for _, kv := range j.Env {
+		if v, ok := strings.CutPrefix(kv, "ANTHROPIC_API_KEY="); ok {
+			ph = v
+		}
+	}
+	if n.routes[0].Secrets[ph] != "sk-ant-api03-console" || !slices.Equal(n.report[0].Credentials, []string{"primaryApiKey"}) {
+		t.Errorf("jail ANTHROPIC_API_KEY=%q, route %+v, report %+v", ph, n.routes[0], n.report[0])
+	}
+	env, n, _ = proxyEnv([]string{"ANTHROPIC_API_KEY=sk-ant-env"}, p, "")
+	j = &Jail{net: n, Env: env}
+	j.configKey([]byte(`{"primaryApiKey":"sk-ant-api03-console"}`))
+	if slices.Contains(n.secrets(), "sk-ant-api03-console") {
+		t.Errorf("the environment's key should win: %q", n.secrets())
+	}
+}
