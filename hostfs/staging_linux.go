@@ -186,6 +186,23 @@ func CommonDirFile(path string) error {
 	return maskSource(path, CommonDir, "the commondir masks' file")
 }
 
+// GitFile makes sure path is a regular file holding "gitdir: " and
+// gitdir, which every user can read (0444): the source the masks over a
+// missing .git are bound from (mounts.Input.GitFile), made and checked as
+// EmptyFile's. Neither agent misreads it, where they misread an empty file
+// or an empty directory (measured with Claude Code 2.1.197 and Codex
+// 0.169.0): git stops at it ("fatal: not a git repository: <gitdir>")
+// instead of searching the directories above; Codex (its
+// resolve_gitdir_from_file) finds the pointer it expects, where an empty
+// file made it log "Expected …/.git to contain a gitdir pointer" a dozen
+// times a run, and only stats the target, which must exist in the jail
+// (agentjail's run directory, covered by an empty tmpfs); Claude Code's
+// sandbox skips the paths below a file, but fails on a directory, under
+// which it mounts over .git/hooks and .git/config.
+func GitFile(path, gitdir string) error {
+	return maskSource(path, "gitdir: "+gitdir+"\n", "the .git masks' file")
+}
+
 // maskSource makes sure path is a regular file holding content that every
 // user can read, in a directory others may traverse; made once (atomically:
 // concurrent runs may race, and each makes the same) and shared by every

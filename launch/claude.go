@@ -13,6 +13,7 @@ import (
 	"github.com/agentjail/agentjail/hostfs"
 	"github.com/agentjail/agentjail/mounts"
 	"github.com/agentjail/agentjail/record"
+	"github.com/agentjail/agentjail/runstate"
 )
 
 // stage makes what the plan binds from the host and agentjail provides:
@@ -27,6 +28,9 @@ func (j *Jail) stage() (*hostfs.Staged, error) {
 			return nil, err
 		}
 		if err := hostfs.CommonDirFile(CommonDirFile()); err != nil {
+			return nil, err
+		}
+		if err := hostfs.GitFile(GitFile(), runstate.RunDir()); err != nil {
 			return nil, err
 		}
 	}

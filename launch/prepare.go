@@ -187,6 +187,7 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 		ExecStage:     exe,
 		EmptyFile:     EmptyFile(),
 		CommonDirFile: CommonDirFile(),
+		GitFile:       GitFile(),
 		StagingDir:    filepath.Join(StageDir(j.RunID), "credentials"),
 		ClaudeDir:     claudeDir,
 		RunDir:        runstate.RunDir(),
@@ -260,6 +261,10 @@ func EmptyFile() string { return filepath.Join(runstate.RunDir(), "empty") }
 
 // CommonDirFile is the file masks over a missing commondir are bound from.
 func CommonDirFile() string { return filepath.Join(runstate.RunDir(), "commondir") }
+
+// GitFile is the file masks over a missing .git are bound from: it points
+// git at the run directory (hostfs.GitFile).
+func GitFile() string { return filepath.Join(runstate.RunDir(), "gitfile") }
 
 // CacheDir holds the detected bwrap version.
 func CacheDir() string {

@@ -52,7 +52,12 @@ type Input struct {
 	// every user can read: a missing commondir of a git directory under a
 	// writable root is masked with it (git dies on an empty one).
 	CommonDirFile string
-	StagingDir    string // where copied credentials are placed before launch
+	// GitFile is a regular file on the host holding "gitdir: " and a
+	// directory every jail shows (agentjail's run directory, covered):
+	// a missing .git under a writable root is masked with it, which
+	// neither git nor the agents misread as a repository.
+	GitFile    string
+	StagingDir string // where copied credentials are placed before launch
 	// ClaudeDir is the host directory that holds the run's private Claude
 	// Code directory (claude.home), bound at ~/.claude in the jail.
 	ClaudeDir string
@@ -441,7 +446,15 @@ func (r *renderer) protect(roots []string) {
 		empty = "/dev/null"
 	}
 	for _, m := range pr.masks {
-		r.mount("--ro-bind", empty, m)
+		src := empty
+		if path.Base(m) == ".git" {
+			if r.in.GitFile == "" {
+				r.errs = append(r.errs, fmt.Errorf("%s is missing and there is no file to mask it with (Input.GitFile)", m))
+				break
+			}
+			src = r.in.GitFile
+		}
+		r.mount("--ro-bind", src, m)
 	}
 	for _, m := range pr.commondirs {
 		if r.in.CommonDirFile == "" {

@@ -122,6 +122,7 @@ func input(t *testing.T, profile string, write ...string) Input {
 		ClaudeDir:     "/run/agentjail/RUN/claude",
 		EmptyFile:     "/run/agentjail/empty",
 		CommonDirFile: "/run/agentjail/commondir",
+		GitFile:       "/run/agentjail/gitfile",
 		Argv:          []string{"claude", "--print", "hi"},
 	}
 }

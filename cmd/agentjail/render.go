@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentjail/agentjail/launch"
 	"github.com/agentjail/agentjail/record"
+	"github.com/agentjail/agentjail/runstate"
 	"github.com/urfave/cli/v3"
 )
 
@@ -103,6 +104,9 @@ func renderHeader(j *launch.Jail) string {
 		made = append(made, shellQuote(launch.EmptyFile())+": an empty file every user can read (mode 0444), the source of every mask")
 		if slices.ContainsFunc(j.Plan.Masks, func(m string) bool { return strings.HasSuffix(m, "/commondir") }) {
 			made = append(made, shellQuote(launch.CommonDirFile())+": a file holding \".\" and a newline, every user can read (mode 0444), the source of the masks over a missing commondir")
+		}
+		if slices.ContainsFunc(j.Plan.Masks, func(m string) bool { return strings.HasSuffix(m, "/.git") }) {
+			made = append(made, shellQuote(launch.GitFile())+": a file holding \"gitdir: "+runstate.RunDir()+"\" and a newline, every user can read (mode 0444), the source of the masks over a missing .git")
 		}
 	}
 	if len(j.Plan.Dirs) > 0 || len(j.Plan.Copies) > 0 {
