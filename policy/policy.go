@@ -121,7 +121,8 @@ type Namespaces struct {
 }
 
 // Environment decides the jail's environment. Only allowed variables pass;
-// Set adds or replaces, Unset removes. CLAUDECODE is always removed.
+// Set adds or replaces, Unset removes. AlwaysUnset (CLAUDECODE and the
+// variables of an enclosing Claude Code session) are always removed.
 type Environment struct {
 	// Allow lists variable names; a trailing * matches a prefix (LC_*).
 	Allow []string `yaml:"allow,omitempty" json:"allow,omitempty"`

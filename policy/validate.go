@@ -71,7 +71,7 @@ func Validate(p Policy) error {
 	}
 	// A variable agentjail always removes would be dropped without a word.
 	removed := func(k string) string {
-		return fmt.Sprintf("agentjail always removes %s from the jail's environment (a nested claude would refuse to start, believing it runs inside itself); drop it here", k)
+		return fmt.Sprintf("agentjail always removes %s from the jail's environment (it describes the Claude Code session agentjail was started from, not the jail's); drop it here", k)
 	}
 	for i, a := range p.Environment.Allow {
 		if !envName.MatchString(strings.TrimSuffix(a, "*")) {
