@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentjail/agentjail/record"
 	"golang.org/x/sys/unix"
@@ -313,6 +315,22 @@ func PrivateMounts() error {
 	return nil
 }
 
+// Bind mounts the directory d at target (a bind, not recursive), in the
+// calling thread's mount namespace: call it on the thread that has
+// PrivateMounts, with d opened there (a bind's source must be a mount of
+// the caller's own namespace). The source is d's descriptor
+// (/proc/self/fd), so nothing put at d's path meanwhile is bound.
+func (d *Dir) Bind(target string) error {
+	src := "/proc/self/fd/" + strconv.Itoa(d.fd())
+	if err := unix.Mount(src, target, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind %s at %s: %w", d.Path, target, err)
+	}
+	return nil
+}
+
+// FDPath is a path to d from any thread, through its descriptor.
+func (d *Dir) FDPath() string { return "/proc/self/fd/" + strconv.Itoa(d.fd()) }
+
 // RemoveStage unmounts every mount under root that the calling thread
 // sees, deepest first, then deletes root. (A sweep after a supervisor that
 // died finds none: its private namespace died with it.)
@@ -406,8 +424,10 @@ const maxSkipLines = 10
 // directory below results is made or entered without following a link. It
 // returns the paths written, below where results is now, and one line for
 // each thing it did not copy (links, files of someone else's, those past
-// the caps), at most a dozen.
-func CopyTranscripts(dir string, results *Dir, uid, maxFiles int, maxBytes int64) (copied, skipped []string) {
+// the caps), at most a dozen. With since set, only files changed since
+// then are copied: dir keeps sessions of earlier runs (claude.dir), which
+// their runs copied.
+func CopyTranscripts(dir string, results *Dir, uid, maxFiles int, maxBytes int64, since time.Time) (copied, skipped []string) {
 	owner, err := results.Stat()
 	if err != nil {
 		return nil, []string{err.Error()}
@@ -436,6 +456,8 @@ func CopyTranscripts(dir string, results *Dir, uid, maxFiles int, maxBytes int64
 			case d.IsDir() && depth >= 1 && !deeper:
 				return fs.SkipDir
 			case d.IsDir() || depth < 1 || (depth > 1) != deeper || !strings.HasSuffix(p, ".jsonl"):
+				return nil
+			case !since.IsZero() && !modifiedSince(d, since):
 				return nil
 			case files == maxFiles:
 				overFiles++
@@ -471,6 +493,13 @@ func CopyTranscripts(dir string, results *Dir, uid, maxFiles int, maxBytes int64
 }
 
 var errOverBytes = errors.New("over the byte cap")
+
+// modifiedSince reports whether the entry d was modified at or after t (an
+// entry that cannot be read counts as changed: copyOut says why).
+func modifiedSince(d fs.DirEntry, t time.Time) bool {
+	fi, err := d.Info()
+	return err != nil || !fi.ModTime().Before(t)
+}
 
 // copyOut copies root/rel, a transcript of the run user's (uid), into
 // results as the path below its project, made new there (0600, owned by

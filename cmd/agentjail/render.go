@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -119,14 +120,12 @@ func renderHeader(j *launch.Jail) string {
 		}
 		made = append(made, line)
 	}
+	if h := j.Plan.Claude; h != nil && h.Sessions != "" && strings.HasPrefix(h.Sessions, launch.StageDir(j.RunID)+"/") {
+		made = append(made, fmt.Sprintf("%s: %s bound there (mount --bind, in a mount namespace of its own that bwrap inherits: the run user never reaches %[2]s's parent, mode 0700)",
+			shellQuote(h.Sessions), shellQuote(filepath.Join(j.Policy.Claude.Dir, "projects"))))
+	}
 	for _, c := range j.Plan.Copies {
-		what := "a copy of " + shellQuote(c.Src)
-		if j.IsLogin(c) {
-			what = "the login of " + shellQuote(c.Src) + " without its refresh token (only claudeAiOauth's accessToken, expiresAt, scopes, subscriptionType, rateLimitTier)"
-		}
-		if j.IsConfig(c) {
-			what = "the onboarding and trust state of " + shellQuote(c.Src) + " (none of its keys, tokens or history: see docs/claude.md)"
-		}
+		what := j.PartOf(c, shellQuote(c.Src))
 		made = append(made, fmt.Sprintf("%s: %s owned by %s (files 0600, directories 0700)", shellQuote(c.Dst), what, who))
 	}
 	if len(made) > 0 {
