@@ -1,0 +1,157 @@
+package integration
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agentjail/agentjail/internal/testutil/fakeapi"
+)
+
+// operatorClaude makes an operator home (root's) whose ~/.claude holds
+// files (path -> content below ~/.claude).
+func operatorClaude(t *testing.T, files map[string]string) string {
+	t.Helper()
+	home := visibleDir(t)
+	for name, content := range files {
+		p := filepath.Join(home, ".claude", name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	chownR(t, home, 0)
+	return home
+}
+
+// hookSettings are settings with a PreToolUse hook that, before every Bash
+// call, leaves marker behind.
+func hookSettings(marker string) map[string]any {
+	return map[string]any{"hooks": map[string]any{"PreToolUse": []any{map[string]any{
+		"matcher": "Bash", "hooks": []any{map[string]any{"type": "command", "command": "touch " + marker}}}}}}
+}
+
+func jsonOf(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestClaudeOperatorSettings: the operator's ~/.claude/settings.json is in
+// effect inside: its permissions let Bash run without --allowedTools, its
+// sandbox is on (the command gets a network namespace of its own and cannot
+// write the home, which the jail leaves writable); its dangerous keys are
+// not carried (the hook does not run, the env value is not set, the key
+// helper is not asked) and the record says which were left out. CLAUDE.md,
+// commands, agents and skills reach the model. Without the settings (the
+// hook given with --settings instead), the hook runs, the sandbox is off
+// and the home is writable: the checks above can fail.
+func TestClaudeOperatorSettings(t *testing.T) {
+	jailed(t)
+	hostNet, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := `readlink /proc/self/ns/net; echo "env=[$FROM_SETTINGS]"; (echo x > ~/outside.txt) 2>&1; (echo '{}' > "$CLAUDE_CONFIG_DIR/settings.json") 2>&1; echo ok > inner.txt`
+	t.Run("carried", func(t *testing.T) {
+		t.Parallel()
+		dir := visibleDir(t)
+		marker := filepath.Join(dir, "hook-ran")
+		settings := hookSettings(marker)
+		settings["permissions"] = map[string]any{"allow": []string{"Bash"}}
+		settings["sandbox"] = map[string]any{"enabled": true, "failIfUnavailable": true, "allowUnsandboxedCommands": false}
+		settings["env"] = map[string]string{"FROM_SETTINGS": "leaked"}
+		settings["apiKeyHelper"] = "echo sk-ant-from-helper"
+		home := operatorClaude(t, map[string]string{
+			"settings.json":            jsonOf(t, settings),
+			"CLAUDE.md":                "Always answer with CLAUDE-MD-MARKER.\n",
+			"commands/opscheck.md":     "---\ndescription: COMMAND-MARKER checks\n---\nCheck.\n",
+			"agents/opsagent.md":       "---\nname: opsagent\ndescription: AGENT-MARKER helps\n---\nHelp.\n",
+			"skills/opsskill/SKILL.md": "---\nname: opsskill\ndescription: SKILL-MARKER does\n---\nDo.\n",
+		})
+		srv := fakeapi.New(t, fakeapi.Tool("Bash", map[string]any{"command": probe, "description": "probe"}), fakeapi.Text("done"))
+		r, rec := claudeJail{profile: "tier1", dir: dir, home: home}.run(t, srv, "--print", "--output-format", "json", "probe")
+		wantCode(t, r, 0)
+		tr := srv.ToolResults()
+		if len(tr) != 1 {
+			t.Fatalf("tool results %+v", tr)
+		}
+		out := tr[0].Content
+		if strings.Contains(out, "requires approval") || strings.Contains(out, "permission") {
+			t.Fatalf("the operator's permissions are not in effect: %+v", tr)
+		}
+		if inner := strings.SplitN(out, "\n", 2)[0]; !strings.HasPrefix(inner, "net:[") || inner == hostNet {
+			t.Errorf("the command runs in the jail's network namespace (%s): the operator's sandbox.enabled is not in effect:\n%s", hostNet, out)
+		}
+		if !strings.Contains(out, "env=[]") {
+			t.Errorf("the settings' env is set:\n%s", out)
+		}
+		for _, file := range []string{"/outside.txt", "/.claude/settings.json"} {
+			if !readOnly(out, file) {
+				t.Errorf("the tool's output does not say %s is on a read-only file system:\n%s", file, out)
+			}
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "inner.txt")); err != nil || string(b) != "ok\n" {
+			t.Errorf("the sandboxed command could not write its working directory: %q %v", b, err)
+		}
+		if fileExists(marker) {
+			t.Error("the operator's hook ran in the jail")
+		}
+		var bodies strings.Builder
+		for _, q := range srv.Requests() {
+			if q.Method == http.MethodPost && strings.HasPrefix(q.Path, "/v1/messages") {
+				bodies.Write(q.Body)
+				if k := q.Header.Get("X-Api-Key"); k != "sk-ant-fakeapi-0000" {
+					t.Errorf("x-api-key %q: not the environment's key", k)
+				}
+			}
+		}
+		for _, m := range []string{"CLAUDE-MD-MARKER", "COMMAND-MARKER", "AGENT-MARKER", "SKILL-MARKER"} {
+			if !strings.Contains(bodies.String(), m) {
+				t.Errorf("%s did not reach the model", m)
+			}
+		}
+		src := filepath.Join(home, ".claude", "settings.json")
+		want := src + ": carried in without apiKeyHelper, env, hooks ("
+		if !slices.ContainsFunc(rec.Warnings, func(w string) bool { return strings.HasPrefix(w, want) }) || !strings.Contains(r.stderr, "agentjail: warning: "+want) {
+			t.Errorf("no warning %q: %q\n%s", want, rec.Warnings, r.stderr)
+		}
+	})
+	t.Run("control", func(t *testing.T) {
+		t.Parallel()
+		dir := visibleDir(t)
+		marker := filepath.Join(dir, "hook-ran")
+		srv := fakeapi.New(t, fakeapi.Tool("Bash", map[string]any{"command": probe, "description": "probe"}), fakeapi.Text("done"))
+		r, _ := claudeJail{profile: "tier1", dir: dir}.run(t, srv, "--settings", jsonOf(t, hookSettings(marker)), "--allowedTools=Bash", "--print", "--output-format", "json", "probe")
+		wantCode(t, r, 0)
+		tr := srv.ToolResults()
+		if len(tr) != 1 || !strings.HasPrefix(tr[0].Content, hostNet) || readOnly(tr[0].Content, "/outside.txt") {
+			t.Errorf("without the operator's settings, no sandbox: %+v", tr)
+		}
+		if !fileExists(marker) {
+			t.Error("a hook in effect did not run: the check that the operator's hook does not run cannot fail")
+		}
+	})
+}
+
+// readOnly reports whether a shell's output has a line saying that writing
+// file failed on a read-only file system, as bash ("FILE: Read-only file
+// system") or zsh ("read-only file system: FILE") words it: claude runs
+// its Bash tool in zsh where it is installed.
+func readOnly(out, file string) bool {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, file) && strings.Contains(strings.ToLower(l), "read-only file system") {
+			return true
+		}
+	}
+	return false
+}
