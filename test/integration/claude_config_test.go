@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/agentjail/agentjail/internal/testutil/fakeapi"
@@ -248,3 +249,59 @@ func TestClaudeResume(t *testing.T) {
 
 // shellWord quotes s for sh.
 func shellWord(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// TestClaudeDirChecks: a --claude-dir that others could read or plant in,
+// or that lies in a writable root of the run, is refused before anything
+// runs (exit 125, naming the fix); started by an unprivileged user,
+// agentjail gives the jail DIR/projects as that user's own.
+func TestClaudeDirChecks(t *testing.T) {
+	jailed(t)
+	for _, c := range []struct {
+		name string
+		make func(parent, ws string) string // returns DIR
+		want string
+	}{
+		{"readable by others", func(parent, _ string) string {
+			d := filepath.Join(parent, "sessions")
+			os.Mkdir(d, 0o755)
+			return d
+		}, "is owned by uid 0, mode 0755: it must be agentjail's user's (uid 0) and no one else's to read"},
+		{"in a writable root", func(_, ws string) string { return filepath.Join(ws, "sessions") }, "lies in the writable root "},
+		{"projects of another user", func(parent, _ string) string {
+			d := filepath.Join(parent, "sessions")
+			os.MkdirAll(filepath.Join(d, "projects"), 0o700)
+			os.Chmod(d, 0o700)
+			os.Chown(filepath.Join(d, "projects"), 4242, 4242)
+			return d
+		}, "projects is owned by uid 4242, not by the run user"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			parent, err := os.MkdirTemp("/var/lib", "agentjail-it-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(parent) })
+			ws := workspace(t)
+			dir := c.make(parent, ws)
+			r := aj(t, "run", "--user", "1000", "--write", ws, "--claude-dir", dir, "--", "true")
+			if r.code != 125 || !strings.Contains(r.stderr, c.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+				t.Errorf("exit %d, want 125 and one line with %q:\n%s", r.code, c.want, r.stderr)
+			}
+		})
+	}
+	t.Run("unprivileged", func(t *testing.T) {
+		t.Parallel()
+		parent := visibleDir(t) // the run user's
+		dir := filepath.Join(parent, "sessions")
+		inv := invocation{env: []string{"HOME=/"}, cred: &syscall.Credential{Uid: runUID, Gid: runUID}, dir: parent}
+		r := inv.run(t, "run", "--claude-dir", dir, "--", "sh", "-c", `echo kept > "$CLAUDE_CONFIG_DIR/projects/f"`)
+		wantCode(t, r, 0)
+		if b, err := os.ReadFile(filepath.Join(dir, "projects", "f")); err != nil || string(b) != "kept\n" {
+			t.Errorf("%s/projects/f: %q %v", dir, b, err)
+		}
+		if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 || ownerOf(fi) != runUID {
+			t.Errorf("%s: %v %v", dir, fi, err)
+		}
+	})
+}
