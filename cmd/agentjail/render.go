@@ -121,8 +121,8 @@ func renderHeader(j *launch.Jail) string {
 		made = append(made, line)
 	}
 	if h := j.Plan.Claude; h != nil && h.Sessions != "" && strings.HasPrefix(h.Sessions, launch.StageDir(j.RunID)+"/") {
-		made = append(made, fmt.Sprintf("%s: %s bound there (mount --bind, in a mount namespace of its own that bwrap inherits: the run user never reaches %[2]s's parent, mode 0700)",
-			shellQuote(h.Sessions), shellQuote(filepath.Join(j.Policy.Claude.Dir, "projects"))))
+		made = append(made, fmt.Sprintf("%s: %s bound there (mount --bind, in a mount namespace of agentjail's own that bwrap inherits, so that the run user never reaches %s, mode 0700; its projects, made if missing, owned by %s)",
+			shellQuote(h.Sessions), shellQuote(filepath.Join(j.Policy.Claude.Dir, "projects")), shellQuote(j.Policy.Claude.Dir), who))
 	}
 	for _, c := range j.Plan.Copies {
 		what := j.PartOf(c, shellQuote(c.Src))
