@@ -54,6 +54,8 @@ const (
 	CheckInnerUser = "inner-userns"
 	CheckInnerProc = "inner-proc"
 	CheckInnerNet  = "inner-netns"
+	CheckClaude    = "claude-sandbox"
+	CheckCodex     = "codex-sandbox"
 	CheckInit      = "init"
 )
 
@@ -69,6 +71,7 @@ func Diagnose(h Host, b bwrap.Info, bErr error, j Jail) Report {
 		jailCheck(h, j),
 	}
 	checks = append(checks, innerChecks(h, j)...)
+	checks = append(checks, claudeCheck(j), codexCheck(j))
 	checks = append(checks, initCheck(h))
 	r := Report{OK: true, Checks: checks}
 	for _, c := range checks {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentjail/agentjail/claude"
+	"github.com/agentjail/agentjail/codex"
 	"github.com/agentjail/agentjail/hostfs"
 	"github.com/agentjail/agentjail/mounts"
 	"github.com/agentjail/agentjail/policy"
@@ -129,11 +130,16 @@ func run(req Request, stdio IO) (int, error) {
 	if err != nil {
 		return failed(err)
 	}
-	warning, err := j.login(time.Now())
+	now := time.Now()
+	warning, err := j.login(now)
 	if err != nil {
 		return failed(err)
 	}
-	for _, warning := range []string{warning, j.config()} {
+	codexWarning, err := j.codexLogin(now)
+	if err != nil {
+		return failed(err)
+	}
+	for _, warning := range []string{warning, j.config(), j.settings(), codexWarning} {
 		if warning != "" {
 			fmt.Fprintf(notices, "agentjail: warning: %s\n", warning)
 			rec.Warnings = append(rec.Warnings, warning)
@@ -162,12 +168,19 @@ func run(req Request, stdio IO) (int, error) {
 	if log != nil {
 		spec.Log = log
 	}
-	// claude's json output is parsed as it passes, into the record.
+	// An agent's structured output is parsed as it passes, into the record.
 	var parser *claude.Parser
+	var codexParser *codex.Parser
 	if format := claude.Command(j.Argv); format != "" {
 		parser = claude.NewParser(format)
 		if format == claude.FormatJSON || format == claude.FormatStreamJSON {
 			spec.StdoutTap = parser
+		}
+	}
+	if format := codex.Command(j.Argv); format != "" {
+		codexParser = codex.NewParser(format)
+		if format == codex.FormatJSON {
+			spec.StdoutTap = codexParser
 		}
 	}
 	live := live.New(runstate.LiveDir(), runstate.State{
@@ -229,6 +242,7 @@ func run(req Request, stdio IO) (int, error) {
 		fmt.Fprintf(stdio.Stderr, "agentjail: violation: %s\n", v.Detail)
 	}
 	claudeAfter(j, sess, parser, results, &rec, spec.Secrets)
+	agentAfter(j, codexParser, &rec, spec.Secrets)
 	// The run's ending, when agentjail caused it, in one line after
 	// everything else it says, with where the details are.
 	code, ending := rec.ExitCode, rec.Ending()

@@ -71,6 +71,14 @@ func host() fstest.MapFS {
 		"home/op/.aws/config":                 node(0o644, 1001, 1001, "cfg"),
 		"home/op/.claude":                     dir(0o700, 1001),
 		"home/op/.claude/.credentials.json":   node(0o600, 1001, 1001, "{}"),
+		"home/op/.claude/settings.json":       node(0o600, 1001, 1001, "{}"),
+		"home/op/.claude/CLAUDE.md":           node(0o600, 1001, 1001, "be brief"),
+		"home/op/.claude/commands":            dir(0o700, 1001),
+		"home/op/.claude/commands/check.md":   node(0o600, 1001, 1001, "check"),
+		"home/op/.claude/agents":              node(0o600, 1001, 1001, "not a directory"),
+		"home/op/.claude/projects":            dir(0o700, 1001),
+		"home/op/.claude.json":                node(0o600, 1001, 1001, "{}"),
+		"root/.codex/auth.json":               node(0o600, 0, 0, "{}"),
 		"root/.claude.json":                   node(0o600, 0, 0, "{}"),
 		"srv":                                 dir(0o755, 0),
 		"srv/cache":                           dir(0o755, 1000),
@@ -111,18 +119,21 @@ func input(t *testing.T, profile string, write ...string) Input {
 	}
 	p = policy.Expand(p, policy.Vars{SecretHomes: []string{"/root", "/home/op", "/home/agent"}, RunHome: "/home/agent", PWD: "/srv/proj"})
 	return Input{
-		Policy:        p,
-		Disk:          host(),
-		User:          agent,
-		OperatorHomes: []string{"/home/op", "/root"},
-		Bwrap:         bwrap.Version{Major: 0, Minor: 8},
-		Chdir:         "/srv/proj",
-		ExecStage:     "/usr/local/bin/agentjail",
-		StagingDir:    "/run/agentjail/RUN/credentials",
-		ClaudeDir:     "/run/agentjail/RUN/claude",
-		EmptyFile:     "/run/agentjail/empty",
-		CommonDirFile: "/run/agentjail/commondir",
-		Argv:          []string{"claude", "--print", "hi"},
+		Policy:          p,
+		Disk:            host(),
+		User:            agent,
+		OperatorHomes:   []string{"/home/op", "/root"},
+		Bwrap:           bwrap.Version{Major: 0, Minor: 8},
+		Chdir:           "/srv/proj",
+		ExecStage:       "/usr/local/bin/agentjail",
+		StagingDir:      "/run/agentjail/RUN/credentials",
+		ClaudeDir:       "/run/agentjail/RUN/claude",
+		ClaudeConfigDir: "/run/agentjail/RUN/claude-config",
+		CodexDir:        "/run/agentjail/RUN/codex",
+		EmptyFile:       "/run/agentjail/empty",
+		CommonDirFile:   "/run/agentjail/commondir",
+		GitFile:         "/run/agentjail/gitfile",
+		Argv:            []string{"claude", "--print", "hi"},
 	}
 }
 
@@ -148,7 +159,10 @@ func format(p Plan) string {
 		fmt.Fprintf(&b, "dir: %s (tmpfs of %d)\n", d.Path, d.Size)
 	}
 	if c := p.Claude; c != nil {
-		fmt.Fprintf(&b, "claude: %s at %s, credentials %q\n", c.Dir, c.Jail, c.Credentials)
+		fmt.Fprintf(&b, "claude: %s at %s, credentials %q, settings %q, sessions %q\n", c.Dir, c.Jail, c.Credentials, c.Settings, c.Sessions)
+	}
+	if c := p.Codex; c != nil {
+		fmt.Fprintf(&b, "codex: %s at %s, auth %q\n", c.Dir, c.Jail, c.Auth)
 	}
 	for _, m := range p.Masks {
 		b.WriteString("mask: " + m + "\n")

@@ -41,14 +41,16 @@ const (
 // Record is the run record (--record FILE): one JSON object, a stable
 // contract whose fields are added, never renamed (docs/supervision.md).
 type Record struct {
-	RunID      string   `json:"run_id"`
-	Profile    string   `json:"profile"`
-	Argv       []string `json:"argv"`
-	User       *User    `json:"user"`
-	StartedAt  Time     `json:"started_at"`
-	EndedAt    Time     `json:"ended_at"`
-	DurationMS int64    `json:"duration_ms"`
-	Reason     string   `json:"reason"`
+	// RecordVersion is Version (Marshal sets it).
+	RecordVersion int      `json:"record_version"`
+	RunID         string   `json:"run_id"`
+	Profile       string   `json:"profile"`
+	Argv          []string `json:"argv"`
+	User          *User    `json:"user"`
+	StartedAt     Time     `json:"started_at"`
+	EndedAt       Time     `json:"ended_at"`
+	DurationMS    int64    `json:"duration_ms"`
+	Reason        string   `json:"reason"`
 	// ExitCode is agentjail's own exit code.
 	ExitCode int `json:"exit_code"`
 	// Signal is the signal behind the reason: the agent's fatal signal
@@ -88,6 +90,11 @@ type Record struct {
 	// the command is not claude and the run's Claude Code directory held
 	// nothing of note.
 	Claude *Claude `json:"claude"`
+	// Agent is what agentjail learnt about a run of an agent it knows
+	// (claude, codex: the command's program), the same fields for each;
+	// nil for other commands. For claude it repeats Claude, which stays
+	// for readers of version 1.
+	Agent *Agent `json:"agent"`
 	// Error is agentjail's message for reason setup_failed.
 	Error string `json:"error,omitempty"`
 }
@@ -214,6 +221,10 @@ func (r *Record) Finish(end time.Time) {
 
 // normalize turns nil lists into empty ones, so readers see [] not null.
 func (r *Record) normalize() {
+	r.RecordVersion = Version
+	if r.Agent != nil && r.Agent.Transcripts == nil {
+		r.Agent.Transcripts = []string{}
+	}
 	for _, l := range []*[]SignalEvent{&r.SignalsSent, &r.SignalsReceived} {
 		if *l == nil {
 			*l = []SignalEvent{}

@@ -53,6 +53,7 @@ func jailFlags() []cli.Flag {
 		durationFlag("grace", "time `D` between SIGTERM and SIGKILL"),
 		&cli.StringFlag{Name: "log", Usage: "append both output streams to `FILE`"},
 		&cli.StringFlag{Name: "record", Usage: "write the run record (JSON) to `FILE`"},
+		&cli.StringFlag{Name: "claude-dir", Usage: "keep Claude Code's sessions between runs in `DIR`, for claude --resume and --continue"},
 	}
 }
 
@@ -66,7 +67,7 @@ func request(cmd *cli.Command, argv []string) (launch.Request, error) {
 	req := launch.Request{
 		Profile: cmd.String("profile"), User: cmd.String("user"), Chdir: cmd.String("chdir"),
 		Write: cmd.StringSlice("write"), Read: cmd.StringSlice("read"), Seccomp: cmd.StringSlice("seccomp"),
-		Env: cmd.StringSlice("env"), Argv: argv,
+		Env: cmd.StringSlice("env"), ClaudeDir: cmd.String("claude-dir"), Argv: argv,
 	}
 	for flag, dst := range map[string]**time.Duration{"timeout": &req.Timeout, "idle-timeout": &req.IdleTimeout, "grace": &req.Grace} {
 		if cmd.IsSet(flag) {

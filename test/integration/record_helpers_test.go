@@ -20,10 +20,11 @@ import (
 // strict: a field added to the record must be added here too, and one
 // renamed fails every test that reads a record.
 type runRecord struct {
-	RunID   string   `json:"run_id"`
-	Profile string   `json:"profile"`
-	Argv    []string `json:"argv"`
-	User    *struct {
+	RecordVersion int      `json:"record_version"`
+	RunID         string   `json:"run_id"`
+	Profile       string   `json:"profile"`
+	Argv          []string `json:"argv"`
+	User          *struct {
 		UID  int    `json:"uid"`
 		GID  int    `json:"gid"`
 		Name string `json:"name"`
@@ -76,7 +77,36 @@ type runRecord struct {
 	Violations   []note        `json:"violations"`
 	Warnings     []string      `json:"warnings"`
 	Claude       *claudeRecord `json:"claude"`
+	Agent        *agentRecord  `json:"agent"`
 	Error        string        `json:"error"`
+}
+
+// agentRecord is the record's `agent` object (record_version 2).
+type agentRecord struct {
+	Kind           string          `json:"kind"`
+	OutputFormat   string          `json:"output_format"`
+	SessionID      *string         `json:"session_id"`
+	IsError        *bool           `json:"is_error"`
+	Error          *string         `json:"error"`
+	Result         *string         `json:"result"`
+	ResultBytes    int             `json:"result_bytes"`
+	Usage          json.RawMessage `json:"usage"`
+	ParseError     *string         `json:"parse_error"`
+	Subtype        *string         `json:"subtype"`
+	NumTurns       *int            `json:"num_turns"`
+	TotalCostUSD   *float64        `json:"total_cost_usd"`
+	APIErrorStatus *int            `json:"api_error_status"`
+	Commands       *struct {
+		Run    int `json:"run"`
+		Failed int `json:"failed"`
+	} `json:"commands"`
+	Credentials *struct {
+		Source    string  `json:"source"`
+		Copied    bool    `json:"copied"`
+		ExpiresAt *string `json:"expires_at"`
+		Detail    string  `json:"detail"`
+	} `json:"credentials"`
+	Transcripts []string `json:"transcripts"`
 }
 
 // claudeRecord is the record's `claude` object.
@@ -122,7 +152,7 @@ type note struct {
 }
 
 // recordKeys must be present in every record, null or empty if need be.
-var recordKeys = []string{"run_id", "profile", "argv", "user", "started_at", "ended_at", "duration_ms",
+var recordKeys = []string{"record_version", "run_id", "profile", "argv", "user", "started_at", "ended_at", "duration_ms",
 	"reason", "exit_code", "signal", "agent_exit_code", "agent_signal", "signals_sent", "orphans", "bytes",
 	"excerpt", "bwrap_version", "limits", "degradations", "violations"}
 
@@ -167,6 +197,9 @@ func readRecord(t *testing.T, path string, code int) runRecord {
 	}
 	if rec.ExitCode != code {
 		t.Errorf("record exit_code %d, agentjail exited %d", rec.ExitCode, code)
+	}
+	if rec.RecordVersion != 2 {
+		t.Errorf("record_version %d, want 2", rec.RecordVersion)
 	}
 	if len(rec.RunID) < 20 || rec.Reason == "" {
 		t.Errorf("run_id %q reason %q", rec.RunID, rec.Reason)
