@@ -4,11 +4,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // The exec stage sets rlimits on its own process and execs: it runs in a
@@ -61,12 +66,18 @@ func eachStage(t *testing.T, f func(t *testing.T, stage func(args ...string) *ex
 // execStage runs the exec stage with args and its report on fd 3.
 func execStage(t *testing.T, stage func(args ...string) *exec.Cmd, args ...string) (stdout string, code int, reports []Report) {
 	t.Helper()
+	return execStageWith(t, stage, nil, args...)
+}
+
+// execStageWith is execStage with extra descriptors from fd 4 on.
+func execStageWith(t *testing.T, stage func(args ...string) *exec.Cmd, extra []*os.File, args ...string) (stdout string, code int, reports []Report) {
+	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := stage(append([]string{"--report-fd", "3"}, args...)...)
-	cmd.ExtraFiles = []*os.File{w}
+	cmd.ExtraFiles = append([]*os.File{w}, extra...)
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	err = cmd.Start()
@@ -230,6 +241,119 @@ func TestExecStageReportsExactPaths(t *testing.T) {
 		odd := dir + "/a \"quoted\"\tname\\x"
 		if code, reps := run(dir, odd); code != 127 || len(reps) != 1 || reps[0].ExecFailure == nil || reps[0].ExecFailure.Path != odd {
 			t.Errorf("odd name: exit %d %+v", code, reps)
+		}
+	})
+}
+
+// hasIPv6Loopback reports whether ::1 can be listened on here.
+func hasIPv6Loopback() bool {
+	l, err := net.Listen("tcp6", "[::1]:0")
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
+
+// TestExecStageHandsListenersBack: with --listen, the stage makes each
+// listener before the agent exists and sends it over the control channel
+// as one message with one descriptor, listening, named as getsockname
+// says, from the stage's own pid; the agent inherits neither the listener
+// nor the channel, and the channel ends at the exec.
+func TestExecStageHandsListenersBack(t *testing.T) {
+	want := 1
+	if hasIPv6Loopback() {
+		want = 2
+	}
+	eachStage(t, func(t *testing.T, stage func(args ...string) *exec.Cmd) {
+		ours, theirs, err := Pair()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ours.Close()
+		cmd := stage("--control-fd", "3", "--listen", "127.0.0.1:0", "--listen", "[::1]:0", "--", "ls", "/proc/self/fd")
+		cmd.ExtraFiles = []*os.File{theirs}
+		var out bytes.Buffer
+		cmd.Stdout = &out
+		err = cmd.Start()
+		theirs.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Wait()
+		var got []Message
+		for {
+			m, files, err := ReadControl(ours)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, m)
+			if m.Kind != KindListener || len(files) != 1 || m.Sender != cmd.Process.Pid {
+				t.Fatalf("message %+v with %d files; the stage is pid %d", m, len(files), cmd.Process.Pid)
+			}
+			if v, err := unix.GetsockoptInt(int(files[0].Fd()), unix.SOL_SOCKET, unix.SO_ACCEPTCONN); err != nil || v != 1 {
+				t.Errorf("%s: SO_ACCEPTCONN %d, %v", m.Addr, v, err)
+			}
+			l, err := net.FileListener(files[0])
+			files[0].Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.Addr().String() != m.Addr || strings.HasSuffix(m.Addr, ":0") {
+				t.Errorf("message says %s, the socket listens on %s", m.Addr, l.Addr())
+			}
+			c, err := net.Dial("tcp", m.Addr)
+			if err != nil {
+				t.Errorf("dial %s: %v", m.Addr, err)
+			} else {
+				c.Close()
+			}
+			l.Close()
+		}
+		cmd.Wait()
+		if len(got) != want || !strings.HasPrefix(got[0].Addr, "127.0.0.1:") || (want == 2 && !strings.HasPrefix(got[1].Addr, "[::1]:")) {
+			t.Errorf("listeners %+v; want %d", got, want)
+		}
+		if fds := strings.Fields(out.String()); cmd.ProcessState.ExitCode() != 0 || !slices.Equal(fds, []string{"0", "1", "2", "3"}) {
+			t.Errorf("exit %d; the agent's descriptors: %q (3 is ls's own)", cmd.ProcessState.ExitCode(), fds)
+		}
+	})
+}
+
+// TestExecStageRefusesListenersItCannotMake: a bad address, an address in
+// use, or --listen without a channel end the stage with 125 before the
+// agent runs.
+func TestExecStageRefusesListenersItCannotMake(t *testing.T) {
+	busy, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { busy.Close() }) // the subtests run after this function returns
+	eachStage(t, func(t *testing.T, stage func(args ...string) *exec.Cmd) {
+		for _, c := range []struct{ addr, says string }{
+			{"bogus", `--listen "bogus": not IP:PORT`},
+			{"127.0.0.1:99999", `not IP:PORT`},
+			{"[::ffff:127.0.0.1]:80", `not IP:PORT`},
+			{"::1:80", `not IP:PORT`},
+			{busy.Addr().String(), "bind: address already in use"},
+		} {
+			ours, theirs, err := Pair()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, code, reps := execStageWith(t, stage, []*os.File{theirs}, "--control-fd", "4", "--listen", c.addr, "--", "echo", "ran")
+			if code != 125 || out != "" || len(reps) != 1 || !strings.Contains(reps[0].Error, c.says) {
+				t.Errorf("--listen %s: exit %d, output %q, reports %+v; want 125 saying %q", c.addr, code, out, reps, c.says)
+			}
+			ours.Close()
+			theirs.Close()
+		}
+		cmd := stage("--listen", "127.0.0.1:0", "--", "echo", "ran")
+		if out, _ := cmd.Output(); cmd.ProcessState.ExitCode() != 125 || len(out) != 0 {
+			t.Errorf("--listen without --control-fd: exit %d, output %q", cmd.ProcessState.ExitCode(), out)
 		}
 	})
 }

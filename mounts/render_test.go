@@ -209,6 +209,7 @@ func TestRenderSpeaksTheStageProtocol(t *testing.T) {
 	t.Parallel()
 	in := input(t, "tier1", "/srv/proj")
 	in.Seccomp = 2
+	in.Listen = []string{"127.0.0.1:3128", "[::1]:3128"}
 	plan, err := Render(in)
 	if err != nil {
 		t.Fatal(err)
@@ -218,11 +219,12 @@ func TestRenderSpeaksTheStageProtocol(t *testing.T) {
 		t.Fatalf("no exec stage after bwrap's --: %q", plan.Args[sep+1:])
 	}
 	a, err := execstage.Parse(plan.Args[sep+2:])
-	if err != nil || a.Report != execstage.FDReport || !slices.Equal(a.Argv, in.Argv) || len(a.Rlimits) == 0 {
+	if err != nil || a.Report != execstage.FDReport || a.Control != execstage.FDControl || !slices.Equal(a.Listen, in.Listen) ||
+		!slices.Equal(a.Argv, in.Argv) || len(a.Rlimits) == 0 {
 		t.Errorf("the stage parses %+v, %v from %q", a, err, plan.Args[sep+2:])
 	}
 	want := map[string]int{"status": execstage.FDStatus, "block": execstage.FDBlock, "exec-report": execstage.FDReport,
-		"seccomp-0": execstage.FDSeccomp, "seccomp-1": execstage.FDSeccomp + 1}
+		"control": execstage.FDControl, "seccomp-0": execstage.FDSeccomp, "seccomp-1": execstage.FDSeccomp + 1}
 	for i, name := range plan.FDs {
 		if fd, ok := want[name]; !ok || plan.Args[i] != strconv.Itoa(fd) {
 			t.Errorf("argv[%d] = %s names %q; the protocol says %d", i, plan.Args[i], name, want[name])

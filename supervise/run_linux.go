@@ -2,6 +2,7 @@ package supervise
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -53,8 +54,13 @@ type Spec struct {
 	// parser of claude's json output); it must not block. Run returns only
 	// after the last Write to it.
 	StdoutTap io.Writer
-	// Seccomp are compiled filters, passed from fd mounts.FDSeccomp on.
+	// Seccomp are compiled filters, passed from fd execstage.FDSeccomp on.
 	Seccomp []*os.File
+	// Control, when set, is called with each message the exec stage sends
+	// on its control channel (execstage.ReadControl), which bwrap gets as
+	// execstage.FDControl, from a goroutine of its own; it owns the files.
+	// Run returns after its last call. Unset, that descriptor is closed.
+	Control func(m execstage.Message, files []*os.File)
 
 	// RunID is the value of the AGENTJAIL_RUN marker in Env.
 	RunID string
@@ -213,6 +219,16 @@ func (s *supervisor) run() error {
 		s.rec.Degradations = append(s.rec.Degradations, notes...)
 	}
 
+	var control, controlStage *os.File // nil: the stage's descriptor is closed
+	if sp.Control != nil {
+		var err error
+		if control, controlStage, err = execstage.Pair(); err != nil {
+			return s.setupFailed(err)
+		}
+		defer control.Close()
+		defer controlStage.Close()
+	}
+
 	cmd := exec.Command(sp.Bwrap, sp.Args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = sp.Stdin, outW, errW
 	if sp.Tty != nil {
@@ -220,7 +236,7 @@ func (s *supervisor) run() error {
 		// the pty, and bubblewrap's own output is stderr.
 		cmd.Stdin, cmd.Stdout = nil, errW
 	}
-	cmd.ExtraFiles = append([]*os.File{statusW, reportW, blockR}, sp.Seccomp...)
+	cmd.ExtraFiles = append([]*os.File{statusW, reportW, blockR, controlStage}, sp.Seccomp...)
 	// Only a stdin that is not a file is copied by a goroutine cmd.Wait
 	// waits for; a reader that never returns must not hold the run.
 	cmd.WaitDelay = time.Second
@@ -239,8 +255,10 @@ func (s *supervisor) run() error {
 		st.do(func() { err = s.startBwrap(cmd) })
 	}
 	// The child holds its ends now; ours would keep the pipes open.
-	for _, f := range []*os.File{statusW, reportW, blockR, outW, errW} {
-		f.Close()
+	for _, f := range []*os.File{statusW, reportW, blockR, outW, errW, controlStage} {
+		if f != nil {
+			f.Close()
+		}
 	}
 	if err != nil {
 		s.endCgroup()
@@ -288,6 +306,12 @@ func (s *supervisor) run() error {
 	childPIDs := make(chan int, 1)
 	statusDone := make(chan struct{})
 	go s.readStatus(statusR, childPIDs, statusDone)
+	controlDone := make(chan []string, 1)
+	if control != nil {
+		go readControl(control, sp.Control, controlDone)
+	} else {
+		controlDone <- nil
+	}
 
 	s.watch(done, childPIDs, blockW)
 
@@ -348,10 +372,13 @@ func (s *supervisor) run() error {
 	}
 	// bwrap wrote both before exiting; the deadline only bounds a bwrap
 	// that would not die.
-	for _, f := range []*os.File{statusR, reportR} {
-		f.SetReadDeadline(time.Now().Add(drainWait))
+	for _, f := range []*os.File{statusR, reportR, control} {
+		if f != nil {
+			f.SetReadDeadline(time.Now().Add(drainWait))
+		}
 	}
 	<-statusDone
+	s.rec.Warnings = append(s.rec.Warnings, <-controlDone...)
 	report, _ := io.ReadAll(reportR)
 	s.endTty()
 	if s.waitState != nil {
@@ -784,6 +811,30 @@ func (s *supervisor) readStatus(r io.Reader, childPIDs chan<- int, done chan<- s
 			s.mu.Lock()
 			s.exitCode = line.ExitCode
 			s.mu.Unlock()
+		}
+	}
+}
+
+// readControl reads the exec stage's control channel until its end,
+// handing each message to handle, and sends the warnings it has on done.
+// A message the reader refused is a warning and the next is read; the
+// channel's end (the stage exec'd or died) or the deadline set once the
+// jail has ended stop it.
+func readControl(c *os.File, handle func(execstage.Message, []*os.File), done chan<- []string) {
+	var warnings []string
+	defer func() { done <- warnings }()
+	for {
+		m, files, err := execstage.ReadControl(c)
+		switch {
+		case err == nil:
+			handle(m, files)
+		case errors.Is(err, execstage.ErrBadMessage):
+			warnings = append(warnings, "exec stage: "+err.Error())
+		case err == io.EOF || errors.Is(err, os.ErrDeadlineExceeded):
+			return
+		default:
+			warnings = append(warnings, "exec stage: "+err.Error())
+			return
 		}
 	}
 }
