@@ -235,3 +235,23 @@ func TestRenderSpeaksTheStageProtocol(t *testing.T) {
 		t.Errorf("the plan names no descriptor for %v", want)
 	}
 }
+
+// TestRenderGivesThePtyTheControlChannel: a terminal of the agent's own
+// alone opens the control channel (the stage sends the master on it); a
+// plan without one has no channel and no --pty.
+func TestRenderGivesThePtyTheControlChannel(t *testing.T) {
+	t.Parallel()
+	for _, pty := range []bool{true, false} {
+		in := input(t, "tier1", "/srv/proj")
+		in.Pty = pty
+		plan, err := Render(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sep := slices.Index(plan.Args, "--")
+		a, err := execstage.Parse(plan.Args[sep+2:])
+		if err != nil || a.Pty != pty || (a.Control == execstage.FDControl) != pty {
+			t.Errorf("pty %v: the stage parses %+v, %v", pty, a, err)
+		}
+	}
+}
