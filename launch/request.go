@@ -26,7 +26,12 @@ type Request struct {
 	Timeout, IdleTimeout, Grace *time.Duration
 	// Log, Record and Results are the operator's outputs ("" for none).
 	Log, Record, Results string
-	Argv                 []string
+	// TTY says whether the agent gets a terminal of its own (tty.go).
+	TTY TTYMode
+	// AllowClipboard lets the agent's clipboard writes (OSC 52) reach the
+	// operator's terminal.
+	AllowClipboard bool
+	Argv           []string
 }
 
 // Options vary the jail a Request gets; a run takes none.

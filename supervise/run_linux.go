@@ -602,6 +602,12 @@ func (s *supervisor) watch(done <-chan syscall.WaitStatus, childPIDs <-chan int,
 				sp.Warn(fmt.Sprintf("nothing printed or typed for %v: the idle limit (%v) ends this run in %v unless something is", sp.Idle-ahead, sp.Idle, ahead))
 			}
 		case a := <-ttys:
+			if a.err != nil {
+				s.setupErr = fmt.Errorf("the agent's terminal: %w", a.err)
+				s.kill()
+				killT, killWait = timer(KillWait)
+				continue
+			}
 			s.attach(a)
 		case cmd := <-s.escapes:
 			switch cmd {
@@ -770,6 +776,15 @@ func (s *supervisor) endTty() {
 	}
 	s.rec.IO, s.rec.Terminal = record.IOPty, s.terminalRecord()
 	if s.tty == nil {
+		// One attached after the jail had ended is not used.
+		select {
+		case a := <-s.spec.Tty.attached:
+			if a.err == nil {
+				a.master.Close()
+				unix.Close(a.leader)
+			}
+		default:
+		}
 		return
 	}
 	s.tty.master.Close()
@@ -816,7 +831,8 @@ func (s *supervisor) readStatus(r io.Reader, childPIDs chan<- int, done chan<- s
 }
 
 // readControl reads the exec stage's control channel until its end,
-// handing each message to handle, and sends the warnings it has on done.
+// handing each message to handle (and answering it once handled, when the
+// stage awaits an answer), and sends the warnings it has on done.
 // A message the reader refused is a warning and the next is read; the
 // channel's end (the stage exec'd or died) or the deadline set once the
 // jail has ended stop it.
@@ -828,6 +844,9 @@ func readControl(c *os.File, handle func(execstage.Message, []*os.File), done ch
 		switch {
 		case err == nil:
 			handle(m, files)
+			if m.Await {
+				execstage.Answer(c)
+			}
 		case errors.Is(err, execstage.ErrBadMessage):
 			warnings = append(warnings, "exec stage: "+err.Error())
 		case err == io.EOF || errors.Is(err, os.ErrDeadlineExceeded):

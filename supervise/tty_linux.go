@@ -44,39 +44,51 @@ func NewTty(operator *term.State, escapes bool) *Tty {
 	return &Tty{Operator: operator, Escapes: escapes, attached: make(chan *agentTerminal, 1)}
 }
 
-// agentTerminal is the pty the stage made and the session on it.
+// agentTerminal is the pty the stage made and the session on it, or why
+// it cannot be used.
 type agentTerminal struct {
+	err    error
 	master *os.File // pollable
 	// leader is a pidfd of the session's leader: the exec stage, then the
 	// agent it became.
 	leader, leaderPID int
-	rows    int
-	cols    int
-	resizes int
+	rows              int
+	cols              int
+	resizes           int
 }
 
 // ErrNotAPty: what came as the pty's master is not one.
 var ErrNotAPty = errors.New("not a pty master")
 
-// Attach takes the master of the pty the exec stage made (received through
-// Spec.Control), checks that it is one, gives it the operator's size and
-// control characters and learns the session it leads. It must run before
-// the stage is answered (Control's return): the agent's first screen is
-// drawn at its size. The file is the supervisor's from then on, also when
-// Attach fails.
-func (t *Tty) Attach(f *os.File) error {
+// Attach takes the master of the pty the exec stage made, as Spec.Control
+// received it from sender (execstage.Message.Sender, 0: unknown), checks
+// that it is one and that sender leads its session, gives it the
+// operator's size and control characters and hands it to the run. It must
+// run before the stage is answered (Control's return): the agent's first
+// screen is drawn at its size. The file is the supervisor's from then on.
+// A pty that cannot be used ends the run (setup_failed), and so does a
+// second one.
+func (t *Tty) Attach(f *os.File, sender int) {
 	defer f.Close()
 	if t.used.Swap(true) {
-		return errors.New("a second pty from the exec stage")
+		return
 	}
+	a, err := t.attach(f, sender)
+	if err != nil {
+		a = &agentTerminal{err: err}
+	}
+	t.attached <- a
+}
+
+func (t *Tty) attach(f *os.File, sender int) (*agentTerminal, error) {
 	// Received descriptors are hostile input: a pty master of a devpts
 	// instance (/dev/ptmx is character device 5:2, and so is each
 	// instance's ptmx), whose number the kernel tells.
 	raw, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 3)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	fail := func(err error) error { unix.Close(raw); return err }
+	fail := func(err error) (*agentTerminal, error) { unix.Close(raw); return nil, err }
 	var st unix.Stat_t
 	if err := unix.Fstat(raw, &st); err != nil {
 		return fail(err)
@@ -95,6 +107,9 @@ func (t *Tty) Attach(f *os.File) error {
 	sid, err := unix.IoctlGetInt(raw, unix.TIOCGSID)
 	if err != nil {
 		return fail(fmt.Errorf("the pty leads no session: %w", err))
+	}
+	if sender != 0 && sid != sender {
+		return fail(fmt.Errorf("the pty's session is led by pid %d, not by the exec stage (pid %d)", sid, sender))
 	}
 	leader, err := unix.PidfdOpen(sid, 0)
 	if err != nil {
@@ -121,8 +136,7 @@ func (t *Tty) Attach(f *os.File) error {
 		return fail(err)
 	}
 	a.master = os.NewFile(uintptr(raw), "pty master")
-	t.attached <- a
-	return nil
+	return a, nil
 }
 
 // control runs an ioctl on the master without making it blocking (Fd

@@ -104,6 +104,7 @@ type Filter struct {
 	utf    []byte // a partial UTF-8 character inside an allowed OSC
 	params []byte // the current control sequence's parameters and intermediates
 	buf    []byte
+	joined bool // a Join'ed stream ended inside a sequence
 
 	// Seen is what the output has done to the terminal so far.
 	Seen Seen
@@ -157,10 +158,7 @@ func (f *Filter) Reset() string {
 		return ""
 	}
 	var out []byte
-	switch f.st {
-	case ground, esc, c2, oscNum, drop, dropEsc, dropC2:
-		// Nothing of an unfinished sequence reached the terminal.
-	default:
+	if f.inside() || f.joined {
 		out = append(out, 0x18)
 	}
 	if s.AltScreen {
@@ -178,6 +176,28 @@ func (f *Filter) Reset() string {
 		}
 	}
 	return string(append(out, ScreenReset...))
+}
+
+// inside reports whether the terminal was left inside a sequence or a
+// string the filter passed on (of one it held back or dropped, nothing
+// reached it).
+func (f *Filter) inside() bool {
+	switch f.st {
+	case csi, oscPass, passEsc:
+		return true
+	}
+	return false
+}
+
+// Join adds what o saw to f's account, for two streams to one terminal
+// (stdout and stderr): f's Reset then resets what either left set.
+func (f *Filter) Join(o *Filter) {
+	s, t := &f.Seen, o.Seen
+	s.Escapes, s.AltScreen, s.OriginMode, s.CursorStyle = s.Escapes || t.Escapes, s.AltScreen || t.AltScreen, s.OriginMode || t.OriginMode, s.CursorStyle || t.CursorStyle
+	for i := range s.Colours {
+		s.Colours[i] = s.Colours[i] || t.Colours[i]
+	}
+	f.joined = f.joined || o.inside() || o.joined
 }
 
 // filter appends p, filtered, to dst.
