@@ -50,8 +50,8 @@ func AllowedStrings(n int) bool {
 	return false
 }
 
-// Clipboard is OSC 52, the system clipboard, passed only when the
-// operator allows it (--allow-clipboard).
+// Clipboard is OSC 52, the system clipboard: its writes pass only when
+// the operator allows them (--allow-clipboard), its reads never.
 const Clipboard = 52
 
 // state is where a Filter stands in the terminal's parsing of the stream.
@@ -63,6 +63,8 @@ const (
 	c2            // 0xC2 seen: maybe a C1 control in UTF-8
 	csi           // inside a control sequence, passed on
 	oscNum        // an OSC's introducer and number, held back until its fate is known
+	clipSel       // an allowed OSC 52's selection, held back: a read ('?') is dropped
+	clipData      // its first byte of data is next
 	oscPass       // inside an allowed OSC
 	passEsc       // ESC inside an allowed OSC: ST when '\' follows
 	drop          // inside a dropped string
@@ -352,6 +354,10 @@ func (f *Filter) step(dst []byte, b byte) []byte {
 			return dst
 		}
 		if last := f.held[len(f.held)-1]; b == ';' && last >= '0' && last <= '9' && f.allow(f.num) {
+			if f.num == Clipboard {
+				f.st, f.held = clipSel, append(f.held, b)
+				return dst
+			}
 			f.st, f.cont = oscPass, 0
 			switch f.num {
 			case 4:
@@ -363,6 +369,26 @@ func (f *Filter) step(dst []byte, b byte) []byte {
 		}
 		f.startDrop(false)
 		return f.step(dst, b)
+	case clipSel:
+		switch {
+		case (b >= 'a' && b <= 'z' || b >= '0' && b <= '9') && len(f.held) < 24:
+			f.held = append(f.held, b)
+			return dst
+		case b == ';':
+			f.st, f.held = clipData, append(f.held, b)
+			return dst
+		}
+		f.startDrop(false)
+		return f.step(dst, b)
+	case clipData:
+		if b == '?' {
+			// A read: the terminal would answer with the clipboard on
+			// agentjail's stdin, which goes into the jail.
+			f.startDrop(false)
+			return dst
+		}
+		f.st, f.cont = oscPass, 0
+		return f.stepPass(append(dst, f.held...), b)
 	case oscPass:
 		return f.stepPass(dst, b)
 	case passEsc:

@@ -61,11 +61,11 @@ func TestFilterDropsControlStrings(t *testing.T) {
 }
 
 // TestFilterAllowsTheClipboardWhenAsked: --allow-clipboard passes OSC 52
-// writes, and still nothing else.
+// writes, and still no read and nothing else.
 func TestFilterAllowsTheClipboardWhenAsked(t *testing.T) {
 	t.Parallel()
-	f, got := filterAll(t, []byte("a\x1b]52;c;QUJD\x07b\x1b]1337;File=x\x07c"), true, func() int { return 1 })
-	if string(got) != "a\x1b]52;c;QUJD\x07bc" || f.Seen.Dropped != 1 {
+	f, got := filterAll(t, []byte("a\x1b]52;c;QUJD\x07b\x1b]1337;File=x\x07c\x1b]52;c;?\x07d\x1b]52;;QUJD\x1b\\e"), true, func() int { return 1 })
+	if string(got) != "a\x1b]52;c;QUJD\x07bcd\x1b]52;;QUJD\x1b\\e" || f.Seen.Dropped != 2 {
 		t.Errorf("got %q, %d dropped", got, f.Seen.Dropped)
 	}
 }
