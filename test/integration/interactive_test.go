@@ -35,6 +35,12 @@ type operator struct {
 // of rows x cols.
 func atTerminal(t *testing.T, rows, cols int, argv ...string) *operator {
 	t.Helper()
+	return atTerminalEnv(t, rows, cols, nil, argv...)
+}
+
+// atTerminalEnv is atTerminal with env added to the environment.
+func atTerminalEnv(t *testing.T, rows, cols int, env []string, argv ...string) *operator {
+	t.Helper()
 	master, tty := openPTY(t)
 	t.Cleanup(func() { tty.Close() })
 	if err := unix.IoctlSetWinsize(int(master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: uint16(rows), Col: uint16(cols)}); err != nil {
@@ -48,7 +54,7 @@ func atTerminal(t *testing.T, rows, cols int, argv ...string) *operator {
 	}()
 	o.cmd = exec.Command(argv[0], argv[1:]...)
 	o.cmd.Dir = "/"
-	o.cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "TERM=xterm-256color"}
+	o.cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "TERM=xterm-256color"}, env...)
 	o.cmd.Stdin, o.cmd.Stdout, o.cmd.Stderr = tty, tty, tty
 	o.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	if err := o.cmd.Start(); err != nil {
