@@ -115,7 +115,9 @@ const SideTitle = `{"title":"stand-in"}`
 
 // isSide reports whether a messages request is a side request: one with
 // no tools that asks for structured output.
-func isSide(m Message) bool { return len(m.Tools) == 0 && len(m.OutputConfig) > 0 && string(m.OutputConfig) != "null" }
+func isSide(m Message) bool {
+	return len(m.Tools) == 0 && len(m.OutputConfig) > 0 && string(m.OutputConfig) != "null"
+}
 
 // ToolResult is a tool_result block the CLI sent back.
 type ToolResult struct {
