@@ -119,3 +119,26 @@ func TestInteractiveClaude(t *testing.T) {
 		})
 	}
 }
+
+// TestInteractiveClaudePrint: `claude --print --output-format json` at a
+// terminal runs on one of its own; its result line, which the pty ends
+// with \r\n, is parsed into the record as through a pipe, and --log has
+// what the terminal showed.
+func TestInteractiveClaudePrint(t *testing.T) {
+	jailed(t)
+	bin := testutil.RequireClaude(t)
+	srv := fakeapi.New(t, fakeapi.Text("printed through a pty"))
+	dir, home := visibleDir(t), visibleDir(t)
+	rec, log := recordPath(t), filepath.Join(t.TempDir(), "run.log")
+	o := atTerminalEnv(t, 24, 80, append([]string{"HOME=" + home}, srv.Env()...),
+		agentjail, "run", "--user", "1000", "--write", dir, "--chdir", dir, "--record", rec, "--log", log,
+		"--", bin, "--print", "--output-format", "json", "say hi")
+	code, out := o.wait(t)
+	r := readRecord(t, rec, code)
+	if code != 0 || r.IO != "pty" || r.Claude == nil || str(r.Claude.Result) != "printed through a pty" || r.Claude.ParseError != nil {
+		t.Fatalf("exit %d, io %q, claude %+v; the terminal showed %q", code, r.IO, r.Claude, out)
+	}
+	if b, err := os.ReadFile(log); err != nil || !strings.Contains(string(b), `"result":"printed through a pty"`) || !strings.Contains(string(b), "}\r\n") {
+		t.Errorf("--log: %q, %v", b, err)
+	}
+}
