@@ -765,7 +765,7 @@ func (s *supervisor) attach(a *agentTerminal) {
 		case s.escapes <- cmd:
 		default:
 		}
-	})
+	}, func() { a.signal(s.spec.ProcRoot, syscall.SIGCONT) })
 }
 
 // endTty closes the agent's terminal once its output is read, and records

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -226,15 +227,21 @@ type typing struct {
 	// onEscape is called with each escape command, on the reader's
 	// goroutine.
 	onEscape func(cmd byte)
+	// onSuspend is called when the agent, in raw mode, took a Ctrl-Z as
+	// a suspend of its own and left raw mode (resumeAfterSuspend).
+	onSuspend func()
 
 	bytes, dropped atomic.Int64
 	queue          chan []byte
 	wake           [2]int // a pipe that ends the reader's poll
 	read           sync.WaitGroup
+	resumes        sync.WaitGroup // resumeAfterSuspend: done before the agent's pidfd closes
+	mu             sync.Mutex     // guards stopped against resumes.Go
+	stopped        bool
 }
 
-func startTyping(in io.Reader, master *os.File, escapes bool, act *activity, onEscape func(byte)) *typing {
-	t := &typing{in: in, fd: -1, master: master, act: act, onEscape: onEscape, queue: make(chan []byte, 256), wake: [2]int{-1, -1}}
+func startTyping(in io.Reader, master *os.File, escapes bool, act *activity, onEscape func(byte), onSuspend func()) *typing {
+	t := &typing{in: in, fd: -1, master: master, act: act, onEscape: onEscape, onSuspend: onSuspend, queue: make(chan []byte, 256), wake: [2]int{-1, -1}}
 	if escapes {
 		t.escapes = &term.Escapes{}
 	}
@@ -311,17 +318,75 @@ func (t *typing) copy() {
 
 func (t *typing) write() {
 	for p := range t.queue {
+		raw := slices.Contains(p, suspendKey) && t.canonical() == 0
 		if _, err := t.master.Write(p); err != nil {
 			for range t.queue {
 			}
 			return
 		}
+		if raw {
+			t.mu.Lock()
+			if !t.stopped {
+				t.resumes.Go(t.resumeAfterSuspend)
+			}
+			t.mu.Unlock()
+		}
 	}
 }
 
+// suspendKey is Ctrl-Z (VSUSP).
+const suspendKey = 0x1a
+
+// canonical reports the agent's terminal's ICANON: 1 set, 0 clear, -1
+// unknown.
+func (t *typing) canonical() int {
+	c := -1
+	if rc, err := t.master.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) {
+			if m, err := unix.IoctlGetTermios(int(fd), unix.TCGETS); err == nil {
+				c = 0
+				if m.Lflag&unix.ICANON != 0 {
+					c = 1
+				}
+			}
+		})
+	}
+	return c
+}
+
+// resumeAfterSuspend handles a Ctrl-Z typed to an agent in raw mode. A
+// TUI takes it as a suspend of its own: it restores its terminal and
+// stops itself with SIGTSTP, which the kernel discards, since the agent's
+// process group is orphaned (its session's leader's parent, bwrap's init,
+// is in another session; kernel/signal.c, get_signal: a stop signal other
+// than SIGSTOP is dropped when is_current_pgrp_orphaned()). Claude Code then
+// waits in cooked mode for a SIGCONT nothing sends. When the terminal
+// turns canonical within suspendWait, the agent gets that SIGCONT (and
+// returns to its screen).
+func (t *typing) resumeAfterSuspend() {
+	for deadline := time.Now().Add(suspendWait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		switch t.canonical() {
+		case 1:
+			t.onSuspend()
+			return
+		case -1:
+			return
+		}
+	}
+}
+
+// suspendWait bounds the wait for an agent to leave raw mode after Ctrl-Z.
+const suspendWait = 2 * time.Second
+
 // stop ends the reader (one that reads no descriptor ends with its input,
-// or with agentjail) and waits for it.
+// or with agentjail) and waits for it, and for a wait after Ctrl-Z.
 func (t *typing) stop() {
+	defer func() {
+		t.mu.Lock()
+		t.stopped = true
+		t.mu.Unlock()
+		t.resumes.Wait()
+	}()
 	if t.fd < 0 {
 		return
 	}

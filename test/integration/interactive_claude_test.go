@@ -38,7 +38,7 @@ func (o *operator) screen() string { return screenCodes.ReplaceAllString(o.shown
 // it before (onboarding done, the directory trusted, the API key
 // approved, in their ~/.claude.json): it opens ready, without a dialog; a
 // prompt typed, a Bash call (allowed by its settings) run, the answer on
-// the screen, /exit, exit 0. With Claude Code's own sandbox on, the same
+// the screen, Ctrl-Z and back, /exit, exit 0. With Claude Code's own sandbox on, the same
 // call writes the working directory but not the home.
 func TestInteractiveClaude(t *testing.T) {
 	jailed(t)
@@ -94,6 +94,12 @@ func TestInteractiveClaude(t *testing.T) {
 			o.waitScreen(t, prompt)
 			o.typed(t, "\r") // apart: a chunk with the CR inside may be taken for a paste
 			o.waitScreen(t, "answer-from-stand-in-42")
+			// Ctrl-Z: claude suspends itself, which the kernel cannot do in
+			// the jail; agentjail continues it, and it takes keys again
+			// (bracketed paste back on).
+			o.typed(t, "\x1a")
+			suspended := o.waitShown(t, "has been suspended")
+			waitFor(t, func() bool { return strings.Contains(o.shown.String()[suspended:], "\x1b[?2004h") })
 			o.typed(t, "/exit")
 			o.waitScreen(t, "/exit")
 			time.Sleep(300 * time.Millisecond) // the command list's completion
