@@ -31,43 +31,73 @@ const (
 	FDStatus  = 3 // bwrap --json-status-fd: child-pid, exit-code
 	FDReport  = 4 // the stage's report (Report lines); close-on-exec
 	FDBlock   = 5 // bwrap --block-fd: the sandbox waits until the supervisor lets it go
-	FDSeccomp = 6 // the first --add-seccomp-fd; one per filter
+	FDControl = 6 // the stage's control channel (control.go), when the plan needs one; closed otherwise
+	FDSeccomp = 7 // the first --add-seccomp-fd; one per filter
 )
 
 // The stage's own flags, before `--` and the agent's command line.
 const (
-	FlagReport = "--report-fd" // its value is the report descriptor
-	FlagRlimit = "--rlimit"    // NAME=VALUE, VALUE a decimal or "unlimited"; repeatable
+	FlagReport  = "--report-fd"  // its value is the report descriptor
+	FlagControl = "--control-fd" // its value is the control channel (control.go)
+	FlagListen  = "--listen"     // IP:PORT to listen on, handed back as a KindListener message; repeatable
+	FlagPty     = "--pty"        // no value: the agent gets a terminal of its own, its master handed back as a KindPTY message
+	FlagRlimit  = "--rlimit"     // NAME=VALUE, VALUE a decimal or "unlimited"; repeatable
 )
 
 // Args is the stage's command line after its name: where to report, the
-// rlimits to apply, and the agent's command.
+// control channel, what to make for the supervisor, the rlimits to
+// apply, and the agent's command.
 type Args struct {
 	Report  int // -1: none
+	Control int // -1: none
+	// Listen are addresses ("127.0.0.1:3128", "[::1]:3128") the stage
+	// listens on in the jail's network namespace, before the agent
+	// exists, and hands back over the control channel.
+	Listen []string
+	// Pty: the stage opens a pty in the jail's devpts, makes its slave the
+	// controlling terminal of a new session and the agent's stdin, stdout
+	// and stderr, and hands the master back (control.go, KindPTY).
+	Pty     bool
 	Rlimits []string
 	Argv    []string
 }
 
 // Parse reads the stage's command line (what Words writes).
 func Parse(words []string) (Args, error) {
-	a := Args{Report: -1}
+	a := Args{Report: -1, Control: -1}
 	for len(words) > 0 && words[0] != "--" {
+		if words[0] == FlagPty {
+			a.Pty, words = true, words[1:]
+			continue
+		}
 		if len(words) < 2 {
 			return a, fmt.Errorf("%s takes a value", words[0])
 		}
 		switch words[0] {
-		case FlagReport:
+		case FlagReport, FlagControl:
 			fd, err := strconv.Atoi(words[1])
 			if err != nil || fd < 0 {
-				return a, fmt.Errorf("%s %q: not a descriptor", FlagReport, words[1])
+				return a, fmt.Errorf("%s %q: not a descriptor", words[0], words[1])
 			}
-			a.Report = fd
+			if words[0] == FlagReport {
+				a.Report = fd
+			} else {
+				a.Control = fd
+			}
+		case FlagListen:
+			a.Listen = append(a.Listen, words[1])
 		case FlagRlimit:
 			a.Rlimits = append(a.Rlimits, words[1])
 		default:
 			return a, fmt.Errorf("unexpected argument %q", words[0])
 		}
 		words = words[2:]
+	}
+	if len(a.Listen) > 0 && a.Control < 0 {
+		return a, fmt.Errorf("%s needs %s", FlagListen, FlagControl)
+	}
+	if a.Pty && a.Control < 0 {
+		return a, fmt.Errorf("%s needs %s", FlagPty, FlagControl)
 	}
 	if len(words) > 0 {
 		a.Argv = words[1:]
@@ -80,6 +110,15 @@ func (a Args) Words() []string {
 	w := []string{Path}
 	if a.Report >= 0 {
 		w = append(w, FlagReport, strconv.Itoa(a.Report))
+	}
+	if a.Control >= 0 {
+		w = append(w, FlagControl, strconv.Itoa(a.Control))
+	}
+	if a.Pty {
+		w = append(w, FlagPty)
+	}
+	for _, addr := range a.Listen {
+		w = append(w, FlagListen, addr)
 	}
 	for _, kv := range a.Rlimits {
 		w = append(w, FlagRlimit, kv)

@@ -4,11 +4,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // The exec stage sets rlimits on its own process and execs: it runs in a
@@ -61,12 +66,18 @@ func eachStage(t *testing.T, f func(t *testing.T, stage func(args ...string) *ex
 // execStage runs the exec stage with args and its report on fd 3.
 func execStage(t *testing.T, stage func(args ...string) *exec.Cmd, args ...string) (stdout string, code int, reports []Report) {
 	t.Helper()
+	return execStageWith(t, stage, nil, args...)
+}
+
+// execStageWith is execStage with extra descriptors from fd 4 on.
+func execStageWith(t *testing.T, stage func(args ...string) *exec.Cmd, extra []*os.File, args ...string) (stdout string, code int, reports []Report) {
+	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := stage(append([]string{"--report-fd", "3"}, args...)...)
-	cmd.ExtraFiles = []*os.File{w}
+	cmd.ExtraFiles = append([]*os.File{w}, extra...)
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	err = cmd.Start()
@@ -230,6 +241,222 @@ func TestExecStageReportsExactPaths(t *testing.T) {
 		odd := dir + "/a \"quoted\"\tname\\x"
 		if code, reps := run(dir, odd); code != 127 || len(reps) != 1 || reps[0].ExecFailure == nil || reps[0].ExecFailure.Path != odd {
 			t.Errorf("odd name: exit %d %+v", code, reps)
+		}
+	})
+}
+
+// hasIPv6Loopback reports whether ::1 can be listened on here.
+func hasIPv6Loopback() bool {
+	l, err := net.Listen("tcp6", "[::1]:0")
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
+
+// TestExecStageHandsListenersBack: with --listen, the stage makes each
+// listener before the agent exists and sends it over the control channel
+// as one message with one descriptor, listening, named as getsockname
+// says, from the stage's own pid; the agent inherits neither the listener
+// nor the channel, and the channel ends at the exec.
+func TestExecStageHandsListenersBack(t *testing.T) {
+	want := 1
+	if hasIPv6Loopback() {
+		want = 2
+	}
+	eachStage(t, func(t *testing.T, stage func(args ...string) *exec.Cmd) {
+		ours, theirs, err := Pair()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ours.Close()
+		cmd := stage("--control-fd", "3", "--listen", "127.0.0.1:0", "--listen", "[::1]:0", "--", "ls", "/proc/self/fd")
+		cmd.ExtraFiles = []*os.File{theirs}
+		var out bytes.Buffer
+		cmd.Stdout = &out
+		err = cmd.Start()
+		theirs.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Wait()
+		var got []Message
+		for {
+			m, files, err := ReadControl(ours)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, m)
+			if m.Kind != KindListener || len(files) != 1 || m.Sender != cmd.Process.Pid {
+				t.Fatalf("message %+v with %d files; the stage is pid %d", m, len(files), cmd.Process.Pid)
+			}
+			if v, err := unix.GetsockoptInt(int(files[0].Fd()), unix.SOL_SOCKET, unix.SO_ACCEPTCONN); err != nil || v != 1 {
+				t.Errorf("%s: SO_ACCEPTCONN %d, %v", m.Addr, v, err)
+			}
+			l, err := net.FileListener(files[0])
+			files[0].Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.Addr().String() != m.Addr || strings.HasSuffix(m.Addr, ":0") {
+				t.Errorf("message says %s, the socket listens on %s", m.Addr, l.Addr())
+			}
+			c, err := net.Dial("tcp", m.Addr)
+			if err != nil {
+				t.Errorf("dial %s: %v", m.Addr, err)
+			} else {
+				c.Close()
+			}
+			l.Close()
+		}
+		cmd.Wait()
+		if len(got) != want || !strings.HasPrefix(got[0].Addr, "127.0.0.1:") || (want == 2 && !strings.HasPrefix(got[1].Addr, "[::1]:")) {
+			t.Errorf("listeners %+v; want %d", got, want)
+		}
+		if fds := strings.Fields(out.String()); cmd.ProcessState.ExitCode() != 0 || !slices.Equal(fds, []string{"0", "1", "2", "3"}) {
+			t.Errorf("exit %d; the agent's descriptors: %q (3 is ls's own)", cmd.ProcessState.ExitCode(), fds)
+		}
+	})
+}
+
+// TestExecStageRefusesListenersItCannotMake: a bad address, an address in
+// use, or --listen without a channel end the stage with 125 before the
+// agent runs.
+func TestExecStageRefusesListenersItCannotMake(t *testing.T) {
+	busy, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { busy.Close() }) // the subtests run after this function returns
+	eachStage(t, func(t *testing.T, stage func(args ...string) *exec.Cmd) {
+		for _, c := range []struct{ addr, says string }{
+			{"bogus", `--listen "bogus": not IP:PORT`},
+			{"127.0.0.1:99999", `not IP:PORT`},
+			{"[::ffff:127.0.0.1]:80", `not IP:PORT`},
+			{"::1:80", `not IP:PORT`},
+			{busy.Addr().String(), "bind: address already in use"},
+		} {
+			ours, theirs, err := Pair()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, code, reps := execStageWith(t, stage, []*os.File{theirs}, "--control-fd", "4", "--listen", c.addr, "--", "echo", "ran")
+			if code != 125 || out != "" || len(reps) != 1 || !strings.Contains(reps[0].Error, c.says) {
+				t.Errorf("--listen %s: exit %d, output %q, reports %+v; want 125 saying %q", c.addr, code, out, reps, c.says)
+			}
+			ours.Close()
+			theirs.Close()
+		}
+		cmd := stage("--listen", "127.0.0.1:0", "--", "echo", "ran")
+		if out, _ := cmd.Output(); cmd.ProcessState.ExitCode() != 125 || len(out) != 0 {
+			t.Errorf("--listen without --control-fd: exit %d, output %q", cmd.ProcessState.ExitCode(), out)
+		}
+	})
+}
+
+// TestExecStageGivesTheAgentATerminal: with --pty the stage leads a new
+// session on a pty, sends its master (a pty master, from the stage's own
+// pid) and waits for the answer before the agent runs: the size set then
+// is the one the agent sees first. The agent has the slave on 0, 1 and 2,
+// as its controlling terminal, and leads the session; it reads what is
+// typed on the master. Without an answer (the supervisor gone) the stage
+// ends with 125 before the agent runs.
+func TestExecStageGivesTheAgentATerminal(t *testing.T) {
+	eachStage(t, func(t *testing.T, stage func(args ...string) *exec.Cmd) {
+		ours, theirs, err := Pair()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ours.Close()
+		script := `test -t 0 && test -t 1 && test -t 2 && echo terminal on 0 1 2
+read -r st < /proc/$$/stat; set -- $st; [ "$1" = "$6" ] && echo leads its session
+stty size; read -r line; echo "got:$line"; echo "fds: $(ls /proc/self/fd | tr '\n' ' ')"`
+		cmd := stage("--control-fd", "3", "--pty", "--", "sh", "-c", script)
+		cmd.ExtraFiles = []*os.File{theirs}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err = cmd.Start()
+		theirs.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Wait()
+		m, files, err := ReadControl(ours)
+		if err != nil || m.Kind != KindPTY || len(files) != 1 || m.Sender != cmd.Process.Pid || m.PID != cmd.Process.Pid || m.PGID != m.PID || !m.Await {
+			t.Fatalf("message %+v, %d files, %v; the stage is pid %d", m, len(files), err, cmd.Process.Pid)
+		}
+		master := files[0]
+		defer master.Close()
+		fd := int(master.Fd())
+		if _, err := unix.IoctlGetInt(fd, unix.TIOCGPTN); err != nil {
+			t.Fatalf("not a pty master: %v", err)
+		}
+		if sid, err := unix.IoctlGetInt(fd, unix.TIOCGSID); err != nil || sid != cmd.Process.Pid {
+			t.Errorf("the pty's session %d, %v; want the stage's", sid, err)
+		}
+		if err := unix.IoctlSetWinsize(fd, unix.TIOCSWINSZ, &unix.Winsize{Row: 41, Col: 123}); err != nil {
+			t.Fatal(err)
+		}
+		if err := Answer(ours); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := master.Write([]byte("typed\n")); err != nil {
+			t.Fatal(err)
+		}
+		var out []byte
+		buf := make([]byte, 4096)
+		for {
+			n, err := master.Read(buf) // EIO once the slave's last holder is gone
+			out = append(out, buf[:n]...)
+			if err != nil {
+				break
+			}
+		}
+		cmd.Wait()
+		text := strings.ReplaceAll(string(out), "\r\n", "\n")
+		// ls's descriptors: 3 is its own directory.
+		for _, want := range []string{"terminal on 0 1 2\n", "leads its session\n", "41 123\n", "got:typed\n", "fds: 0 1 2 3 \n"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("the agent's terminal lacks %q:\n%s", want, text)
+			}
+		}
+		if code := cmd.ProcessState.ExitCode(); code != 0 || stderr.Len() > 0 {
+			t.Errorf("exit %d, stderr %q", code, stderr.String())
+		}
+		if _, _, err := ReadControl(ours); err != io.EOF {
+			t.Errorf("after the exec: %v, want EOF", err)
+		}
+
+		// The supervisor closes its end instead of answering.
+		ours2, theirs2, err := Pair()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd = stage("--control-fd", "3", "--pty", "--", "echo", "ran")
+		cmd.ExtraFiles = []*os.File{theirs2}
+		cmd.Stderr = &stderr
+		stderr.Reset()
+		err = cmd.Start()
+		theirs2.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, files, err = ReadControl(ours2)
+		if err != nil || len(files) != 1 {
+			t.Fatalf("%d files, %v", len(files), err)
+		}
+		ours2.Close()
+		cmd.Wait()
+		files[0].Close() // not before: the pty's hangup would kill the stage
+		if code := cmd.ProcessState.ExitCode(); code != 125 || !strings.Contains(stderr.String(), "the supervisor closed the control channel") {
+			t.Errorf("no answer: exit %d, stderr %q", code, stderr.String())
+		}
+		if out := stage("--pty", "--", "echo", "ran"); out.Run() == nil || out.ProcessState.ExitCode() != 125 {
+			t.Errorf("--pty without --control-fd: exit %d", out.ProcessState.ExitCode())
 		}
 	})
 }

@@ -122,7 +122,7 @@ func (j *Jail) config() (warning string) {
 		}
 		data, err := readClaudeFile(j.walker(), c.Src, claude.MaxConfig)
 		if err == nil {
-			data, err = claude.StageConfig(data)
+			data, err = claude.StageConfig(data, claude.APIKeyEnd(j.Env))
 		}
 		if err != nil {
 			return fmt.Sprintf("%s %v: not copied in (claude starts without its onboarding and trust state)", c.Src, err)

@@ -92,7 +92,7 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 	if err != nil {
 		return nil, UsageError(err.Error())
 	}
-	p := policy.Merge(base, over)
+	p := interactiveLimits(policy.Merge(base, over), req)
 	if err := policy.Validate(p); err != nil {
 		return nil, err
 	}
@@ -207,6 +207,7 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 		RunDir:          runstate.RunDir(),
 		IsPlaceholder:   func(p string) bool { return runstate.IsMask(runstate.MaskDir(), p) },
 		Seccomp:         len(j.Seccomp),
+		Pty:             req.TTY == TTYOn,
 		Argv:            j.Argv,
 		ProcCovers:      covers,
 		Inputs:          inputs,

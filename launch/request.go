@@ -28,7 +28,12 @@ type Request struct {
 	Log, Record, Results string
 	// ClaudeDir keeps Claude Code's sessions between runs (claude.dir).
 	ClaudeDir string
-	Argv      []string
+	// TTY says whether the agent gets a terminal of its own (tty.go).
+	TTY TTYMode
+	// AllowClipboard lets the agent's clipboard writes (OSC 52) reach the
+	// operator's terminal.
+	AllowClipboard bool
+	Argv           []string
 	// Quiet leaves only errors and the run's ending line on stderr:
 	// warnings and degradations go to the record alone.
 	Quiet bool

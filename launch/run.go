@@ -79,6 +79,9 @@ func run(req Request, stdio IO) (int, error) {
 	// on every path out of here.
 	tty := term.Save(stdio.Stdin)
 	defer tty.Restore()
+	if req.TTY = resolveTTY(req.TTY, stdio); req.TTY == TTYOn {
+		signal.Notify(sigs, syscall.SIGWINCH) // the operator's terminal's size, for the agent's
+	}
 
 	rec := record.Record{StartedAt: record.Time(time.Now()), Profile: profileName(req), Argv: req.Argv}
 	// Until the policy names the writable roots, no link at all is
@@ -163,8 +166,12 @@ func run(req Request, stdio IO) (int, error) {
 	}
 	defer sess.remove()
 
-	spec := j.baseSpec(stdio.Stdin, stdio.Stdout, stdio.Stderr)
+	termIO, stdout, stderr := openTerminal(req, stdio, tty)
+	spec := j.baseSpec(stdio.Stdin, stdout, stderr)
 	spec.Signals, spec.Record, spec.Secrets = sigs, rec, secretValues(j.Env)
+	if termIO.pty != nil {
+		spec.Tty, spec.Control, spec.Warn = termIO.pty, termIO.control, termIO.warn(stdio.Stderr)
+	}
 	if log != nil {
 		spec.Log = log
 	}
@@ -197,20 +204,22 @@ func run(req Request, stdio IO) (int, error) {
 	snapped := make(chan struct{})
 	go func() { before = j.protectedSnapshot(); close(snapped) }()
 	spec.Hold = snapped
+	if err := termIO.begin(); err != nil {
+		<-snapped
+		return failed(err)
+	}
 	outcome, runErr := supervise.Run(spec)
 	<-snapped
 	rec = outcome.Record
 	if staged := sess.staged; staged != nil {
 		rec.Degradations = append(rec.Degradations, staged.Degradations...)
 	}
-	if _, err := tty.Restore(); err != nil {
-		rec.Warnings = append(rec.Warnings, fmt.Sprintf("cannot restore the terminal's modes: %v; run `stty sane`", err))
-	}
+	termIO.end(&rec, outcome.Abandoned)
 	// From here on agentjail speaks after the agent, on a line of its own
 	// and with the terminal's attributes reset; not at all where the
 	// reader stopped reading (a paused terminal blocks every write to it):
 	// the record has the messages.
-	stdio.Stderr = &newlineFirst{w: term.ResetFirst(stdio.Stderr), pending: outcome.StderrMidLine}
+	stdio.Stderr = &newlineFirst{w: term.ResetFirst(stdio.Stderr), pending: outcome.StderrMidLine || termIO.midLine(rec)}
 	if outcome.Abandoned[0] || outcome.Abandoned[1] {
 		stdio.Stderr = io.Discard
 	}

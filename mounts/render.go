@@ -81,7 +81,14 @@ type Input struct {
 	// missing. Nil: none are.
 	IsPlaceholder func(path string) bool
 	Seccomp       int // number of seccomp filters passed as fds
-	Argv          []string
+	// Listen are addresses the exec stage listens on inside the jail and
+	// hands back over its control channel (execstage.Args.Listen): the
+	// network broker's.
+	Listen []string
+	// Pty gives the agent a terminal of its own, made by the exec stage
+	// (execstage.Args.Pty).
+	Pty  bool
+	Argv []string
 	// ProcCovers lists what keeps the jail from mounting a fresh /proc
 	// (ProcCovers of the host's mountinfo); nil when nothing does or when
 	// that is unknown. With covers, Render binds the existing /proc if the
@@ -663,13 +670,17 @@ func (r *renderer) tail() {
 	}
 	// The exec stage applies the rlimits to itself before it execs the
 	// agent, so every process of the agent's inherits them.
-	stage := execstage.Args{Report: -1, Argv: r.in.Argv}
+	stage := execstage.Args{Report: -1, Control: -1, Listen: r.in.Listen, Pty: r.in.Pty, Argv: r.in.Argv}
 	for _, name := range slices.Sorted(maps.Keys(r.p.Limits.Rlimits)) {
 		stage.Rlimits = append(stage.Rlimits, name+"="+rlimitValue(r.p.Limits.Rlimits[name]))
 	}
 	w := stage.Words()
 	r.arg(w[0])
 	r.fd(execstage.FlagReport, execstage.FDReport, "exec-report")
+	// The control channel only where the stage has something to send.
+	if len(stage.Listen) > 0 || stage.Pty {
+		r.fd(execstage.FlagControl, execstage.FDControl, "control")
+	}
 	r.arg(w[1:]...)
 }
 

@@ -223,6 +223,7 @@ func TestRenderSpeaksTheStageProtocol(t *testing.T) {
 	t.Parallel()
 	in := input(t, "tier1", "/srv/proj")
 	in.Seccomp = 2
+	in.Listen = []string{"127.0.0.1:3128", "[::1]:3128"}
 	plan, err := Render(in)
 	if err != nil {
 		t.Fatal(err)
@@ -232,11 +233,12 @@ func TestRenderSpeaksTheStageProtocol(t *testing.T) {
 		t.Fatalf("no exec stage after bwrap's --: %q", plan.Args[sep+1:])
 	}
 	a, err := execstage.Parse(plan.Args[sep+2:])
-	if err != nil || a.Report != execstage.FDReport || !slices.Equal(a.Argv, in.Argv) || len(a.Rlimits) == 0 {
+	if err != nil || a.Report != execstage.FDReport || a.Control != execstage.FDControl || !slices.Equal(a.Listen, in.Listen) ||
+		!slices.Equal(a.Argv, in.Argv) || len(a.Rlimits) == 0 {
 		t.Errorf("the stage parses %+v, %v from %q", a, err, plan.Args[sep+2:])
 	}
 	want := map[string]int{"status": execstage.FDStatus, "block": execstage.FDBlock, "exec-report": execstage.FDReport,
-		"seccomp-0": execstage.FDSeccomp, "seccomp-1": execstage.FDSeccomp + 1}
+		"control": execstage.FDControl, "seccomp-0": execstage.FDSeccomp, "seccomp-1": execstage.FDSeccomp + 1}
 	for i, name := range plan.FDs {
 		if fd, ok := want[name]; !ok || plan.Args[i] != strconv.Itoa(fd) {
 			t.Errorf("argv[%d] = %s names %q; the protocol says %d", i, plan.Args[i], name, want[name])
@@ -245,5 +247,25 @@ func TestRenderSpeaksTheStageProtocol(t *testing.T) {
 	}
 	if len(want) > 0 {
 		t.Errorf("the plan names no descriptor for %v", want)
+	}
+}
+
+// TestRenderGivesThePtyTheControlChannel: a terminal of the agent's own
+// alone opens the control channel (the stage sends the master on it); a
+// plan without one has no channel and no --pty.
+func TestRenderGivesThePtyTheControlChannel(t *testing.T) {
+	t.Parallel()
+	for _, pty := range []bool{true, false} {
+		in := input(t, "tier1", "/srv/proj")
+		in.Pty = pty
+		plan, err := Render(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sep := slices.Index(plan.Args, "--")
+		a, err := execstage.Parse(plan.Args[sep+2:])
+		if err != nil || a.Pty != pty || (a.Control == execstage.FDControl) != pty {
+			t.Errorf("pty %v: the stage parses %+v, %v", pty, a, err)
+		}
 	}
 }

@@ -153,6 +153,9 @@ type Limits struct {
 	Idle *Duration `yaml:"idle,omitempty" json:"idle,omitempty"`
 	// Grace is the time between SIGTERM and SIGKILL.
 	Grace *Duration `yaml:"grace,omitempty" json:"grace,omitempty"`
+	// Interactive are the wall and idle limits of a run on a terminal of
+	// its own (a person at it): they replace Wall and Idle there.
+	Interactive Interactive `yaml:"interactive,omitempty" json:"interactive,omitempty"`
 	// Output caps what the run record keeps of each stream.
 	Output Output `yaml:"output,omitempty" json:"output,omitempty"`
 	// Rlimits maps a resource (nofile, nproc, fsize, core, as, ...) to its
@@ -172,6 +175,13 @@ type Limits struct {
 	// Swap is how much the jail may swap out beyond Memory (default 0:
 	// swapped tmpfs pages would otherwise escape the cap). Needs Memory.
 	Swap *Size `yaml:"swap,omitempty" json:"swap,omitempty"`
+}
+
+// Interactive bounds a run with a person at its terminal, where the
+// operator's typing counts as activity too. Unset: Wall and Idle apply.
+type Interactive struct {
+	Wall *Duration `yaml:"wall,omitempty" json:"wall,omitempty"`
+	Idle *Duration `yaml:"idle,omitempty" json:"idle,omitempty"`
 }
 
 // Output caps the head and tail kept of each stream for the record.

@@ -2,11 +2,6 @@ package record
 
 import "encoding/json"
 
-// Version is the record's record_version: 2 since the record has `agent`
-// (records without the field are version 1). A version changes when a
-// field changes meaning or goes; fields are added without one.
-const Version = 2
-
 // Agent kinds: the record's agent.kind.
 const (
 	KindClaude = "claude"

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentjail/agentjail/execstage"
 	"github.com/agentjail/agentjail/reaper"
 )
 
@@ -31,11 +32,15 @@ import (
 // with the fake (--die-with-parent), runs the command as its child (bwrap's
 // init, deaf to the signals it has no handler for) and exits with its status, 128+n after death by signal n. Other
 // flags before "--" are taken with one value when they are known to have
-// one, else none. No root, no bubblewrap, no namespaces: the core of the
+// one, else none. The exec stage's control channel (execstage.FDControl),
+// when the supervisor opens one, reaches the command at the same number,
+// as bwrap passes it; a command run with fakeStageEnv is the Go exec
+// stage. No root, no bubblewrap, no namespaces: the core of the
 // supervisor (start, watch, escalate, sweep, drain) is tested anywhere.
 const (
 	fakeBwrapEnv   = "AGENTJAIL_TEST_FAKE_BWRAP"
 	fakeSandboxEnv = "AGENTJAIL_TEST_FAKE_SANDBOX"
+	fakeStageEnv   = "AGENTJAIL_TEST_STAGE"
 )
 
 func TestMain(m *testing.M) {
@@ -44,6 +49,8 @@ func TestMain(m *testing.M) {
 		os.Exit(fakeSandbox())
 	case os.Getenv(fakeBwrapEnv) != "":
 		os.Exit(fakeBwrap(os.Args[1:]))
+	case os.Getenv(fakeStageEnv) != "":
+		os.Exit(execstage.Main(os.Args[1:]))
 	}
 	if err := reaper.Begin(); err != nil { // Run starts bwrap through the reaper
 		fmt.Fprintln(os.Stderr, err)
@@ -94,7 +101,7 @@ func fakeBwrap(args []string) int {
 	if block < 0 {
 		blockFile, _ = os.Open(os.DevNull)
 	}
-	sandbox.ExtraFiles = []*os.File{blockFile, ready} // fds 3 and 4 in the sandbox
+	sandbox.ExtraFiles = []*os.File{blockFile, ready, nil, control()} // fds 3, 4 and FDControl in the sandbox
 	sandbox.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 	if err := sandbox.Start(); err != nil {
 		fmt.Fprintf(os.Stderr, "fake bwrap: %v\n", err)
@@ -146,6 +153,7 @@ func fakeSandbox() int {
 		}
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.ExtraFiles = []*os.File{nil, nil, nil, control()}
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(os.Stderr, "fake sandbox: %v\n", err)
 		return 255
@@ -156,6 +164,15 @@ func fakeSandbox() int {
 		return 128 + int(ws.Signal())
 	}
 	return ws.ExitStatus()
+}
+
+// control is the control channel's descriptor when it is open, else nil
+// (the runtime's own descriptors may take the number when it is closed).
+func control() *os.File {
+	if t, err := unix.GetsockoptInt(execstage.FDControl, unix.SOL_SOCKET, unix.SO_TYPE); err != nil || t != unix.SOCK_SEQPACKET {
+		return nil
+	}
+	return os.NewFile(execstage.FDControl, "control")
 }
 
 // fakeSpec is a Spec that runs argv in the fake bwrap with the marker of

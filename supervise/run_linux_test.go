@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/agentjail/agentjail/execstage"
 	"github.com/agentjail/agentjail/procs"
 	"github.com/agentjail/agentjail/record"
 )
@@ -188,5 +192,40 @@ func TestRunSetupFailure(t *testing.T) {
 	r := out.Record
 	if err == nil || r.Reason != record.ReasonSetupFailed || r.ExitCode != record.ExitSetup || r.AgentExitCode != nil {
 		t.Errorf("err %v, reason %s, exit %d, agent %v", err, r.Reason, r.ExitCode, r.AgentExitCode)
+	}
+}
+
+// TestRunHandsTheControlChannelOver: with Spec.Control, the exec stage
+// (the Go one, in the fake jail) finds its channel at execstage.FDControl
+// and the listener it makes reaches Control before Run returns; without
+// it, nothing of the supervisor's is open at that number in the jail.
+func TestRunHandsTheControlChannelOver(t *testing.T) {
+	t.Parallel()
+	spec := fakeSpec(t, os.Args[0], "--control-fd", strconv.Itoa(execstage.FDControl), "--listen", "127.0.0.1:0", "--", "true")
+	spec.Env = append(spec.Env, fakeStageEnv+"=1")
+	var got []execstage.Message
+	spec.Control = func(m execstage.Message, files []*os.File) {
+		got = append(got, m)
+		for _, f := range files {
+			if v, err := unix.GetsockoptInt(int(f.Fd()), unix.SOL_SOCKET, unix.SO_ACCEPTCONN); err != nil || v != 1 {
+				t.Errorf("%s: not a listening socket (%d, %v)", m.Addr, v, err)
+			}
+			f.Close()
+		}
+		if len(files) != 1 {
+			t.Errorf("%+v came with %d files", m, len(files))
+		}
+	}
+	out, _, stderr := run(t, spec)
+	if r := out.Record; r.Reason != record.ReasonExit || r.ExitCode != 0 || len(r.Warnings) != 0 {
+		t.Fatalf("reason %s, exit %d, warnings %q, stderr %q", r.Reason, r.ExitCode, r.Warnings, stderr)
+	}
+	if len(got) != 1 || got[0].Kind != execstage.KindListener || !strings.HasPrefix(got[0].Addr, "127.0.0.1:") {
+		t.Errorf("Control got %+v", got)
+	}
+
+	spec = fakeSpec(t, "sh", "-c", "test -e /proc/self/fd/"+strconv.Itoa(execstage.FDControl)+" && exit 3; exit 0")
+	if out, _, _ := run(t, spec); out.Record.ExitCode != 0 {
+		t.Errorf("without Control, descriptor %d is open in the jail", execstage.FDControl)
 	}
 }

@@ -54,6 +54,18 @@ type runRecord struct {
 		Stdout excerpt `json:"stdout"`
 		Stderr excerpt `json:"stderr"`
 	} `json:"excerpt"`
+	IO       string `json:"io"`
+	Terminal *struct {
+		Rows             int   `json:"rows"`
+		Cols             int   `json:"cols"`
+		Resizes          int   `json:"resizes"`
+		InputBytes       int64 `json:"input_bytes"`
+		InputDropped     int64 `json:"input_dropped"`
+		EndedByEscape    bool  `json:"ended_by_escape"`
+		StringsDropped   int   `json:"strings_dropped"`
+		ClipboardAllowed bool  `json:"clipboard_allowed"`
+		ScreenReset      bool  `json:"screen_reset"`
+	} `json:"terminal"`
 	BwrapVersion string `json:"bwrap_version"`
 	Limits       struct {
 		WallMS      int64             `json:"wall_ms"`
@@ -152,7 +164,7 @@ type note struct {
 }
 
 // recordKeys must be present in every record, null or empty if need be.
-var recordKeys = []string{"record_version", "run_id", "profile", "argv", "user", "started_at", "ended_at", "duration_ms",
+var recordKeys = []string{"record_version", "io", "terminal", "run_id", "profile", "argv", "user", "started_at", "ended_at", "duration_ms",
 	"reason", "exit_code", "signal", "agent_exit_code", "agent_signal", "signals_sent", "orphans", "bytes",
 	"excerpt", "bwrap_version", "limits", "degradations", "violations"}
 
@@ -181,6 +193,9 @@ func readRecord(t *testing.T, path string, code int) runRecord {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&rec); err != nil {
 		t.Fatalf("the record does not match the documented schema: %v\n%s", err, data)
+	}
+	if rec.RecordVersion != 2 || rec.IO != "pipes" && rec.IO != "pty" {
+		t.Errorf("record_version %d, io %q", rec.RecordVersion, rec.IO)
 	}
 	for _, ts := range []string{rec.StartedAt, rec.EndedAt} {
 		if _, err := time.Parse(recordTime, ts); err != nil {
