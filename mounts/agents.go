@@ -52,16 +52,21 @@ var ClaudeCarried = []string{ClaudeSettings, "CLAUDE.md", "commands", "agents", 
 
 // claudeSource is the operator's home the run's Claude Code files come
 // from, all of them from one: the first that has a login, else the first
-// with a ~/.claude directory, else the first with a ~/.claude.json.
+// with a ~/.claude directory or a ~/.claude.json (a home listed earlier
+// wins over one that has only an empty ~/.claude).
 func (r *renderer) claudeSource() string {
-	for _, probe := range []struct {
-		name string
-		dir  bool
-	}{{path.Join(".claude", ClaudeCredentials), false}, {".claude", true}, {ClaudeConfig, false}} {
-		for _, h := range r.in.OperatorHomes {
-			if fi, err := fs.Stat(r.in.Disk, rel(path.Join(h, probe.name))); err == nil && fi.IsDir() == probe.dir {
-				return h
-			}
+	has := func(h, name string, dir bool) bool {
+		fi, err := fs.Stat(r.in.Disk, rel(path.Join(h, name)))
+		return err == nil && fi.IsDir() == dir
+	}
+	for _, h := range r.in.OperatorHomes {
+		if has(h, path.Join(".claude", ClaudeCredentials), false) {
+			return h
+		}
+	}
+	for _, h := range r.in.OperatorHomes {
+		if has(h, ".claude", true) || has(h, ClaudeConfig, false) {
+			return h
 		}
 	}
 	return ""

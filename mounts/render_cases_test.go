@@ -396,6 +396,22 @@ func TestRenderClaudeHome(t *testing.T) {
 	if plan.Claude == nil || plan.Claude.Credentials != "" || plan.Claude.Settings != "/home/op/.claude/settings.json" {
 		t.Errorf("without operator credentials: claude %+v", plan.Claude)
 	}
+	// Without a login, a home listed first with only a ~/.claude.json
+	// (onboarding and trust done) wins over a later one with an empty
+	// ~/.claude.
+	in2 := input(t, "tier1", "/srv/proj")
+	for name := range in2.Disk.(fstest.MapFS) {
+		if strings.HasPrefix(name, "home/op/.claude/") || name == "home/op/.claude" {
+			delete(in2.Disk.(fstest.MapFS), name)
+		}
+	}
+	in2.Disk.(fstest.MapFS)["root/.claude"] = dir(0o755, 0)
+	if plan, err = Render(in2); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(plan.Copies, Copy{"/home/op/.claude.json", "/run/agentjail/RUN/claude/.claude.json"}) {
+		t.Errorf("the first home's ~/.claude.json is not copied: %v", plan.Copies)
+	}
 	in.Policy.Claude.Settings, in.Policy.Claude.Credentials = nil, nil
 	if plan, err = Render(in); err != nil {
 		t.Fatal(err)
