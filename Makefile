@@ -26,12 +26,16 @@ RELEASE_PKGS := gcc-aarch64-linux-gnu libc6-dev-arm64-cross libseccomp-dev:arm64
 # the same one (a test checks).
 CLAUDE_VERSION := 2.1.197
 export AGENTJAIL_TEST_CLAUDE_DIR ?= /var/cache/agentjail-test/claude
+# The Codex CLI release the end-to-end tests drive (docs/codex.md), installed
+# the same way.
+CODEX_VERSION := 0.169.0
+export AGENTJAIL_TEST_CODEX_DIR ?= /var/cache/agentjail-test/codex
 
 # The tests run through testprogress: a line per package as it finishes,
 # what runs when nothing has finished for 30 s, the totals and the skips.
 TESTPROGRESS := $(GO) run ./internal/tools/testprogress
 
-.PHONY: all deps deps-runtime deps-bench claude build release image demo test test-release test-short escapes bench fuzz profiles vagrant-test kubernetes-seccomp clean
+.PHONY: all deps deps-runtime deps-bench claude codex build release image demo test test-release test-short escapes bench fuzz profiles vagrant-test kubernetes-seccomp clean
 
 all: build
 
@@ -48,10 +52,14 @@ deps-runtime:
 deps-bench:
 	@./.ci/provision $(RUNTIME_PKGS) $(TEST_PKGS) $(BENCH_PKGS)
 
-# claude installs Claude Code for the tests when missing; when npm or its
-# registry cannot be reached, the tests that run claude skip and say so.
+# claude and codex install Claude Code and the Codex CLI for the tests when
+# missing; when npm or its registry cannot be reached, the tests that run
+# them skip and say so.
 claude:
-	-@./.ci/claude $(AGENTJAIL_TEST_CLAUDE_DIR) $(CLAUDE_VERSION)
+	-@./.ci/npm-agent $(AGENTJAIL_TEST_CLAUDE_DIR) @anthropic-ai/claude-code $(CLAUDE_VERSION) claude
+
+codex:
+	-@./.ci/npm-agent $(AGENTJAIL_TEST_CODEX_DIR) @openai/codex $(CODEX_VERSION) codex
 
 # build checks the go first: an old one with GOTOOLCHAIN=local would fail
 # with "go.mod requires go >= ..." and no way forward.
@@ -89,7 +97,7 @@ demo: deps-runtime build
 # test/packaging runs on its own, after the rest: it builds agentjail with
 # cgo (make demo), which on 2 cores would starve the timing-sensitive jail
 # tests (idle timeouts) running beside it.
-test: deps profiles claude
+test: deps profiles claude codex
 	$(GO) mod tidy -diff
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo 'gofmt: the files above are not formatted; run gofmt -w on them'; exit 1; }
 	$(GO) vet ./...

@@ -3,6 +3,8 @@ package claude
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 )
 
 // MaxConfig bounds the operator's ~/.claude.json agentjail reads: it grows
@@ -38,9 +40,12 @@ var projectKeys = []string{
 
 // StageConfig makes, from the operator's ~/.claude.json src, the one a run
 // gets: the keys of configKeys, and of each project's the keys of
-// projectKeys (a project without one of them is left out). It fails when
-// src is not a JSON object, or a project not one either.
-func StageConfig(src []byte) ([]byte, error) {
+// projectKeys (a project without one of them is left out). keyEnd, when
+// given and not empty, is the end of the API key the run gets (APIKeyEnd):
+// where the operator has approved that key, the approval comes along, and
+// claude does not ask again; no other key's end does. It fails when src is
+// not a JSON object, or a project not one either.
+func StageConfig(src []byte, keyEnd ...string) ([]byte, error) {
 	var file map[string]json.RawMessage
 	if err := json.Unmarshal(src, &file); err != nil {
 		return nil, fmt.Errorf("is not what claude writes there (%v)", err)
@@ -49,6 +54,14 @@ func StageConfig(src []byte) ([]byte, error) {
 	for _, k := range configKeys {
 		if v, ok := file[k]; ok {
 			out[k] = v
+		}
+	}
+	if raw, ok := file["customApiKeyResponses"]; ok && len(keyEnd) > 0 && keyEnd[0] != "" {
+		var answers struct {
+			Approved []string `json:"approved"`
+		}
+		if json.Unmarshal(raw, &answers) == nil && slices.Contains(answers.Approved, keyEnd[0]) {
+			out["customApiKeyResponses"] = map[string][]string{"approved": {keyEnd[0]}}
 		}
 	}
 	if raw, ok := file["projects"]; ok {
@@ -72,4 +85,16 @@ func StageConfig(src []byte) ([]byte, error) {
 		}
 	}
 	return json.Marshal(out)
+}
+
+// APIKeyEnd is how claude names the API key in env (ANTHROPIC_API_KEY)
+// among the keys the operator approved (customApiKeyResponses): its last
+// 20 characters. "" when env has none.
+func APIKeyEnd(env []string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "ANTHROPIC_API_KEY="); ok && v != "" {
+			return v[max(0, len(v)-20):]
+		}
+	}
+	return ""
 }

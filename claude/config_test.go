@@ -47,3 +47,30 @@ func TestStageConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestStageConfigCarriesTheApprovalOfTheRunsKey: the operator's approval
+// of the API key the run gets comes along (claude would ask again
+// otherwise); the ends of other keys do not, and nothing without a key.
+func TestStageConfigCarriesTheApprovalOfTheRunsKey(t *testing.T) {
+	t.Parallel()
+	key := "sk-ant-api03-0123456789abcdefghijKLMN"
+	end := APIKeyEnd([]string{"PATH=/bin", "ANTHROPIC_API_KEY=" + key})
+	if end != key[len(key)-20:] || APIKeyEnd([]string{"ANTHROPIC_API_KEY="}) != "" {
+		t.Fatalf("APIKeyEnd = %q", end)
+	}
+	src := `{"customApiKeyResponses":{"approved":["other-key-end-000000","` + end + `"],"rejected":["rejected-end"]}}`
+	for _, c := range []struct {
+		keyEnd []string
+		want   string
+	}{
+		{[]string{end}, `{"customApiKeyResponses":{"approved":["` + end + `"]}}`},
+		{[]string{"not-approved-end-000"}, `{}`},
+		{[]string{""}, `{}`},
+		{nil, `{}`},
+	} {
+		got, err := StageConfig([]byte(src), c.keyEnd...)
+		if err != nil || string(got) != c.want {
+			t.Errorf("key end %q: %s, %v; want %s", c.keyEnd, got, err, c.want)
+		}
+	}
+}

@@ -55,6 +55,8 @@ const (
 	CheckInnerProc = "inner-proc"
 	CheckInnerNet  = "inner-netns"
 	CheckNetwork   = "network"
+	CheckClaude    = "claude-sandbox"
+	CheckCodex     = "codex-sandbox"
 	CheckInit      = "init"
 )
 
@@ -71,6 +73,7 @@ func Diagnose(h Host, b bwrap.Info, bErr error, j Jail) Report {
 		networkCheck(j),
 	}
 	checks = append(checks, innerChecks(h, j)...)
+	checks = append(checks, claudeCheck(j), codexCheck(j))
 	checks = append(checks, initCheck(h))
 	r := Report{OK: true, Checks: checks}
 	for _, c := range checks {

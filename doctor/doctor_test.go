@@ -86,7 +86,10 @@ func healthy() (Host, bwrap.Info, Jail) {
 	b := bwrap.Info{Path: "/usr/bin/bwrap", Version: bwrap.Version{Major: 0, Minor: 8}}
 	ok := Probe{Exit: 0}
 	j := Jail{Profile: "tier1", User: "nobody (uid 65534)", Started: true, NetMode: "proxy", Broker: "127.0.0.1:3128",
-		Probes: map[string]Probe{ProbeUserns: ok, ProbeProc: ok, ProbeWeak: ok, ProbeNet: ok, ProbeBroker: {0, "agentjail broker"}}}
+		Probes: map[string]Probe{ProbeUserns: ok, ProbeProc: ok, ProbeWeak: ok, ProbeNet: ok,
+			ProbeClaude: {0, "/usr/local/bin/claude"}, ProbeCodex: {1, ""}, ProbeBwrap: {0, "/usr/bin/bwrap\nbubblewrap 0.8.0"},
+			ProbeArgv0: {1, ""}, ProbeSocat: {0, "socat version 1.7.4.4"}, ProbeHome: {0, "/home/nobody\n/tmp"},
+			ProbeBroker: {0, "agentjail broker"}}}
 	return h, b, j
 }
 
@@ -201,6 +204,32 @@ func TestDiagnose(t *testing.T) {
 			}
 		}, true, CheckInnerProc, Pass, []string{"is refused, as the sealed profile intends", "ENOSPC"}},
 		{"sealed leaks", func(h *Host, _ *bwrap.Info, _ *error, j *Jail) { j.Sealed = true }, false, CheckInnerUser, Fail, []string{"works, but the profile is sealed"}},
+		{"claude's sandbox", func(*Host, *bwrap.Info, *error, *Jail) {}, true, CheckClaude, Pass, []string{"finds bubblewrap and socat"}},
+		{"claude without socat", func(h *Host, _ *bwrap.Info, _ *error, j *Jail) {
+			j.Probes[ProbeSocat] = Probe{Exit: 126, Output: "timeout: failed to run command 'socat': Permission denied"}
+		}, false, CheckClaude, Fail, []string{"lacks socat in the jail", "claude is at /usr/local/bin/claude", "bridge its network proxy", "failIfUnavailable", "apt-get install socat"}},
+		{"no claude, no socat, no bwrap", func(h *Host, _ *bwrap.Info, _ *error, j *Jail) {
+			j.Probes[ProbeClaude] = Probe{Exit: 1}
+			j.Probes[ProbeSocat] = Probe{Exit: 127}
+			j.Probes[ProbeBwrap] = Probe{Exit: 1}
+		}, true, CheckClaude, Warn, []string{"lacks bubblewrap (bwrap) and socat", "claude is not on the jail's PATH", "apt-get install bubblewrap", "apt-get install socat"}},
+		{"codex's sandbox on bwrap 0.8", func(*Host, *bwrap.Info, *error, *Jail) {}, true, CheckCodex, Pass, []string{"/usr/bin/bwrap, bubblewrap 0.8.0, without --argv0", "on the private home /home/nobody"}},
+		{"codex's sandbox with --argv0", func(h *Host, _ *bwrap.Info, _ *error, j *Jail) { j.Probes[ProbeArgv0] = Probe{} }, true, CheckCodex, Pass, []string{"which has --argv0"}},
+		{"codex's own bwrap", func(h *Host, _ *bwrap.Info, _ *error, j *Jail) { j.Probes[ProbeBwrap] = Probe{Exit: 1} }, false, CheckCodex, Pass, []string{"the bubblewrap it bundles"}},
+		{"codex home under /tmp", func(h *Host, _ *bwrap.Info, _ *error, j *Jail) {
+			j.Probes[ProbeCodex] = Probe{Exit: 0, Output: "/opt/codex/bin/codex"}
+			j.Probes[ProbeHome] = Probe{Exit: 0, Output: "/tmp/home/nobody\n/tmp"}
+		}, false, CheckCodex, Fail, []string{"home /tmp/home/nobody lies under the temporary directory", "codex is at /opt/codex/bin/codex", "execvp codex-linux-sandbox", "create the run user's home directory", "bubblewrap >= 0.9"}},
+		{"codex absent, home under /tmp", func(h *Host, _ *bwrap.Info, _ *error, j *Jail) {
+			j.Probes[ProbeHome] = Probe{Exit: 0, Output: "/tmp/home/nobody\n/tmp"}
+		}, true, CheckCodex, Warn, []string{"codex is not on the jail's PATH"}},
+		{"sealed agents", func(h *Host, _ *bwrap.Info, _ *error, j *Jail) {
+			j.Sealed = true
+			for _, p := range []string{ProbeUserns, ProbeProc, ProbeWeak, ProbeNet} {
+				j.Probes[p] = Probe{Exit: 1, Output: enospc}
+			}
+			j.Probes[ProbeSocat] = Probe{Exit: 127}
+		}, true, CheckClaude, Pass, []string{"cannot start in the sealed profile, as intended"}},
 		{"bad profile", func(h *Host, _ *bwrap.Info, _ *error, j *Jail) {
 			*j = Jail{Profile: "x.yaml", Err: errors.New("x.yaml:1:1: unknown field")}
 		}, false, CheckInnerNet, Fail, []string{"not probed: the jail did not start"}},

@@ -12,6 +12,13 @@ const (
 	ProbeWeak   = "weak"   // the agent's own bwrap binding /proc (Claude Code's weaker mode)
 	ProbeNet    = "net"    // loopback up in a new network namespace
 	ProbeBroker = "broker" // a request from a proxy jail to agentjail's broker
+	// What the agents' own sandboxes need (agents.go).
+	ProbeClaude = "claude" // command -v claude: is Claude Code on the jail's PATH
+	ProbeCodex  = "codex"  // command -v codex
+	ProbeBwrap  = "bwrap"  // command -v bwrap, and its version
+	ProbeArgv0  = "argv0"  // the jail's bwrap has --argv0 (bubblewrap >= 0.9)
+	ProbeSocat  = "socat"  // socat -V runs
+	ProbeHome   = "home"   // $HOME and the temporary directory, a line each
 )
 
 // Script is run by sh inside the profile's jail, as the run user. It tries
@@ -43,6 +50,12 @@ if command -v ip >/dev/null 2>&1; then
 else
 	probe net bwrap --ro-bind / / --unshare-user --unshare-net --dev /dev true
 fi
+probe claude sh -c 'command -v claude'
+probe codex sh -c 'command -v codex'
+probe bwrap sh -c 'command -v bwrap && bwrap --version'
+probe argv0 sh -c 'bwrap --help 2>&1 | grep -q -- --argv0'
+probe socat socat -V
+probe home sh -c 'printf "%s\n%s\n" "$HOME" "${TMPDIR:-/tmp}"'
 if [ -n "${HTTP_PROXY:-}" ]; then
 	probe broker curl -sS -m 10 --noproxy '*' "$HTTP_PROXY/agentjail/ping"
 fi

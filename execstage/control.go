@@ -25,6 +25,9 @@ import (
 const (
 	KindListener = "listener" // Addr; one descriptor, a listening TCP socket
 	KindPTY      = "pty"      // PID, PGID; one descriptor, the master
+	// KindAnswer is the supervisor's answer to a message that asks for
+	// one (Await), sent once the message has been handled (Answer).
+	KindAnswer = "answer"
 )
 
 // MaxMessage and MaxFiles bound one message.
@@ -43,6 +46,11 @@ type Message struct {
 	// names them.
 	PID  int `json:"pid,omitempty"`
 	PGID int `json:"pgid,omitempty"`
+	// Await: the stage waits for the supervisor's answer before it goes
+	// on, as it must where the supervisor acts on what it sent before the
+	// agent runs (a pty's size, which the agent's first screen is drawn
+	// at).
+	Await bool `json:"await,omitempty"`
 	// Sender is the sending process's pid as the reader's pid namespace
 	// names it, from the kernel's SCM_CREDENTIALS (Pair asks for them); 0
 	// when none came.
@@ -145,4 +153,42 @@ func ReadControl(c *os.File) (Message, []*os.File, error) {
 		return m, nil, fmt.Errorf("control channel: %w: %w", ErrBadMessage, err)
 	}
 	return m, files, nil
+}
+
+// answer is the one message the supervisor sends.
+var answer = []byte(`{"kind":"` + KindAnswer + `"}`)
+
+// Answer tells the stage that the message it awaits an answer to has been
+// handled: it sends KindAnswer, never blocking.
+func Answer(c *os.File) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	err = rc.Control(func(fd uintptr) {
+		serr = unix.Sendmsg(int(fd), answer, nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+	})
+	return errors.Join(err, serr)
+}
+
+// awaitAnswer waits for the supervisor's answer on the stage's end.
+func awaitAnswer(fd int) error {
+	buf := make([]byte, MaxMessage)
+	for {
+		n, err := unix.Read(fd, buf)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return fmt.Errorf("wait for the supervisor's answer: %w", err)
+		case n == 0:
+			return errors.New("wait for the supervisor's answer: the supervisor closed the control channel")
+		}
+		var m Message
+		if json.Unmarshal(buf[:n], &m) != nil || m.Kind != KindAnswer {
+			return fmt.Errorf("wait for the supervisor's answer: got %q", buf[:n])
+		}
+		return nil
+	}
 }

@@ -40,6 +40,7 @@ const (
 	FlagReport  = "--report-fd"  // its value is the report descriptor
 	FlagControl = "--control-fd" // its value is the control channel (control.go)
 	FlagListen  = "--listen"     // IP:PORT to listen on, handed back as a KindListener message; repeatable
+	FlagPty     = "--pty"        // no value: the agent gets a terminal of its own, its master handed back as a KindPTY message
 	FlagRlimit  = "--rlimit"     // NAME=VALUE, VALUE a decimal or "unlimited"; repeatable
 )
 
@@ -52,7 +53,11 @@ type Args struct {
 	// Listen are addresses ("127.0.0.1:3128", "[::1]:3128") the stage
 	// listens on in the jail's network namespace, before the agent
 	// exists, and hands back over the control channel.
-	Listen  []string
+	Listen []string
+	// Pty: the stage opens a pty in the jail's devpts, makes its slave the
+	// controlling terminal of a new session and the agent's stdin, stdout
+	// and stderr, and hands the master back (control.go, KindPTY).
+	Pty     bool
 	Rlimits []string
 	Argv    []string
 }
@@ -61,6 +66,10 @@ type Args struct {
 func Parse(words []string) (Args, error) {
 	a := Args{Report: -1, Control: -1}
 	for len(words) > 0 && words[0] != "--" {
+		if words[0] == FlagPty {
+			a.Pty, words = true, words[1:]
+			continue
+		}
 		if len(words) < 2 {
 			return a, fmt.Errorf("%s takes a value", words[0])
 		}
@@ -87,6 +96,9 @@ func Parse(words []string) (Args, error) {
 	if len(a.Listen) > 0 && a.Control < 0 {
 		return a, fmt.Errorf("%s needs %s", FlagListen, FlagControl)
 	}
+	if a.Pty && a.Control < 0 {
+		return a, fmt.Errorf("%s needs %s", FlagPty, FlagControl)
+	}
 	if len(words) > 0 {
 		a.Argv = words[1:]
 	}
@@ -101,6 +113,9 @@ func (a Args) Words() []string {
 	}
 	if a.Control >= 0 {
 		w = append(w, FlagControl, strconv.Itoa(a.Control))
+	}
+	if a.Pty {
+		w = append(w, FlagPty)
 	}
 	for _, addr := range a.Listen {
 		w = append(w, FlagListen, addr)

@@ -15,19 +15,20 @@ func TestWordsParse(t *testing.T) {
 		{Report: FDReport, Control: -1, Rlimits: []string{"nofile=1024", "core=0"}, Argv: []string{"sh", "-c", "echo --"}},
 		{Report: -1, Control: -1, Argv: []string{"--", "x"}},
 		{Report: FDReport, Control: FDControl, Listen: []string{"127.0.0.1:3128", "[::1]:3128"}, Argv: []string{"true"}},
+		{Report: FDReport, Control: FDControl, Pty: true, Argv: []string{"claude"}},
 	} {
 		w := a.Words()
 		if w[0] != Path || !IsStage(w[0]) {
 			t.Fatalf("Words()[0] = %q", w[0])
 		}
 		got, err := Parse(w[1:])
-		if err != nil || got.Report != a.Report || got.Control != a.Control || !slices.Equal(got.Listen, a.Listen) ||
+		if err != nil || got.Report != a.Report || got.Control != a.Control || got.Pty != a.Pty || !slices.Equal(got.Listen, a.Listen) ||
 			!slices.Equal(got.Rlimits, a.Rlimits) || !slices.Equal(got.Argv, a.Argv) {
 			t.Errorf("Parse(%q) = %+v, %v; want %+v", w[1:], got, err, a)
 		}
 	}
 	for _, bad := range [][]string{{FlagReport}, {FlagReport, "x", "--", "true"}, {"--other", "1", "--", "true"},
-		{FlagControl, "-1", "--", "true"}, {FlagListen, "127.0.0.1:1", "--", "true"}} {
+		{FlagControl, "-1", "--", "true"}, {FlagListen, "127.0.0.1:1", "--", "true"}, {FlagPty, "--", "true"}} {
 		if _, err := Parse(bad); err == nil {
 			t.Errorf("Parse(%q) accepted", bad)
 		}

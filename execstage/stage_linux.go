@@ -23,8 +23,9 @@ import (
 const NprocVar = "AGENTJAIL_NPROC"
 
 // Main is the last step inside the jail, run by bwrap's init as
-// `/dev/.agentjail-exec [--report-fd N] [--control-fd N] [--listen IP:PORT]...
-// [--rlimit NAME=VALUE]... -- CMD ARG...` (Parse): it makes each listener
+// `/dev/.agentjail-exec [--report-fd N] [--control-fd N] [--pty] [--listen IP:PORT]...
+// [--rlimit NAME=VALUE]... -- CMD ARG...` (Parse): it gives the agent a
+// terminal of its own (openPty), makes each listener
 // and sends it over the control channel (listen), sets each rlimit on itself (soft = hard = VALUE, so that every process
 // of the agent's inherits it and none can raise it), closes every inherited
 // descriptor but 0, 1 and 2, looks CMD up on the jail's PATH and execs it.
@@ -53,6 +54,11 @@ func Main(words []string) int {
 	}
 	if len(argv) == 0 {
 		return fail("exec stage: no command")
+	}
+	if a.Pty {
+		if err := openPty(a.Control); err != nil {
+			return fail("exec stage: %v", err)
+		}
 	}
 	for _, addr := range a.Listen {
 		if err := listen(a.Control, addr); err != nil {

@@ -357,3 +357,106 @@ func TestExecStageRefusesListenersItCannotMake(t *testing.T) {
 		}
 	})
 }
+
+// TestExecStageGivesTheAgentATerminal: with --pty the stage leads a new
+// session on a pty, sends its master (a pty master, from the stage's own
+// pid) and waits for the answer before the agent runs: the size set then
+// is the one the agent sees first. The agent has the slave on 0, 1 and 2,
+// as its controlling terminal, and leads the session; it reads what is
+// typed on the master. Without an answer (the supervisor gone) the stage
+// ends with 125 before the agent runs.
+func TestExecStageGivesTheAgentATerminal(t *testing.T) {
+	eachStage(t, func(t *testing.T, stage func(args ...string) *exec.Cmd) {
+		ours, theirs, err := Pair()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ours.Close()
+		script := `test -t 0 && test -t 1 && test -t 2 && echo terminal on 0 1 2
+read -r st < /proc/$$/stat; set -- $st; [ "$1" = "$6" ] && echo leads its session
+stty size; read -r line; echo "got:$line"; echo "fds: $(ls /proc/self/fd | tr '\n' ' ')"`
+		cmd := stage("--control-fd", "3", "--pty", "--", "sh", "-c", script)
+		cmd.ExtraFiles = []*os.File{theirs}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err = cmd.Start()
+		theirs.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Wait()
+		m, files, err := ReadControl(ours)
+		if err != nil || m.Kind != KindPTY || len(files) != 1 || m.Sender != cmd.Process.Pid || m.PID != cmd.Process.Pid || m.PGID != m.PID || !m.Await {
+			t.Fatalf("message %+v, %d files, %v; the stage is pid %d", m, len(files), err, cmd.Process.Pid)
+		}
+		master := files[0]
+		defer master.Close()
+		fd := int(master.Fd())
+		if _, err := unix.IoctlGetInt(fd, unix.TIOCGPTN); err != nil {
+			t.Fatalf("not a pty master: %v", err)
+		}
+		if sid, err := unix.IoctlGetInt(fd, unix.TIOCGSID); err != nil || sid != cmd.Process.Pid {
+			t.Errorf("the pty's session %d, %v; want the stage's", sid, err)
+		}
+		if err := unix.IoctlSetWinsize(fd, unix.TIOCSWINSZ, &unix.Winsize{Row: 41, Col: 123}); err != nil {
+			t.Fatal(err)
+		}
+		if err := Answer(ours); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := master.Write([]byte("typed\n")); err != nil {
+			t.Fatal(err)
+		}
+		var out []byte
+		buf := make([]byte, 4096)
+		for {
+			n, err := master.Read(buf) // EIO once the slave's last holder is gone
+			out = append(out, buf[:n]...)
+			if err != nil {
+				break
+			}
+		}
+		cmd.Wait()
+		text := strings.ReplaceAll(string(out), "\r\n", "\n")
+		// ls's descriptors: 3 is its own directory.
+		for _, want := range []string{"terminal on 0 1 2\n", "leads its session\n", "41 123\n", "got:typed\n", "fds: 0 1 2 3 \n"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("the agent's terminal lacks %q:\n%s", want, text)
+			}
+		}
+		if code := cmd.ProcessState.ExitCode(); code != 0 || stderr.Len() > 0 {
+			t.Errorf("exit %d, stderr %q", code, stderr.String())
+		}
+		if _, _, err := ReadControl(ours); err != io.EOF {
+			t.Errorf("after the exec: %v, want EOF", err)
+		}
+
+		// The supervisor closes its end instead of answering.
+		ours2, theirs2, err := Pair()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd = stage("--control-fd", "3", "--pty", "--", "echo", "ran")
+		cmd.ExtraFiles = []*os.File{theirs2}
+		cmd.Stderr = &stderr
+		stderr.Reset()
+		err = cmd.Start()
+		theirs2.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, files, err = ReadControl(ours2)
+		if err != nil || len(files) != 1 {
+			t.Fatalf("%d files, %v", len(files), err)
+		}
+		ours2.Close()
+		cmd.Wait()
+		files[0].Close() // not before: the pty's hangup would kill the stage
+		if code := cmd.ProcessState.ExitCode(); code != 125 || !strings.Contains(stderr.String(), "the supervisor closed the control channel") {
+			t.Errorf("no answer: exit %d, stderr %q", code, stderr.String())
+		}
+		if out := stage("--pty", "--", "echo", "ran"); out.Run() == nil || out.ProcessState.ExitCode() != 125 {
+			t.Errorf("--pty without --control-fd: exit %d", out.ProcessState.ExitCode())
+		}
+	})
+}

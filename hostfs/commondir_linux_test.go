@@ -33,3 +33,19 @@ func TestCommonDirFile(t *testing.T) {
 		t.Error("a link is followed")
 	}
 }
+
+func TestGitFile(t *testing.T) {
+	t.Parallel()
+	p := filepath.Join(t.TempDir(), "gitfile")
+	for range 2 {
+		if err := GitFile(p, "/run/agentjail"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if data, err := os.ReadFile(p); err != nil || string(data) != "gitdir: /run/agentjail\n" {
+		t.Errorf("%q %v", data, err)
+	}
+	if err := GitFile(p, "/elsewhere"); err == nil {
+		t.Error("a file pointing elsewhere is used")
+	}
+}

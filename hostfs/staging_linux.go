@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentjail/agentjail/record"
 	"golang.org/x/sys/unix"
@@ -186,6 +188,23 @@ func CommonDirFile(path string) error {
 	return maskSource(path, CommonDir, "the commondir masks' file")
 }
 
+// GitFile makes sure path is a regular file holding "gitdir: " and
+// gitdir, which every user can read (0444): the source the masks over a
+// missing .git are bound from (mounts.Input.GitFile), made and checked as
+// EmptyFile's. Neither agent misreads it, where they misread an empty file
+// or an empty directory (measured with Claude Code 2.1.197 and Codex
+// 0.169.0): git stops at it ("fatal: not a git repository: <gitdir>")
+// instead of searching the directories above; Codex (its
+// resolve_gitdir_from_file) finds the pointer it expects, where an empty
+// file made it log "Expected …/.git to contain a gitdir pointer" a dozen
+// times a run, and only stats the target, which must exist in the jail
+// (agentjail's run directory, covered by an empty tmpfs); Claude Code's
+// sandbox skips the paths below a file, but fails on a directory, under
+// which it mounts over .git/hooks and .git/config.
+func GitFile(path, gitdir string) error {
+	return maskSource(path, "gitdir: "+gitdir+"\n", "the .git masks' file")
+}
+
 // maskSource makes sure path is a regular file holding content that every
 // user can read, in a directory others may traverse; made once (atomically:
 // concurrent runs may race, and each makes the same) and shared by every
@@ -296,6 +315,22 @@ func PrivateMounts() error {
 	return nil
 }
 
+// Bind mounts the directory d at target (a bind, not recursive), in the
+// calling thread's mount namespace: call it on the thread that has
+// PrivateMounts, with d opened there (a bind's source must be a mount of
+// the caller's own namespace). The source is d's descriptor
+// (/proc/self/fd), so nothing put at d's path meanwhile is bound.
+func (d *Dir) Bind(target string) error {
+	src := "/proc/self/fd/" + strconv.Itoa(d.fd())
+	if err := unix.Mount(src, target, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind %s at %s: %w", d.Path, target, err)
+	}
+	return nil
+}
+
+// FDPath is a path to d from any thread, through its descriptor.
+func (d *Dir) FDPath() string { return "/proc/self/fd/" + strconv.Itoa(d.fd()) }
+
 // RemoveStage unmounts every mount under root that the calling thread
 // sees, deepest first, then deletes root. (A sweep after a supervisor that
 // died finds none: its private namespace died with it.)
@@ -389,8 +424,10 @@ const maxSkipLines = 10
 // directory below results is made or entered without following a link. It
 // returns the paths written, below where results is now, and one line for
 // each thing it did not copy (links, files of someone else's, those past
-// the caps), at most a dozen.
-func CopyTranscripts(dir string, results *Dir, uid, maxFiles int, maxBytes int64) (copied, skipped []string) {
+// the caps), at most a dozen. With since set, only files changed since
+// then are copied: dir keeps sessions of earlier runs (claude.dir), which
+// their runs copied.
+func CopyTranscripts(dir string, results *Dir, uid, maxFiles int, maxBytes int64, since time.Time) (copied, skipped []string) {
 	owner, err := results.Stat()
 	if err != nil {
 		return nil, []string{err.Error()}
@@ -419,6 +456,8 @@ func CopyTranscripts(dir string, results *Dir, uid, maxFiles int, maxBytes int64
 			case d.IsDir() && depth >= 1 && !deeper:
 				return fs.SkipDir
 			case d.IsDir() || depth < 1 || (depth > 1) != deeper || !strings.HasSuffix(p, ".jsonl"):
+				return nil
+			case !since.IsZero() && !modifiedSince(d, since):
 				return nil
 			case files == maxFiles:
 				overFiles++
@@ -454,6 +493,13 @@ func CopyTranscripts(dir string, results *Dir, uid, maxFiles int, maxBytes int64
 }
 
 var errOverBytes = errors.New("over the byte cap")
+
+// modifiedSince reports whether the entry d was modified at or after t (an
+// entry that cannot be read counts as changed: copyOut says why).
+func modifiedSince(d fs.DirEntry, t time.Time) bool {
+	fi, err := d.Info()
+	return err != nil || !fi.ModTime().Before(t)
+}
 
 // copyOut copies root/rel, a transcript of the run user's (uid), into
 // results as the path below its project, made new there (0600, owned by

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -175,7 +176,7 @@ func TestCopyTranscripts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer out.Close()
-	got, skipped := CopyTranscripts(dir, out, 1000, MaxTranscripts, MaxTranscriptBytes)
+	got, skipped := CopyTranscripts(dir, out, 1000, MaxTranscripts, MaxTranscriptBytes, time.Time{})
 	if len(skipped) != 1 || !strings.Contains(skipped[0], "evil.jsonl") {
 		t.Errorf("the link was not reported alone: %q", skipped)
 	}
@@ -197,7 +198,7 @@ func TestCopyTranscripts(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(results, "evil.jsonl")); err == nil {
 		t.Errorf("a link's target was copied out")
 	}
-	if got, skipped := CopyTranscripts(t.TempDir(), out, 1000, MaxTranscripts, MaxTranscriptBytes); len(skipped) != 0 || len(got) != 0 {
+	if got, skipped := CopyTranscripts(t.TempDir(), out, 1000, MaxTranscripts, MaxTranscriptBytes, time.Time{}); len(skipped) != 0 || len(got) != 0 {
 		t.Errorf("no projects directory: %v %v", got, skipped)
 	}
 
@@ -212,14 +213,14 @@ func TestCopyTranscripts(t *testing.T) {
 	}
 	capped, _ := Walker{}.Dir(t.TempDir())
 	defer capped.Close()
-	got, skipped = CopyTranscripts(caps, capped, 1000, 2, 10)
+	got, skipped = CopyTranscripts(caps, capped, 1000, 2, 10, time.Time{})
 	if want := []string{filepath.Join(capped.Path, "a.jsonl"), filepath.Join(capped.Path, "c.jsonl")}; !slices.Equal(got, want) {
 		t.Errorf("copied %v, want %v", got, want)
 	}
 	if strings.Join(skipped, "\n") != "2 transcripts not copied: a run copies at most 2" {
 		t.Errorf("skipped %q", skipped)
 	}
-	got, skipped = CopyTranscripts(caps, capped, 1000, 10, 10)
+	got, skipped = CopyTranscripts(caps, capped, 1000, 10, 10, time.Time{})
 	if len(got) != 3 || !slices.Equal(skipped, []string{"1 transcripts not copied: they would pass the 10 bytes a run copies in all"}) {
 		t.Errorf("a second copy under the byte cap: %v, skipped %q", got, skipped)
 	}

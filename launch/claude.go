@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -13,20 +16,25 @@ import (
 	"github.com/agentjail/agentjail/hostfs"
 	"github.com/agentjail/agentjail/mounts"
 	"github.com/agentjail/agentjail/record"
+	"github.com/agentjail/agentjail/runstate"
 )
 
 // stage makes what the plan binds from the host and agentjail provides:
-// the masks' empty file, and the run's staging directory with the private
-// Claude Code directory and the copied credentials, owned by the run user
+// the masks' sources, and the run's staging directory with the agents'
+// private directories and the copied credentials, owned by the run user
 // (nil when the plan needs none; the caller removes it). Of the operator's
-// Claude Code login it copies only what login kept; nothing when login
-// has not run or kept nothing.
+// agent logins and configuration (filtered) it copies only what login,
+// config, settings and codexLogin kept; nothing when they have not run or
+// kept nothing.
 func (j *Jail) stage() (*hostfs.Staged, error) {
 	if len(j.Plan.Masks) > 0 {
 		if err := hostfs.EmptyFile(EmptyFile()); err != nil {
 			return nil, err
 		}
 		if err := hostfs.CommonDirFile(CommonDirFile()); err != nil {
+			return nil, err
+		}
+		if err := hostfs.GitFile(GitFile(), runstate.RunDir()); err != nil {
 			return nil, err
 		}
 	}
@@ -36,16 +44,15 @@ func (j *Jail) stage() (*hostfs.Staged, error) {
 	var copies []hostfs.FileCopy
 	for _, c := range j.Plan.Copies {
 		fc := hostfs.FileCopy{Src: c.Src, Dst: c.Dst, From: j.walker()}
-		switch {
-		case j.IsLogin(c):
-			fc.Data = j.loginFile
-		case j.IsConfig(c):
-			fc.Data = j.configFile
-		}
-		if (j.IsLogin(c) || j.IsConfig(c)) && fc.Data == nil {
-			continue
+		if j.filtered(c) {
+			if fc.Data = j.files[c.Dst]; fc.Data == nil {
+				continue
+			}
 		}
 		copies = append(copies, fc)
+	}
+	if cfg := j.codexConfig(); cfg != nil {
+		copies = append(copies, hostfs.FileCopy{Src: "agentjail's Codex configuration for a proxy jail", Dst: filepath.Join(j.Plan.Codex.Dir, "config.toml"), Data: cfg})
 	}
 	dirs := make([]hostfs.StageDir, len(j.Plan.Dirs))
 	for i, d := range j.Plan.Dirs {
@@ -59,18 +66,45 @@ func (j *Jail) stage() (*hostfs.Staged, error) {
 	return st, nil
 }
 
-// IsLogin reports whether c copies the operator's Claude Code login, of
-// which a run gets only part (login).
-func (j *Jail) IsLogin(c mounts.Copy) bool {
-	h := j.Plan.Claude
-	return h != nil && h.Credentials != "" && c.Dst == filepath.Join(h.Dir, mounts.ClaudeCredentials)
+// filtered reports whether c copies a file of the operator's of which a
+// run gets only part, made before the run (j.files): the Claude Code login
+// (login), ~/.claude.json (config), settings.json (settings), Codex's
+// auth.json (codexLogin). Such a file is never copied as it is.
+func (j *Jail) filtered(c mounts.Copy) bool {
+	var dsts []string
+	if h := j.Plan.Claude; h != nil {
+		dsts = append(dsts, filepath.Join(h.Dir, mounts.ClaudeCredentials), filepath.Join(h.Dir, mounts.ClaudeConfig))
+	}
+	if h := j.Plan.Codex; h != nil {
+		dsts = append(dsts, filepath.Join(h.Dir, mounts.CodexAuth))
+	}
+	return slices.Contains(dsts, c.Dst) || path.Base(c.Dst) == mounts.ClaudeSettings && j.Plan.Claude != nil && c.Src == j.Plan.Claude.Settings
 }
 
-// IsConfig reports whether c copies the operator's ~/.claude.json, of
-// which a run gets only part (config).
-func (j *Jail) IsConfig(c mounts.Copy) bool {
-	h := j.Plan.Claude
-	return h != nil && c.Dst == filepath.Join(h.Dir, mounts.ClaudeConfig)
+// PartOf says what the run gets of a copy's source, named src (render
+// prints it).
+func (j *Jail) PartOf(c mounts.Copy, src string) string {
+	if !j.filtered(c) {
+		return "a copy of " + src
+	}
+	switch path.Base(c.Dst) {
+	case mounts.ClaudeCredentials:
+		return "the login of " + src + " without its refresh token (only claudeAiOauth's accessToken, expiresAt, scopes, subscriptionType, rateLimitTier)"
+	case mounts.ClaudeConfig:
+		return "the onboarding and trust state of " + src + " (none of its keys, tokens or history: see docs/claude.md)"
+	case mounts.ClaudeSettings:
+		return "the settings of " + src + " that run nothing and hold no credential (no hooks, statusLine, env, apiKeyHelper…: see docs/claude.md)"
+	}
+	return "the API key of " + src + ", or its login without the refresh token (see docs/codex.md)"
+}
+
+// keep records what the run gets of the operator's file copied to dst
+// (nil: nothing).
+func (j *Jail) keep(dst string, data []byte) {
+	if j.files == nil {
+		j.files = map[string][]byte{}
+	}
+	j.files[dst] = data
 }
 
 // walker reaches what agentjail reads or writes for the operator: no link
@@ -84,19 +118,55 @@ func (j *Jail) walker() hostfs.Walker {
 // (claude.StageConfig: the onboarding and trust state, no secrets). One
 // that cannot be read or is not claude's is left out, with a warning.
 func (j *Jail) config() (warning string) {
+	h := j.Plan.Claude
 	for _, c := range j.Plan.Copies {
-		if !j.IsConfig(c) {
+		if h == nil || c.Dst != filepath.Join(h.Dir, mounts.ClaudeConfig) {
 			continue
 		}
 		data, err := readClaudeFile(j.walker(), c.Src, claude.MaxConfig)
 		if err == nil {
-			j.configFile, err = claude.StageConfig(data)
+			j.configKey(data) // before: the placeholder stands for the key
+			data, err = claude.StageConfig(data, claude.APIKeyEnd(j.realEnv()))
+			if err == nil {
+				data = j.approvePlaceholder(data)
+			}
 		}
 		if err == nil {
 			j.configKey(data)
 		}
 		if err != nil {
 			return fmt.Sprintf("%s %v: not copied in (claude starts without its onboarding and trust state)", c.Src, err)
+		}
+		j.keep(c.Dst, data)
+	}
+	return ""
+}
+
+// settings reads the operator's ~/.claude/settings.json that the plan
+// carries into the run, read-only, and keeps what the run gets of it
+// (claude.StageSettings: no key that runs a command, holds or makes a
+// credential, or sends data out). It returns a warning naming the keys
+// left out, or saying why none was carried.
+func (j *Jail) settings() (warning string) {
+	h := j.Plan.Claude
+	if h == nil || h.Settings == "" {
+		return ""
+	}
+	for _, c := range j.Plan.Copies {
+		if c.Src != h.Settings {
+			continue
+		}
+		data, err := readClaudeFile(j.walker(), c.Src, claude.MaxSettings)
+		var s claude.Settings
+		if err == nil {
+			s, err = claude.StageSettings(data)
+		}
+		if err != nil {
+			return fmt.Sprintf("%s %v: not carried in (claude runs without the operator's settings)", c.Src, err)
+		}
+		j.keep(c.Dst, s.File)
+		if len(s.Dropped) > 0 {
+			return fmt.Sprintf("%s: carried in without %s (they run commands, hold or make credentials, send data out, or are unknown to agentjail)", c.Src, strings.Join(s.Dropped, ", "))
 		}
 	}
 	return ""
@@ -127,7 +197,11 @@ func claudeAfter(j *Jail, sess *session, parser *claude.Parser, results *hostfs.
 	case home == nil || sess.claudeDir == nil:
 		warn("--results: the profile gives claude no private directory (claude.home), so there are no transcripts to copy")
 	default:
-		copied, skipped := hostfs.CopyTranscripts(sess.claudePath(), results, j.User.UID, hostfs.MaxTranscripts, hostfs.MaxTranscriptBytes)
+		var since time.Time // claude.dir holds earlier runs' sessions: only this run's are copied
+		if sess.sessions != nil {
+			since = time.Time(rec.StartedAt)
+		}
+		copied, skipped := hostfs.CopyTranscripts(sess.claudePath(), results, j.User.UID, hostfs.MaxTranscripts, hostfs.MaxTranscriptBytes, since)
 		sum.Transcripts = append(sum.Transcripts, copied...)
 		for _, s := range skipped {
 			warn("--results: %s", s)
@@ -172,7 +246,8 @@ func (j *Jail) login(now time.Time) (warning string, err error) {
 	}
 	other := claude.EnvLogin(j.Env)
 	if err == nil {
-		j.loginFile, c.Copied = l.File, true
+		c.Copied = true
+		j.keep(filepath.Join(home.Dir, mounts.ClaudeCredentials), l.File)
 		c.Detail = "copied in: the access token alone, without the refresh token"
 		if !l.Expires.IsZero() {
 			at := l.Expires.Format(record.TimeLayout)

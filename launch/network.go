@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"github.com/agentjail/agentjail/claude"
 	"github.com/agentjail/agentjail/execstage"
 	"github.com/agentjail/agentjail/hostfs"
+	"github.com/agentjail/agentjail/mounts"
 	"github.com/agentjail/agentjail/policy"
 	"github.com/agentjail/agentjail/record"
 	"github.com/agentjail/agentjail/supervise"
@@ -174,29 +176,47 @@ func placeholder(prefix string) string {
 	return prefix + "placeholder-" + strings.ToLower(rand.Text())
 }
 
-// brokerLogin moves the operator's Claude Code login into the broker: the
-// jail gets a placeholder in CLAUDE_CODE_OAUTH_TOKEN instead of the
-// credentials file, and the broker the access token.
-func (j *Jail) brokerLogin(token string) {
+// brokerSecret gives route name the operator's credential value, puts a
+// placeholder with prefix in the jail's variable env instead, and names
+// the credential in the record as what (the variable, or the file it came
+// from).
+func (j *Jail) brokerSecret(name, env, prefix, value, what string) {
 	for i := range j.net.routes {
 		rt := &j.net.routes[i]
-		if rt.Name != "anthropic" {
+		if rt.Name != name {
 			continue
 		}
-		ph := placeholder("sk-ant-oat01-agentjail-")
-		rt.Secrets[ph] = token
-		j.net.report[i].Credentials = append(j.net.report[i].Credentials, "claude_login")
-		j.Env = setEnv(j.Env, "CLAUDE_CODE_OAUTH_TOKEN", ph)
+		ph := placeholder(prefix)
+		rt.Secrets[ph] = value
+		j.net.report[i].Credentials = append(j.net.report[i].Credentials, what)
+		j.Env = setEnv(j.Env, env, ph)
 	}
+}
+
+// holds says whether route name holds a credential already.
+func (j *Jail) holds(name string) bool {
+	for _, rt := range j.net.routes {
+		if rt.Name == name && len(rt.Secrets) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // moveLogin keeps the operator's Claude Code login out of a proxy jail:
 // its access token goes to the broker, and the jail gets a placeholder in
 // CLAUDE_CODE_OAUTH_TOKEN instead of the credentials file; where the run
 // has a credential in its environment, claude uses that, and the login is
-// left out altogether.
+// left out altogether. login has checked it first (an expired one stops
+// the run).
 func (j *Jail) moveLogin() {
-	if j.net == nil || j.loginFile == nil {
+	h := j.Plan.Claude
+	if j.net == nil || h == nil {
+		return
+	}
+	dst := filepath.Join(h.Dir, mounts.ClaudeCredentials)
+	data := j.files[dst]
+	if data == nil {
 		return
 	}
 	var f struct {
@@ -204,15 +224,15 @@ func (j *Jail) moveLogin() {
 			AccessToken string `json:"accessToken"`
 		} `json:"claudeAiOauth"`
 	}
-	json.Unmarshal(j.loginFile, &f)
-	j.loginFile = nil
+	json.Unmarshal(data, &f)
+	j.keep(dst, nil)
 	c := j.credentials
 	c.Copied = false
-	if other := claude.EnvLogin(j.Env); other != "" {
+	if other := claude.EnvLogin(j.Env); other != "" || f.OAuth.AccessToken == "" {
 		c.Detail = "not copied in: the run has " + other + " (through the broker)"
 		return
 	}
-	j.brokerLogin(f.OAuth.AccessToken)
+	j.brokerSecret("anthropic", "CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-agentjail-", f.OAuth.AccessToken, "claude_login")
 	c.Detail = "not copied in: agentjail's broker holds its access token (without the refresh token) and puts it in the API requests; the jail has a placeholder in CLAUDE_CODE_OAUTH_TOKEN"
 }
 
@@ -220,53 +240,125 @@ func (j *Jail) moveLogin() {
 // (primaryApiKey, what `claude /login` with a Console account keeps), when
 // the run has no Anthropic credential otherwise: the jail never gets the
 // key (StageConfig leaves it out), only a placeholder in
-// ANTHROPIC_API_KEY.
+// ANTHROPIC_API_KEY. It runs before StageConfig, which approves the
+// placeholder's end for interactive claude.
 func (j *Jail) configKey(data []byte) {
-	if j.net == nil {
+	if j.net == nil || j.holds("anthropic") {
 		return
 	}
 	var f struct {
 		Key string `json:"primaryApiKey"`
 	}
-	if json.Unmarshal(data, &f) != nil || f.Key == "" {
-		return
-	}
-	for i := range j.net.routes {
-		rt := &j.net.routes[i]
-		if rt.Name != "anthropic" || len(rt.Secrets) > 0 {
-			continue
-		}
-		ph := placeholder("sk-ant-api03-agentjail-")
-		rt.Secrets[ph] = f.Key
-		j.net.report[i].Credentials = append(j.net.report[i].Credentials, "primaryApiKey")
-		j.Env = setEnv(j.Env, "ANTHROPIC_API_KEY", ph)
+	if json.Unmarshal(data, &f) == nil && f.Key != "" {
+		j.brokerSecret("anthropic", "ANTHROPIC_API_KEY", "sk-ant-api03-agentjail-", f.Key, "primaryApiKey")
 	}
 }
 
-// approvePlaceholder adds the jail's placeholder API key to the staged
-// ~/.claude.json as one the operator approved: interactive Claude Code
-// otherwise stops at "Detected a custom API key in your environment"
-// until someone answers. Claude Code 2.1.197 keeps a key's last 20
-// characters in customApiKeyResponses.approved (measured); the real key's
-// end never enters the jail.
-func (j *Jail) approvePlaceholder() {
-	if j.net == nil || j.configFile == nil {
-		return
+// realEnv is the jail's environment with the operator's Anthropic API key
+// in place of its placeholder: what the operator's approval of a key
+// (~/.claude.json's customApiKeyResponses) is judged by.
+func (j *Jail) realEnv() []string {
+	if j.net == nil {
+		return j.Env
 	}
-	var key string
 	for _, kv := range j.Env {
-		if v, ok := strings.CutPrefix(kv, "ANTHROPIC_API_KEY="); ok {
-			key = v
+		if ph, ok := strings.CutPrefix(kv, "ANTHROPIC_API_KEY="); ok {
+			for _, rt := range j.net.routes {
+				if real, ok := rt.Secrets[ph]; ok {
+					return setEnv(j.Env, "ANTHROPIC_API_KEY", real)
+				}
+			}
 		}
 	}
-	var cfg map[string]any
-	if key == "" || json.Unmarshal(j.configFile, &cfg) != nil {
+	return j.Env
+}
+
+// approvePlaceholder turns, in the staged ~/.claude.json, the operator's
+// approval of the real API key into one of the jail's placeholder, so that
+// interactive claude does not ask about the key it was given; without
+// such an approval nothing is added.
+func (j *Jail) approvePlaceholder(staged []byte) []byte {
+	real, ph := claude.APIKeyEnd(j.realEnv()), claude.APIKeyEnd(j.Env)
+	if j.net == nil || real == ph {
+		return staged
+	}
+	var cfg map[string]json.RawMessage
+	if json.Unmarshal(staged, &cfg) != nil {
+		return staged
+	}
+	if _, ok := cfg["customApiKeyResponses"]; !ok {
+		return staged
+	}
+	cfg["customApiKeyResponses"], _ = json.Marshal(map[string][]string{"approved": {ph}})
+	out, err := json.Marshal(cfg)
+	if err != nil {
+		return staged
+	}
+	return out
+}
+
+// moveCodexLogin keeps the operator's Codex login out of a proxy jail: an
+// API key of auth.json goes to the broker (the jail gets a placeholder in
+// OPENAI_API_KEY, which the staged config.toml's provider sends), a
+// ChatGPT login is left out (it is used at chatgpt.com, which the API
+// route does not serve); with a credential in the run's environment the
+// file is left out altogether.
+func (j *Jail) moveCodexLogin() {
+	h := j.Plan.Codex
+	if j.net == nil || h == nil {
 		return
 	}
-	cfg["customApiKeyResponses"] = map[string][]string{"approved": {key[len(key)-20:]}, "rejected": {}}
-	if data, err := json.Marshal(cfg); err == nil {
-		j.configFile = data
+	dst := filepath.Join(h.Dir, mounts.CodexAuth)
+	data := j.files[dst]
+	if data == nil {
+		return
 	}
+	j.keep(dst, nil)
+	var f struct {
+		APIKey string `json:"OPENAI_API_KEY"`
+	}
+	json.Unmarshal(data, &f)
+	c := j.codexCredentials
+	c.Copied = false
+	switch {
+	case j.holds("openai"):
+		c.Detail = "not copied in: the run has a credential of its own (through the broker)"
+	case f.APIKey != "":
+		j.brokerSecret("openai", "OPENAI_API_KEY", "sk-agentjail-", f.APIKey, "auth.json")
+		c.Detail = "not copied in: agentjail's broker holds its API key and puts it in the API requests; the jail has a placeholder in OPENAI_API_KEY"
+	default:
+		c.Detail = "not copied in: a ChatGPT login is used at chatgpt.com, which the broker's API route does not serve; give the run OPENAI_API_KEY, or run it with --net host"
+	}
+}
+
+// codexConfig is the config.toml a proxy jail's private Codex directory
+// gets: a model provider at the broker's API route, sending the jail's
+// OPENAI_API_KEY (a placeholder the broker swaps), chosen by default
+// (Codex 0.169.0 ignores OPENAI_BASE_URL for its built-in provider and
+// would go to api.openai.com, which the broker refuses), and Codex's
+// other traffic off (analytics to ab.chatgpt.com; plugins from
+// chatgpt.com and github.com). nil outside a proxy jail. A -c on codex's
+// command line still overrides it.
+func (j *Jail) codexConfig() []byte {
+	if j.net == nil || j.Plan.Codex == nil {
+		return nil
+	}
+	return []byte(`# Written by agentjail for a proxy jail (docs/network.md): the API goes
+# through agentjail's broker, which adds the operator's credential.
+model_provider = "agentjail"
+
+[model_providers.agentjail]
+name = "agentjail"
+base_url = "` + BrokerURL + `/openai"
+wire_api = "responses"
+env_key = "OPENAI_API_KEY"
+
+[analytics]
+enabled = false
+
+[features]
+plugins = false
+`)
 }
 
 // setEnv sets k=v in env (sorted NAME=value entries).
@@ -338,6 +430,22 @@ func (nr *netRun) control(m execstage.Message, files []*os.File) {
 		return
 	}
 	nr.b.Serve(l)
+}
+
+// chainControl hands the exec stage's listener messages to first (the
+// network's) and every other to next (the terminal's, which closes what
+// it did not ask for).
+func chainControl(first, next func(execstage.Message, []*os.File)) func(execstage.Message, []*os.File) {
+	if first == nil {
+		return next
+	}
+	return func(m execstage.Message, files []*os.File) {
+		if m.Kind == execstage.KindListener {
+			first(m, files)
+			return
+		}
+		next(m, files)
+	}
 }
 
 func (nr *netRun) warn(w string) {

@@ -1,11 +1,11 @@
 package launch
 
 import (
-	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/agentjail/agentjail/claude"
 	"github.com/agentjail/agentjail/policy"
 )
 
@@ -69,23 +69,6 @@ func TestProxyEnvKeepsCredentialsOut(t *testing.T) {
 	}
 }
 
-// TestApprovePlaceholder: the staged ~/.claude.json approves the jail's
-// placeholder key by its last 20 characters, and nothing of the real one.
-func TestApprovePlaceholder(t *testing.T) {
-	j := &Jail{net: &netPlan{}, Env: []string{"ANTHROPIC_API_KEY=sk-ant-api03-agentjail-placeholder-abcdefghijklmnopqrstuvwxyz"},
-		configFile: []byte(`{"hasCompletedOnboarding":true}`)}
-	j.approvePlaceholder()
-	var cfg struct {
-		Onboarded bool `json:"hasCompletedOnboarding"`
-		Responses struct {
-			Approved []string `json:"approved"`
-		} `json:"customApiKeyResponses"`
-	}
-	if err := json.Unmarshal(j.configFile, &cfg); err != nil || !cfg.Onboarded || !slices.Equal(cfg.Responses.Approved, []string{"ghijklmnopqrstuvwxyz"}) {
-		t.Errorf("%v: %s", err, j.configFile)
-	}
-}
-
 // TestConfigKey: the API key of the operator's ~/.claude.json goes to the
 // broker, the jail gets a placeholder; not when the run has a credential.
 func TestConfigKey(t *testing.T) {
@@ -110,5 +93,32 @@ func TestConfigKey(t *testing.T) {
 	j.configKey([]byte(`{"primaryApiKey":"sk-ant-api03-console"}`))
 	if slices.Contains(n.secrets(), "sk-ant-api03-console") {
 		t.Errorf("the environment's key should win: %q", n.secrets())
+	}
+}
+
+// TestApprovePlaceholder: where the operator approved the real key
+// (~/.claude.json's customApiKeyResponses), the staged copy approves the
+// jail's placeholder, and names nothing of the real key.
+func TestApprovePlaceholder(t *testing.T) {
+	p := policy.Policy{Network: policy.Network{Mode: policy.NetProxy}}
+	real := "sk-ant-api03-the-operators-real-key-0123456789"
+	env, n, err := proxyEnv([]string{"ANTHROPIC_API_KEY=" + real}, p, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := &Jail{net: n, Env: env}
+	src := `{"hasCompletedOnboarding":true,"customApiKeyResponses":{"approved":["` + real[len(real)-20:] + `"]}}`
+	staged, err := claude.StageConfig([]byte(src), claude.APIKeyEnd(j.realEnv()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := string(j.approvePlaceholder(staged))
+	if want := claude.APIKeyEnd(j.Env); !strings.Contains(out, `"approved":["`+want+`"]`) || strings.Contains(out, real[len(real)-20:]) || !strings.Contains(out, "hasCompletedOnboarding") {
+		t.Errorf("staged %s; want the placeholder's end %q approved", out, want)
+	}
+	// Not approved by the operator: nothing added.
+	staged, _ = claude.StageConfig([]byte(`{"hasCompletedOnboarding":true}`), claude.APIKeyEnd(j.realEnv()))
+	if out := string(j.approvePlaceholder(staged)); strings.Contains(out, "customApiKeyResponses") {
+		t.Errorf("staged %s", out)
 	}
 }

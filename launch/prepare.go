@@ -40,13 +40,14 @@ type Jail struct {
 	// exeCopy holds the copy of the exec stage bound into the jail, nil
 	// when none was made (hostfs.StageExecutable).
 	exeCopy *os.File
-	// loginFile is what the run gets of the operator's Claude Code login,
-	// nil for none; credentials reports it for the record (login).
-	loginFile   []byte
-	credentials *record.ClaudeLogin
-	// configFile is what the run gets of the operator's ~/.claude.json,
-	// nil for none (config).
-	configFile []byte
+	// files maps a filtered copy's destination to what the run gets of
+	// the operator's file (filtered): a part of a login or a
+	// configuration; nil or missing for nothing.
+	files map[string][]byte
+	// credentials and codexCredentials report the operator's logins for
+	// the record (login, codexLogin).
+	credentials      *record.ClaudeLogin
+	codexCredentials *record.Login
 	// net is a proxy jail's network (network.go), nil in other modes.
 	net *netPlan
 }
@@ -93,7 +94,7 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 	if err != nil {
 		return nil, UsageError(err.Error())
 	}
-	p := policy.Merge(base, over)
+	p := interactiveLimits(policy.Merge(base, over), req)
 	if err := policy.Validate(p); err != nil {
 		return nil, err
 	}
@@ -186,29 +187,42 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 	if j.Policy.NetMode() == policy.NetProxy {
 		listen = brokerListen
 	}
-	claudeDir := filepath.Join(StageDir(j.RunID), "claude")
-	if opt.NoClaudeHome {
-		claudeDir = ""
+	stage := StageDir(j.RunID)
+	agents := map[string]string{}
+	if !opt.NoAgentHomes {
+		for _, name := range []string{"claude", "claude-config", "codex"} {
+			agents[name] = filepath.Join(stage, name)
+		}
+	}
+	sessions, err := j.claudeSessions(opt.NoAgentHomes)
+	if err != nil {
+		j.Release()
+		return nil, err
 	}
 	j.Plan, err = mounts.Render(mounts.Input{
-		Policy:        j.Policy,
-		Disk:          newHostDisk(),
-		User:          j.User,
-		OperatorHomes: compact(operator),
-		Bwrap:         j.Bwrap.Version,
-		Chdir:         dir,
-		ExecStage:     exe,
-		EmptyFile:     EmptyFile(),
-		CommonDirFile: CommonDirFile(),
-		StagingDir:    filepath.Join(StageDir(j.RunID), "credentials"),
-		ClaudeDir:     claudeDir,
-		RunDir:        runstate.RunDir(),
-		IsPlaceholder: func(p string) bool { return runstate.IsMask(runstate.MaskDir(), p) },
-		Seccomp:       len(j.Seccomp),
-		Listen:        listen,
-		Argv:          j.Argv,
-		ProcCovers:    covers,
-		Inputs:        inputs,
+		Policy:          j.Policy,
+		Disk:            newHostDisk(),
+		User:            j.User,
+		OperatorHomes:   compact(operator),
+		Bwrap:           j.Bwrap.Version,
+		Chdir:           dir,
+		ExecStage:       exe,
+		EmptyFile:       EmptyFile(),
+		CommonDirFile:   CommonDirFile(),
+		GitFile:         GitFile(),
+		StagingDir:      filepath.Join(StageDir(j.RunID), "credentials"),
+		ClaudeDir:       agents["claude"],
+		ClaudeConfigDir: agents["claude-config"],
+		ClaudeSessions:  sessions,
+		CodexDir:        agents["codex"],
+		RunDir:          runstate.RunDir(),
+		IsPlaceholder:   func(p string) bool { return runstate.IsMask(runstate.MaskDir(), p) },
+		Seccomp:         len(j.Seccomp),
+		Pty:             req.TTY == TTYOn,
+		Listen:          listen,
+		Argv:            j.Argv,
+		ProcCovers:      covers,
+		Inputs:          inputs,
 	})
 	if err != nil {
 		j.Release()
@@ -217,6 +231,9 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 	defaults := map[string]string{"HOME": j.Plan.Home, "USER": j.User.Name, "LOGNAME": j.User.Name}
 	if j.Plan.Claude != nil {
 		defaults["CLAUDE_CONFIG_DIR"] = j.Plan.Claude.Jail
+	}
+	if j.Plan.Codex != nil {
+		defaults["CODEX_HOME"] = j.Plan.Codex.Jail
 	}
 	j.Env = j.Policy.Environment.Apply(os.Environ(), defaults, map[string]string{"AGENTJAIL_RUN": j.RunID})
 	switch {
@@ -282,8 +299,8 @@ func newRunID() string {
 	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
 }
 
-// StageDir holds what one run copies in: credentials, the private Claude
-// Code directory. It is removed when the run ends.
+// StageDir holds what one run copies in: credentials, the agents' private
+// directories. It is removed when the run ends.
 func StageDir(runID string) string { return filepath.Join(runstate.RunDir(), runID) }
 
 // EmptyFile is the empty file masks are bound from.
@@ -291,6 +308,10 @@ func EmptyFile() string { return filepath.Join(runstate.RunDir(), "empty") }
 
 // CommonDirFile is the file masks over a missing commondir are bound from.
 func CommonDirFile() string { return filepath.Join(runstate.RunDir(), "commondir") }
+
+// GitFile is the file masks over a missing .git are bound from: it points
+// git at the run directory (hostfs.GitFile).
+func GitFile() string { return filepath.Join(runstate.RunDir(), "gitfile") }
 
 // CacheDir holds the detected bwrap version.
 func CacheDir() string {

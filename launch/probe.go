@@ -28,13 +28,13 @@ type Probe struct {
 }
 
 // RunProbe launches req's jail as a run started with the current directory
-// here would get it (its run user), from /, without a private Claude
-// Code directory, with the profile's limits, and the same steps in the
+// here would get it (its run user), from /, without the agents' private
+// directories, with the profile's limits, and the same steps in the
 // same order as Run. When a run would be refused because the host's /proc
 // is covered, it launches with a fresh /proc anyway, so that the report
 // carries the kernel's own verdict.
 func RunProbe(req Request, here string) Probe {
-	opt := Options{Dir: "/", UserDir: here, NoClaudeHome: true}
+	opt := Options{Dir: "/", UserDir: here, NoAgentHomes: true}
 	j, err := Prepare(req, opt)
 	if errors.Is(err, mounts.ErrProcCovered) {
 		opt.FreshProc = true

@@ -26,7 +26,14 @@ type Request struct {
 	Timeout, IdleTimeout, Grace *time.Duration
 	// Log, Record and Results are the operator's outputs ("" for none).
 	Log, Record, Results string
-	Argv                 []string
+	// ClaudeDir keeps Claude Code's sessions between runs (claude.dir).
+	ClaudeDir string
+	// TTY says whether the agent gets a terminal of its own (tty.go).
+	TTY TTYMode
+	// AllowClipboard lets the agent's clipboard writes (OSC 52) reach the
+	// operator's terminal.
+	AllowClipboard bool
+	Argv           []string
 	// Net is network.mode (--net); AllowNet are more network.allow
 	// entries (--allow-net), which imply proxy when Net is empty.
 	Net      string
@@ -50,9 +57,9 @@ type Options struct {
 	// FreshProc tries a fresh /proc whatever the host's mount table says,
 	// to hear the kernel's own verdict.
 	FreshProc bool
-	// NoClaudeHome leaves out the private Claude Code directory, which the
+	// NoAgentHomes leaves out the agents' private directories, which the
 	// probes do not need: doctor then needs no writable state directory.
-	NoClaudeHome bool
+	NoAgentHomes bool
 	// RunID replaces the fresh run id: render shows a placeholder where a
 	// run's own id would be, so that its output depends only on the
 	// command line and the host.
@@ -91,6 +98,13 @@ func overlay(req Request) (policy.Policy, error) {
 			}
 			*dst = append(*dst, v)
 		}
+	}
+	if d := req.ClaudeDir; d != "" {
+		if abs, err := filepath.Abs(d); err == nil {
+			d = abs
+		}
+		p.Claude.Dir = d
+		p.Origins["claude.dir"] = "--claude-dir"
 	}
 	list("write", "filesystem.write", req.Write, &p.Filesystem.Write)
 	list("read", "filesystem.read", req.Read, &p.Filesystem.Read)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentjail/agentjail/claude"
+	"github.com/agentjail/agentjail/codex"
 	"github.com/agentjail/agentjail/hostfs"
 	"github.com/agentjail/agentjail/mounts"
 	"github.com/agentjail/agentjail/policy"
@@ -78,6 +79,9 @@ func run(req Request, stdio IO) (int, error) {
 	// on every path out of here.
 	tty := term.Save(stdio.Stdin)
 	defer tty.Restore()
+	if req.TTY = resolveTTY(req.TTY, stdio); req.TTY == TTYOn {
+		signal.Notify(sigs, syscall.SIGWINCH) // the operator's terminal's size, for the agent's
+	}
 
 	rec := record.Record{StartedAt: record.Time(time.Now()), Profile: profileName(req), Argv: req.Argv}
 	// Until the policy names the writable roots, no link at all is
@@ -129,18 +133,24 @@ func run(req Request, stdio IO) (int, error) {
 	if err != nil {
 		return failed(err)
 	}
-	warning, err := j.login(time.Now())
+	now := time.Now()
+	warning, err := j.login(now)
 	if err != nil {
 		return failed(err)
 	}
+	codexWarning, err := j.codexLogin(now)
+	if err != nil {
+		return failed(err)
+	}
+	// In a proxy jail the logins go to the broker, not into the jail.
 	j.moveLogin()
-	for _, warning := range []string{warning, j.config()} {
+	j.moveCodexLogin()
+	for _, warning := range []string{warning, j.config(), j.settings(), codexWarning} {
 		if warning != "" {
 			fmt.Fprintf(notices, "agentjail: warning: %s\n", warning)
 			rec.Warnings = append(rec.Warnings, warning)
 		}
 	}
-	j.approvePlaceholder()
 	if log != nil {
 		defer log.Close()
 	}
@@ -159,21 +169,33 @@ func run(req Request, stdio IO) (int, error) {
 	}
 	defer sess.remove()
 
-	spec := j.baseSpec(stdio.Stdin, stdio.Stdout, stdio.Stderr)
+	termIO, stdout, stderr := openTerminal(req, stdio, tty)
+	spec := j.baseSpec(stdio.Stdin, stdout, stderr)
 	spec.Signals, spec.Record, spec.Secrets = sigs, rec, secretValues(j.Env)
 	nr := j.startNetwork(&spec, notices)
 	if j.net != nil {
 		spec.Secrets = append(spec.Secrets, j.net.secrets()...)
 	}
+	if termIO.pty != nil {
+		spec.Tty, spec.Warn = termIO.pty, termIO.warn(stdio.Stderr)
+		spec.Control = chainControl(spec.Control, termIO.control)
+	}
 	if log != nil {
 		spec.Log = log
 	}
-	// claude's json output is parsed as it passes, into the record.
+	// An agent's structured output is parsed as it passes, into the record.
 	var parser *claude.Parser
+	var codexParser *codex.Parser
 	if format := claude.Command(j.Argv); format != "" {
 		parser = claude.NewParser(format)
 		if format == claude.FormatJSON || format == claude.FormatStreamJSON {
 			spec.StdoutTap = parser
+		}
+	}
+	if format := codex.Command(j.Argv); format != "" {
+		codexParser = codex.NewParser(format)
+		if format == codex.FormatJSON {
+			spec.StdoutTap = codexParser
 		}
 	}
 	live := live.New(runstate.LiveDir(), runstate.State{
@@ -190,6 +212,10 @@ func run(req Request, stdio IO) (int, error) {
 	snapped := make(chan struct{})
 	go func() { before = j.protectedSnapshot(); close(snapped) }()
 	spec.Hold = snapped
+	if err := termIO.begin(); err != nil {
+		<-snapped
+		return failed(err)
+	}
 	outcome, runErr := supervise.Run(spec)
 	<-snapped
 	rec = outcome.Record
@@ -197,14 +223,12 @@ func run(req Request, stdio IO) (int, error) {
 	if staged := sess.staged; staged != nil {
 		rec.Degradations = append(rec.Degradations, staged.Degradations...)
 	}
-	if _, err := tty.Restore(); err != nil {
-		rec.Warnings = append(rec.Warnings, fmt.Sprintf("cannot restore the terminal's modes: %v; run `stty sane`", err))
-	}
+	termIO.end(&rec, outcome.Abandoned)
 	// From here on agentjail speaks after the agent, on a line of its own
 	// and with the terminal's attributes reset; not at all where the
 	// reader stopped reading (a paused terminal blocks every write to it):
 	// the record has the messages.
-	stdio.Stderr = &newlineFirst{w: term.ResetFirst(stdio.Stderr), pending: outcome.StderrMidLine}
+	stdio.Stderr = &newlineFirst{w: term.ResetFirst(stdio.Stderr), pending: outcome.StderrMidLine || termIO.midLine(rec)}
 	if outcome.Abandoned[0] || outcome.Abandoned[1] {
 		stdio.Stderr = io.Discard
 	}
@@ -236,6 +260,7 @@ func run(req Request, stdio IO) (int, error) {
 		fmt.Fprintf(stdio.Stderr, "agentjail: violation: %s\n", v.Detail)
 	}
 	claudeAfter(j, sess, parser, results, &rec, spec.Secrets)
+	agentAfter(j, codexParser, &rec, spec.Secrets)
 	// The run's ending, when agentjail caused it, in one line after
 	// everything else it says, with where the details are.
 	code, ending := rec.ExitCode, rec.Ending()

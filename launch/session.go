@@ -27,6 +27,8 @@ type session struct {
 	// claudeDir holds the private Claude Code directory open (O_PATH), nil
 	// when the plan has none.
 	claudeDir *os.File
+	// sessions holds claude.dir's directory open, nil without one.
+	sessions *hostfs.Dir
 }
 
 func (j *Jail) open() (*session, error) {
@@ -53,13 +55,18 @@ func (s *session) onStarter() error {
 		}
 		s.claudeDir = os.NewFile(uintptr(fd), home.Dir)
 	}
-	return nil
+	s.sessions, err = s.j.bindSessions()
+	return err
 }
 
-// claudePath is a path to the private Claude Code directory from any
-// thread: through the descriptor taken where it is mounted.
+// claudePath is a path to the directory whose projects/ holds the run's
+// Claude Code sessions, from any thread: claude.dir's, or the private
+// directory, through the descriptor taken where it is mounted.
 func (s *session) claudePath() string {
-	if s.claudeDir == nil {
+	switch {
+	case s.sessions != nil:
+		return s.sessions.FDPath()
+	case s.claudeDir == nil:
 		return ""
 	}
 	return fmt.Sprintf("/proc/self/fd/%d", s.claudeDir.Fd())
@@ -74,5 +81,6 @@ func (s *session) remove() {
 	if s.claudeDir != nil {
 		s.claudeDir.Close()
 	}
+	s.sessions.Close()
 	s.staged.Remove()
 }

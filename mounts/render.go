@@ -53,10 +53,24 @@ type Input struct {
 	// every user can read: a missing commondir of a git directory under a
 	// writable root is masked with it (git dies on an empty one).
 	CommonDirFile string
-	StagingDir    string // where copied credentials are placed before launch
+	// GitFile is a regular file on the host holding "gitdir: " and a
+	// directory every jail shows (agentjail's run directory, covered):
+	// a missing .git under a writable root is masked with it, which
+	// neither git nor the agents misread as a repository.
+	GitFile    string
+	StagingDir string // where copied credentials are placed before launch
 	// ClaudeDir is the host directory that holds the run's private Claude
-	// Code directory (claude.home), bound at ~/.claude in the jail.
-	ClaudeDir string
+	// Code directory (claude.home), bound at ~/.claude in the jail;
+	// ClaudeConfigDir the one the operator's Claude Code configuration is
+	// copied into (claude.settings), bound from read-only.
+	ClaudeDir, ClaudeConfigDir string
+	// ClaudeSessions is the host directory bound at ~/.claude/projects to
+	// keep the sessions between runs (claude.dir): that directory's
+	// projects, or where agentjail has bound it for the jail; "" for none.
+	ClaudeSessions string
+	// CodexDir is the host directory that holds the run's private Codex
+	// directory (codex.home), bound at ~/.codex in the jail.
+	CodexDir string
 	// RunDir is agentjail's run directory (masks' empty file and registry,
 	// live runs' state and control sockets, every run's staged files). The
 	// jail never sees it: binds take their sources from the host's root,
@@ -71,7 +85,10 @@ type Input struct {
 	// hands back over its control channel (execstage.Args.Listen): the
 	// network broker's.
 	Listen []string
-	Argv   []string
+	// Pty gives the agent a terminal of its own, made by the exec stage
+	// (execstage.Args.Pty).
+	Pty  bool
+	Argv []string
 	// ProcCovers lists what keeps the jail from mounting a fresh /proc
 	// (ProcCovers of the host's mountinfo); nil when nothing does or when
 	// that is unknown. With covers, Render binds the existing /proc if the
@@ -102,6 +119,8 @@ type Plan struct {
 	// Claude is the run's private Claude Code directory; nil without
 	// claude.home.
 	Claude *ClaudeHome
+	// Codex is the run's private Codex directory; nil without codex.home.
+	Codex *CodexHome
 	// Masks are host paths bwrap creates as mount points to keep missing
 	// protected paths from being created; they are removed after the run.
 	Masks []string
@@ -125,24 +144,6 @@ type Dir struct {
 	Path string
 	Size int64
 }
-
-// ClaudeHome is a run's private Claude Code directory.
-type ClaudeHome struct {
-	Dir  string // on the host (Input.ClaudeDir)
-	Jail string // in the jail, ~/.claude: CLAUDE_CONFIG_DIR's value
-	// Credentials is the operator's credentials file whose login is
-	// copied in as Dir/.credentials.json (its access token only, made by
-	// claude.StageLogin), "" when there is none.
-	Credentials string
-}
-
-// Claude Code's files: its credentials under its directory, its global
-// configuration next to it in the home (inside CLAUDE_CONFIG_DIR when that
-// is set).
-const (
-	ClaudeCredentials = ".credentials.json"
-	ClaudeConfig      = ".claude.json"
-)
 
 // Render builds the plan of one jail, or returns every problem found at once
 // (errors.Join of *policy.FieldError naming the field and its origin).
@@ -177,6 +178,7 @@ func Render(in Input) (Plan, error) {
 	r.hideRunDir(roots)
 	r.credentials(roots)
 	r.claude(roots)
+	r.codex(roots)
 	r.network()
 	r.tail()
 	if n := len(r.plan.Args) + 1; n > bwrapMaxArgs {
@@ -503,7 +505,15 @@ func (r *renderer) protect(roots []string) {
 		empty = "/dev/null"
 	}
 	for _, m := range pr.masks {
-		r.mount("--ro-bind", empty, m)
+		src := empty
+		if path.Base(m) == ".git" {
+			if r.in.GitFile == "" {
+				r.errs = append(r.errs, fmt.Errorf("%s is missing and there is no file to mask it with (Input.GitFile)", m))
+				break
+			}
+			src = r.in.GitFile
+		}
+		r.mount("--ro-bind", src, m)
 	}
 	for _, m := range pr.commondirs {
 		if r.in.CommonDirFile == "" {
@@ -630,59 +640,6 @@ func (r *renderer) credentials(roots []string) {
 	}
 }
 
-// claude binds the run's private Claude Code directory at ~/.claude (the
-// home is a tmpfs, so bwrap can make the mount point) and plans the copies
-// of the operator's login into it: the first operator home that has each
-// file provides it.
-func (r *renderer) claude(roots []string) {
-	c := r.p.Claude
-	if !policy.On(c.Home) || r.in.ClaudeDir == "" {
-		return
-	}
-	home := &ClaudeHome{Dir: r.in.ClaudeDir, Jail: path.Join(r.plan.Home, ".claude")}
-	if underAny(home.Jail, roots) {
-		if fi, err := fs.Stat(r.in.Disk, rel(home.Jail)); err != nil || !fi.IsDir() {
-			// Under a writable root the mount point is the host's own
-			// ~/.claude; a missing one is masked as a protected name, and
-			// bwrap would fail with "Can't mkdir ...: Not a directory".
-			r.errs = append(r.errs, fmt.Errorf("the run's Claude directory %s lies under a writable root and is not a directory; create it (`mkdir %s`, owned by the run user) or set `claude: {home: false}`",
-				home.Jail, home.Jail))
-			return
-		}
-	}
-	size := int64(DefaultHomeSize)
-	if s := r.p.Filesystem.Home.Size; s != nil {
-		size = int64(*s)
-	}
-	r.plan.Dirs = append(r.plan.Dirs, Dir{Path: home.Dir, Size: size})
-	if policy.On(c.Credentials) {
-		for _, f := range []struct{ src, dst string }{
-			{path.Join(".claude", ClaudeCredentials), ClaudeCredentials},
-			{ClaudeConfig, ClaudeConfig},
-		} {
-			for _, h := range r.in.OperatorHomes {
-				src := path.Join(h, f.src)
-				if !exists(r.in.Disk, src) {
-					continue
-				}
-				if r.plantedLink(src, roots) != "" {
-					break
-				}
-				if fi, err := fs.Stat(r.in.Disk, rel(src)); err != nil || !fi.Mode().IsRegular() {
-					continue
-				}
-				r.plan.Copies = append(r.plan.Copies, Copy{Src: src, Dst: path.Join(home.Dir, f.dst)})
-				if f.dst == ClaudeCredentials {
-					home.Credentials = src
-				}
-				break
-			}
-		}
-	}
-	r.mount("--bind", home.Dir, home.Jail)
-	r.plan.Claude = home
-}
-
 func (r *renderer) tail() {
 	if r.sealed() && r.in.User.UID == 0 {
 		r.arg("--ro-bind", "/proc/sys", "/proc/sys")
@@ -714,7 +671,7 @@ func (r *renderer) tail() {
 	}
 	// The exec stage applies the rlimits to itself before it execs the
 	// agent, so every process of the agent's inherits them.
-	stage := execstage.Args{Report: -1, Control: -1, Listen: r.in.Listen, Argv: r.in.Argv}
+	stage := execstage.Args{Report: -1, Control: -1, Listen: r.in.Listen, Pty: r.in.Pty, Argv: r.in.Argv}
 	for _, name := range slices.Sorted(maps.Keys(r.p.Limits.Rlimits)) {
 		stage.Rlimits = append(stage.Rlimits, name+"="+rlimitValue(r.p.Limits.Rlimits[name]))
 	}
@@ -722,7 +679,7 @@ func (r *renderer) tail() {
 	r.arg(w[0])
 	r.fd(execstage.FlagReport, execstage.FDReport, "exec-report")
 	// The control channel only where the stage has something to send.
-	if len(stage.Listen) > 0 {
+	if len(stage.Listen) > 0 || stage.Pty {
 		r.fd(execstage.FlagControl, execstage.FDControl, "control")
 	}
 	r.arg(w[1:]...)

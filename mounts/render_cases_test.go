@@ -339,12 +339,16 @@ func TestRenderReprotectsClaudeOps(t *testing.T) {
 }
 
 // TestRenderClaudeHome: the private Claude Code directory is bound at
-// ~/.claude after the private home; each operator file comes from the first
-// home that has it; without credentials there is nothing to copy or write
-// back.
+// ~/.claude after the private home; everything it gets comes from one
+// operator home, the one with the login (else the first with a ~/.claude):
+// the login and ~/.claude.json copied in, what claude.settings carries
+// (what exists of it, of the right kind) copied apart and bound over it
+// read-only; claude.dir's sessions bound at ~/.claude/projects.
 func TestRenderClaudeHome(t *testing.T) {
 	t.Parallel()
 	in := input(t, "tier1", "/srv/proj")
+	in.Disk.(fstest.MapFS)["root/.claude/settings.json"] = node(0o600, 0, 0, "{}")
+	in.ClaudeSessions = "/run/agentjail/RUN/sessions"
 	plan, err := Render(in)
 	if err != nil {
 		t.Fatal(err)
@@ -356,23 +360,64 @@ func TestRenderClaudeHome(t *testing.T) {
 	}
 	want := []Copy{
 		{"/home/op/.claude/.credentials.json", "/run/agentjail/RUN/claude/.credentials.json"},
-		{"/root/.claude.json", "/run/agentjail/RUN/claude/.claude.json"},
+		{"/home/op/.claude.json", "/run/agentjail/RUN/claude/.claude.json"},
+		{"/home/op/.claude/settings.json", "/run/agentjail/RUN/claude-config/settings.json"},
+		{"/home/op/.claude/CLAUDE.md", "/run/agentjail/RUN/claude-config/CLAUDE.md"},
+		{"/home/op/.claude/commands", "/run/agentjail/RUN/claude-config/commands"},
 	}
-	if !slices.Equal(plan.Copies, want) {
-		t.Errorf("copies = %v, want %v", plan.Copies, want)
+	if got := slices.DeleteFunc(slices.Clone(plan.Copies), func(c Copy) bool { return strings.Contains(c.Dst, "/codex/") }); !slices.Equal(got, want) {
+		t.Errorf("copies = %v, want %v", got, want)
 	}
-	if c := plan.Claude; c == nil || c.Jail != "/home/agent/.claude" || c.Credentials != "/home/op/.claude/.credentials.json" {
+	args := strings.Join(plan.Args, " ")
+	for _, w := range []string{
+		"--bind /run/agentjail/RUN/claude /home/agent/.claude --ro-bind /run/agentjail/RUN/claude-config/settings.json /home/agent/.claude/settings.json " +
+			"--ro-bind /run/agentjail/RUN/claude-config/CLAUDE.md /home/agent/.claude/CLAUDE.md --ro-bind /run/agentjail/RUN/claude-config/commands /home/agent/.claude/commands " +
+			"--bind /run/agentjail/RUN/sessions /home/agent/.claude/projects",
+	} {
+		if !strings.Contains(args, w) {
+			t.Errorf("no %q in\n%s", w, args)
+		}
+	}
+	if strings.Contains(args, "/agents") {
+		t.Errorf("~/.claude/agents is a file and is bound:\n%s", args)
+	}
+	if c := plan.Claude; c == nil || c.Jail != "/home/agent/.claude" || c.Credentials != "/home/op/.claude/.credentials.json" ||
+		c.Settings != "/home/op/.claude/settings.json" || c.Sessions != "/run/agentjail/RUN/sessions" {
 		t.Errorf("plan.Claude = %+v", c)
 	}
 
+	// Without a login anywhere, the first home with a ~/.claude provides
+	// all; without claude.settings and claude.credentials, nothing.
 	in = input(t, "tier1", "/srv/proj")
 	delete(in.Disk.(fstest.MapFS), "home/op/.claude/.credentials.json")
-	delete(in.Disk.(fstest.MapFS), "root/.claude.json")
 	if plan, err = Render(in); err != nil {
 		t.Fatal(err)
 	}
-	if len(plan.Copies) != 0 || plan.Claude == nil || plan.Claude.Credentials != "" {
-		t.Errorf("without operator credentials: copies %v, claude %+v", plan.Copies, plan.Claude)
+	if plan.Claude == nil || plan.Claude.Credentials != "" || plan.Claude.Settings != "/home/op/.claude/settings.json" {
+		t.Errorf("without operator credentials: claude %+v", plan.Claude)
+	}
+	// Without a login, a home listed first with only a ~/.claude.json
+	// (onboarding and trust done) wins over a later one with an empty
+	// ~/.claude.
+	in2 := input(t, "tier1", "/srv/proj")
+	for name := range in2.Disk.(fstest.MapFS) {
+		if strings.HasPrefix(name, "home/op/.claude/") || name == "home/op/.claude" {
+			delete(in2.Disk.(fstest.MapFS), name)
+		}
+	}
+	in2.Disk.(fstest.MapFS)["root/.claude"] = dir(0o755, 0)
+	if plan, err = Render(in2); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(plan.Copies, Copy{"/home/op/.claude.json", "/run/agentjail/RUN/claude/.claude.json"}) {
+		t.Errorf("the first home's ~/.claude.json is not copied: %v", plan.Copies)
+	}
+	in.Policy.Claude.Settings, in.Policy.Claude.Credentials = nil, nil
+	if plan, err = Render(in); err != nil {
+		t.Fatal(err)
+	}
+	if slices.ContainsFunc(plan.Copies, func(c Copy) bool { return strings.Contains(c.Dst, "claude") }) || plan.Claude.Settings != "" {
+		t.Errorf("without settings and credentials: copies %v, claude %+v", plan.Copies, plan.Claude)
 	}
 
 	off := false
@@ -624,9 +669,13 @@ func TestRenderRefusesClaudeHomeMissingUnderAWritableRoot(t *testing.T) {
 		t.Fatalf("Render = %v\nwant %q", err, want)
 	}
 	in.Disk.(fstest.MapFS)["home/agent/.claude"] = dir(0o700, 1000)
+	if _, err := Render(in); err == nil || !strings.Contains(err.Error(), "the run's Codex directory /home/agent/.codex lies under a writable root") {
+		t.Fatalf("Render = %v, want the same for ~/.codex", err)
+	}
+	in.Disk.(fstest.MapFS)["home/agent/.codex"] = dir(0o700, 1000)
 	plan, err := Render(in)
 	if err != nil {
-		t.Fatalf("with ~/.claude made: %v", err)
+		t.Fatalf("with ~/.claude and ~/.codex made: %v", err)
 	}
 	if args := strings.Join(plan.Args, " "); !strings.Contains(args, "--bind /run/agentjail/RUN/claude /home/agent/.claude") {
 		t.Errorf("the private Claude directory is not bound:\n%s", args)

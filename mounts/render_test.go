@@ -71,6 +71,14 @@ func host() fstest.MapFS {
 		"home/op/.aws/config":                 node(0o644, 1001, 1001, "cfg"),
 		"home/op/.claude":                     dir(0o700, 1001),
 		"home/op/.claude/.credentials.json":   node(0o600, 1001, 1001, "{}"),
+		"home/op/.claude/settings.json":       node(0o600, 1001, 1001, "{}"),
+		"home/op/.claude/CLAUDE.md":           node(0o600, 1001, 1001, "be brief"),
+		"home/op/.claude/commands":            dir(0o700, 1001),
+		"home/op/.claude/commands/check.md":   node(0o600, 1001, 1001, "check"),
+		"home/op/.claude/agents":              node(0o600, 1001, 1001, "not a directory"),
+		"home/op/.claude/projects":            dir(0o700, 1001),
+		"home/op/.claude.json":                node(0o600, 1001, 1001, "{}"),
+		"root/.codex/auth.json":               node(0o600, 0, 0, "{}"),
 		"root/.claude.json":                   node(0o600, 0, 0, "{}"),
 		"srv":                                 dir(0o755, 0),
 		"srv/cache":                           dir(0o755, 1000),
@@ -115,19 +123,22 @@ func input(t *testing.T, profile string, write ...string) Input {
 		listen = []string{"127.0.0.1:3128", "[::1]:3128"} // launch's broker addresses
 	}
 	return Input{
-		Listen:        listen,
-		Policy:        p,
-		Disk:          host(),
-		User:          agent,
-		OperatorHomes: []string{"/home/op", "/root"},
-		Bwrap:         bwrap.Version{Major: 0, Minor: 8},
-		Chdir:         "/srv/proj",
-		ExecStage:     "/usr/local/bin/agentjail",
-		StagingDir:    "/run/agentjail/RUN/credentials",
-		ClaudeDir:     "/run/agentjail/RUN/claude",
-		EmptyFile:     "/run/agentjail/empty",
-		CommonDirFile: "/run/agentjail/commondir",
-		Argv:          []string{"claude", "--print", "hi"},
+		Listen:          listen,
+		Policy:          p,
+		Disk:            host(),
+		User:            agent,
+		OperatorHomes:   []string{"/home/op", "/root"},
+		Bwrap:           bwrap.Version{Major: 0, Minor: 8},
+		Chdir:           "/srv/proj",
+		ExecStage:       "/usr/local/bin/agentjail",
+		StagingDir:      "/run/agentjail/RUN/credentials",
+		ClaudeDir:       "/run/agentjail/RUN/claude",
+		ClaudeConfigDir: "/run/agentjail/RUN/claude-config",
+		CodexDir:        "/run/agentjail/RUN/codex",
+		EmptyFile:       "/run/agentjail/empty",
+		CommonDirFile:   "/run/agentjail/commondir",
+		GitFile:         "/run/agentjail/gitfile",
+		Argv:            []string{"claude", "--print", "hi"},
 	}
 }
 
@@ -153,7 +164,10 @@ func format(p Plan) string {
 		fmt.Fprintf(&b, "dir: %s (tmpfs of %d)\n", d.Path, d.Size)
 	}
 	if c := p.Claude; c != nil {
-		fmt.Fprintf(&b, "claude: %s at %s, credentials %q\n", c.Dir, c.Jail, c.Credentials)
+		fmt.Fprintf(&b, "claude: %s at %s, credentials %q, settings %q, sessions %q\n", c.Dir, c.Jail, c.Credentials, c.Settings, c.Sessions)
+	}
+	if c := p.Codex; c != nil {
+		fmt.Fprintf(&b, "codex: %s at %s, auth %q\n", c.Dir, c.Jail, c.Auth)
 	}
 	for _, m := range p.Masks {
 		b.WriteString("mask: " + m + "\n")
@@ -238,5 +252,26 @@ func TestRenderSpeaksTheStageProtocol(t *testing.T) {
 	}
 	if len(want) > 0 {
 		t.Errorf("the plan names no descriptor for %v", want)
+	}
+}
+
+// TestRenderGivesThePtyTheControlChannel: a terminal of the agent's own
+// alone opens the control channel (the stage sends the master on it); a
+// plan without one has no channel and no --pty (tier3: no broker's
+// listeners, which need the channel too).
+func TestRenderGivesThePtyTheControlChannel(t *testing.T) {
+	t.Parallel()
+	for _, pty := range []bool{true, false} {
+		in := input(t, "tier3", "/srv/proj")
+		in.Pty = pty
+		plan, err := Render(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sep := slices.Index(plan.Args, "--")
+		a, err := execstage.Parse(plan.Args[sep+2:])
+		if err != nil || a.Pty != pty || (a.Control == execstage.FDControl) != pty {
+			t.Errorf("pty %v: the stage parses %+v, %v", pty, a, err)
+		}
 	}
 }

@@ -21,8 +21,18 @@ func (r *renderer) copySources() []string {
 	for _, c := range r.p.Filesystem.Credentials {
 		subs = append(subs, policy.ExpandPath(c, []string{"/"}, "")[0])
 	}
-	if policy.On(r.p.Claude.Home) && policy.On(r.p.Claude.Credentials) && r.in.ClaudeDir != "" {
-		subs = append(subs, path.Join(".claude", ClaudeCredentials), ClaudeConfig)
+	if c := r.p.Claude; policy.On(c.Home) && r.in.ClaudeDir != "" {
+		if policy.On(c.Credentials) {
+			subs = append(subs, path.Join(".claude", ClaudeCredentials), ClaudeConfig)
+		}
+		if policy.On(c.Settings) {
+			for _, name := range ClaudeCarried {
+				subs = append(subs, path.Join(".claude", name))
+			}
+		}
+	}
+	if c := r.p.Codex; policy.On(c.Home) && policy.On(c.Credentials) && r.in.CodexDir != "" {
+		subs = append(subs, path.Join(".codex", CodexAuth))
 	}
 	var out []string
 	for _, h := range r.in.OperatorHomes {

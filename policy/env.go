@@ -6,9 +6,24 @@ import (
 	"strings"
 )
 
-// AlwaysUnset are removed from every jail's environment: CLAUDECODE makes a
-// nested claude refuse to start, believing it runs inside itself.
-var AlwaysUnset = []string{"CLAUDECODE"}
+// AlwaysUnset are removed from every jail's environment: what Claude Code
+// gives the commands it runs (its Bash tool, hooks, MCP servers) to say
+// they run inside a session of its own, which passes the CLAUDE_CODE_*
+// allowlist, but describes the session agentjail was started from, not
+// the jail's. Claude Code itself deletes CLAUDECODE,
+// CLAUDE_CODE_SESSION_ID and CLAUDE_CODE_CHILD_SESSION when it starts a
+// fresh top-level session. Measured with 2.1.197: CLAUDECODE is harmless
+// (no nesting guard: --print and the interactive CLI both start with it);
+// CLAUDE_CODE_CHILD_SESSION=1 makes an interactive claude write no
+// transcript, so the session could never be resumed; ENTRYPOINT and
+// EXECPATH name the outer process (sdk-cli, a host path).
+var AlwaysUnset = []string{
+	"CLAUDECODE",
+	"CLAUDE_CODE_CHILD_SESSION",
+	"CLAUDE_CODE_SESSION_ID",
+	"CLAUDE_CODE_ENTRYPOINT",
+	"CLAUDE_CODE_EXECPATH",
+}
 
 // Allows reports whether name passes the allowlist. A prefix (OTEL_*)
 // never passes a credential of the host's (IsHostCredential): only its

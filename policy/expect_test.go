@@ -46,7 +46,7 @@ func TestEveryFieldHasAnExpectation(t *testing.T) {
 		"environment.set[FOO]":         "expected a string, got nothing; e.g. `FOO: value`",
 		"limits.rlimits":               "expected a mapping, got nothing; e.g. `rlimits: {nofile: 1024}`",
 		"filesystem.proc":              "expected one of fresh, fresh-or-bind, got nothing; e.g. `proc: fresh`",
-		"claude":                       "expected a mapping with the keys home, credentials, got nothing; e.g. `claude: {home: true}`",
+		"claude":                       "expected a mapping with the keys home, credentials, settings, dir, got nothing; e.g. `claude: {home: true}`",
 		"filesystem.tmpfs[/tmp].bogus": "a value of the wrong type (see `agentjail schema`)",
 	} {
 		if got := mismatchMsg(path, nil); got != want {

@@ -25,6 +25,7 @@ type Policy struct {
 	Seccomp     Seccomp     `yaml:"seccomp,omitempty" json:"seccomp,omitempty"`
 	Limits      Limits      `yaml:"limits,omitempty" json:"limits,omitempty"`
 	Claude      Claude      `yaml:"claude,omitempty" json:"claude,omitempty"`
+	Codex       Codex       `yaml:"codex,omitempty" json:"codex,omitempty"`
 
 	// Origins maps a field path ("filesystem.write[2]") to where its value
 	// came from ("profiles/tier1.yaml:12:5", "--write"). Filled by Load and
@@ -115,7 +116,8 @@ type Home struct {
 }
 
 // Environment decides the jail's environment. Only allowed variables pass;
-// Set adds or replaces, Unset removes. CLAUDECODE is always removed.
+// Set adds or replaces, Unset removes. AlwaysUnset (CLAUDECODE and the
+// variables of an enclosing Claude Code session) are always removed.
 type Environment struct {
 	// Allow lists variable names; a trailing * matches a prefix (LC_*),
 	// but never a credential of the host or its CI job (GITHUB_TOKEN,
@@ -145,6 +147,9 @@ type Limits struct {
 	Idle *Duration `yaml:"idle,omitempty" json:"idle,omitempty"`
 	// Grace is the time between SIGTERM and SIGKILL.
 	Grace *Duration `yaml:"grace,omitempty" json:"grace,omitempty"`
+	// Interactive are the wall and idle limits of a run on a terminal of
+	// its own (a person at it): they replace Wall and Idle there.
+	Interactive Interactive `yaml:"interactive,omitempty" json:"interactive,omitempty"`
 	// Output caps what the run record keeps of each stream.
 	Output Output `yaml:"output,omitempty" json:"output,omitempty"`
 	// Rlimits maps a resource (nofile, nproc, fsize, core, as, ...) to its
@@ -164,6 +169,13 @@ type Limits struct {
 	// Swap is how much the jail may swap out beyond Memory (default 0:
 	// swapped tmpfs pages would otherwise escape the cap). Needs Memory.
 	Swap *Size `yaml:"swap,omitempty" json:"swap,omitempty"`
+}
+
+// Interactive bounds a run with a person at its terminal, where the
+// operator's typing counts as activity too. Unset: Wall and Idle apply.
+type Interactive struct {
+	Wall *Duration `yaml:"wall,omitempty" json:"wall,omitempty"`
+	Idle *Duration `yaml:"idle,omitempty" json:"idle,omitempty"`
 }
 
 // Output caps the head and tail kept of each stream for the record.
@@ -187,6 +199,37 @@ type Claude struct {
 	// both): of the login, only its access token (claude.StageLogin). Nothing
 	// is copied back. API-key or CLAUDE_CODE_OAUTH_TOKEN auth through the
 	// environment needs none of this.
+	Credentials *bool `yaml:"credentials,omitempty" json:"credentials,omitempty"`
+	// Settings carries the operator's Claude Code configuration into that
+	// directory, read-only, from the first of the operator's homes that
+	// has each: ~/.claude/settings.json (of it only the keys that neither
+	// run commands, hold or make credentials, nor send data out:
+	// claude.StageSettings), CLAUDE.md, commands/, agents/ and skills/.
+	// Needs home.
+	Settings *bool `yaml:"settings,omitempty" json:"settings,omitempty"`
+	// Dir keeps Claude Code's sessions between runs (--claude-dir): an
+	// absolute directory, agentjail's user's own and mode 0700 (made so
+	// when missing), whose projects/ (the session transcripts) is the
+	// private directory's projects/, so that `claude --resume` and
+	// `--continue` find the sessions of earlier runs. Nothing else in it is
+	// read: the configuration and the login are staged afresh each run.
+	// Needs home.
+	Dir string `yaml:"dir,omitempty" json:"dir,omitempty"`
+}
+
+// Codex is what a jail provides for the Codex CLI, whatever the command.
+type Codex struct {
+	// Home gives each run a private, writable Codex directory: ~/.codex in
+	// the jail (on the private home, never under /tmp: Codex's sandbox on
+	// bubblewrap older than 0.9 runs a helper from there, which it refuses
+	// to make under the temporary directory), CODEX_HOME pointing at it,
+	// kept on the host in agentjail's per-run state directory while the run
+	// lasts. Needs filesystem.home.private.
+	Home *bool `yaml:"home,omitempty" json:"home,omitempty"`
+	// Credentials copies the operator's ~/.codex/auth.json into that
+	// directory: an API key as it is, of a ChatGPT login only its access
+	// and id tokens (never the refresh token: codex.StageAuth). Nothing is
+	// copied back. Needs home.
 	Credentials *bool `yaml:"credentials,omitempty" json:"credentials,omitempty"`
 }
 

@@ -71,7 +71,7 @@ func Validate(p Policy) error {
 	}
 	// A variable agentjail always removes would be dropped without a word.
 	removed := func(k string) string {
-		return fmt.Sprintf("agentjail always removes %s from the jail's environment (a nested claude would refuse to start, believing it runs inside itself); drop it here", k)
+		return fmt.Sprintf("agentjail always removes %s from the jail's environment (it describes the Claude Code session agentjail was started from, not the jail's); drop it here", k)
 	}
 	for i, a := range p.Environment.Allow {
 		if !envName.MatchString(strings.TrimSuffix(a, "*")) {
@@ -118,6 +118,23 @@ func Validate(p Policy) error {
 	}
 	if c := p.Claude; On(c.Credentials) && !On(c.Home) {
 		v.add("claude.credentials", "needs claude.home: true (the credentials are copied into the private Claude Code directory)")
+	}
+	if c := p.Claude; On(c.Settings) && !On(c.Home) {
+		v.add("claude.settings", "needs claude.home: true (the settings are staged into the private Claude Code directory)")
+	}
+	if d := p.Claude.Dir; d != "" {
+		switch {
+		case !On(p.Claude.Home):
+			v.add("claude.dir", "needs claude.home: true (its sessions are the private Claude Code directory's)")
+		case !path.IsAbs(d) || path.Clean(d) != d || d == "/":
+			v.add("claude.dir", fmt.Sprintf("%q must be a clean absolute directory such as /var/lib/agentjail/claude-tier1", d))
+		}
+	}
+	if c := p.Codex; On(c.Home) && !On(fs.Home.Private) {
+		v.add("codex.home", "needs filesystem.home.private: true (the private Codex directory is mounted at ~/.codex in the private home)")
+	}
+	if c := p.Codex; On(c.Credentials) && !On(c.Home) {
+		v.add("codex.credentials", "needs codex.home: true (the credentials are copied into the private Codex directory)")
 	}
 	return errors.Join(v.errs...)
 }

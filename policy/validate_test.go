@@ -33,7 +33,8 @@ environment:
   unset: ["A B"]
 limits:
   rlimits: {nofiles: 10}
-claude: {home: true}
+claude: {home: true, dir: relative/sessions}
+codex: {credentials: true}
 `
 	p, err := Decode("v.yaml", []byte(src))
 	if err != nil {
@@ -64,6 +65,8 @@ claude: {home: true}
 		`v.yaml:23:11: environment.unset[0]: "A B" is not a variable name`,
 		`v.yaml:25:13: limits.rlimits[nofiles]: unknown resource "nofiles"`,
 		"v.yaml:26:10: claude.home: needs filesystem.home.private: true",
+		`v.yaml:26:22: claude.dir: "relative/sessions" must be a clean absolute directory`,
+		"v.yaml:27:9: codex.credentials: needs codex.home: true",
 	}
 	got := strings.Split(err.Error(), "\n")
 	if len(got) != len(want) {

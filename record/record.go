@@ -38,17 +38,27 @@ const (
 	ExitSetup     = 125 // agentjail's own failure; the command never ran
 )
 
+// Version is the record's contract, in RecordVersion: 2 since a run may
+// have a terminal of its own (io, terminal), where stdout's bytes and
+// excerpt hold the terminal's one stream, and since the record has
+// `agent` (one object for every agent kind); records without the field
+// are 1. A version changes when a field changes meaning or goes; fields
+// are added without one.
+const Version = 2
+
 // Record is the run record (--record FILE): one JSON object, a stable
 // contract whose fields are added, never renamed (docs/supervision.md).
 type Record struct {
-	RunID      string   `json:"run_id"`
-	Profile    string   `json:"profile"`
-	Argv       []string `json:"argv"`
-	User       *User    `json:"user"`
-	StartedAt  Time     `json:"started_at"`
-	EndedAt    Time     `json:"ended_at"`
-	DurationMS int64    `json:"duration_ms"`
-	Reason     string   `json:"reason"`
+	// RecordVersion is Version (Marshal sets it).
+	RecordVersion int      `json:"record_version"`
+	RunID         string   `json:"run_id"`
+	Profile       string   `json:"profile"`
+	Argv          []string `json:"argv"`
+	User          *User    `json:"user"`
+	StartedAt     Time     `json:"started_at"`
+	EndedAt       Time     `json:"ended_at"`
+	DurationMS    int64    `json:"duration_ms"`
+	Reason        string   `json:"reason"`
 	// ExitCode is agentjail's own exit code.
 	ExitCode int `json:"exit_code"`
 	// Signal is the signal behind the reason: the agent's fatal signal
@@ -75,6 +85,16 @@ type Record struct {
 	Orphans []Orphan `json:"orphans"`
 	Bytes   Bytes    `json:"bytes"`
 	Excerpt Excerpts `json:"excerpt"`
+	// IO is how the jail's standard streams were connected: IOPipes, or
+	// IOPty (a terminal of the agent's own: Bytes.Stdout and
+	// Excerpt.Stdout are the terminal's one stream, stdout and stderr
+	// merged, with \r\n line ends and the escape sequences as the agent
+	// wrote them; stderr holds bubblewrap's and the exec stage's messages).
+	IO string `json:"io"`
+	// Terminal is what passed between the agent and the operator's
+	// terminal; nil when agentjail's output went to no terminal and the
+	// agent had none of its own.
+	Terminal *Terminal `json:"terminal"`
 
 	BwrapVersion string `json:"bwrap_version"`
 	Limits       Limits `json:"limits"`
@@ -88,6 +108,11 @@ type Record struct {
 	// the command is not claude and the run's Claude Code directory held
 	// nothing of note.
 	Claude *Claude `json:"claude"`
+	// Agent is what agentjail learnt about a run of an agent it knows
+	// (claude, codex: the command's program), the same fields for each;
+	// nil for other commands. For claude it repeats Claude, which stays
+	// for readers of version 1.
+	Agent *Agent `json:"agent"`
 	// Network is the jail's network: its mode and, in proxy mode, what
 	// went through the broker. Null for a run that never started.
 	Network *Network `json:"network"`
@@ -136,6 +161,36 @@ type SignalEvent struct {
 	// Target is "group" (the jail's process group), "bwrap" (before the
 	// sandbox existed) or, for received signals, empty.
 	Target string `json:"target,omitempty"`
+}
+
+// What Record.IO says.
+const (
+	IOPipes = "pipes"
+	IOPty   = "pty"
+)
+
+// Terminal is the record's account of a run's terminal.
+type Terminal struct {
+	// Rows and Cols are the agent's terminal's size at the start;
+	// Resizes counts the sizes given to it since (SIGWINCH).
+	Rows    int `json:"rows"`
+	Cols    int `json:"cols"`
+	Resizes int `json:"resizes"`
+	// InputBytes counts what the operator typed; InputDropped what of it
+	// the agent left no room for (a full queue, as a line discipline
+	// drops input).
+	InputBytes   int64 `json:"input_bytes"`
+	InputDropped int64 `json:"input_dropped"`
+	// EndedByEscape: the operator typed ~. (reason stopped).
+	EndedByEscape bool `json:"ended_by_escape"`
+	// StringsDropped counts the control strings (OSC 52 and the other
+	// OSCs not allowed, DCS, APC, PM, SOS) kept off the operator's
+	// terminal; ClipboardAllowed: --allow-clipboard let OSC 52 through.
+	StringsDropped   int  `json:"strings_dropped"`
+	ClipboardAllowed bool `json:"clipboard_allowed"`
+	// ScreenReset: agentjail wrote its screen reset after the output (the
+	// output held escape sequences).
+	ScreenReset bool `json:"screen_reset"`
 }
 
 // Bytes counts every byte of each stream.
@@ -217,6 +272,13 @@ func (r *Record) Finish(end time.Time) {
 
 // normalize turns nil lists into empty ones, so readers see [] not null.
 func (r *Record) normalize() {
+	r.RecordVersion = Version
+	if r.Agent != nil && r.Agent.Transcripts == nil {
+		r.Agent.Transcripts = []string{}
+	}
+	if r.IO == "" {
+		r.IO = IOPipes
+	}
 	for _, l := range []*[]SignalEvent{&r.SignalsSent, &r.SignalsReceived} {
 		if *l == nil {
 			*l = []SignalEvent{}

@@ -22,6 +22,7 @@ import (
 	"github.com/agentjail/agentjail/reaper"
 	"github.com/agentjail/agentjail/record"
 	"github.com/agentjail/agentjail/runstate/live"
+	"github.com/agentjail/agentjail/term"
 )
 
 // KillWait bounds the wait for the jail to end after SIGKILL; its expiry
@@ -100,6 +101,13 @@ type Spec struct {
 	OnStarter func() error
 	// Secrets are values redacted from the record's excerpts.
 	Secrets []string
+	// Tty, when set, runs the agent on a terminal of its own (NewTty);
+	// Stdin is then what the operator types, copied to it.
+	Tty *Tty
+	// Warn, when set, is told ahead of the wall or idle limit
+	// (warnAhead) that it will end the run: a person at the terminal may
+	// want to finish, or type to stay.
+	Warn func(msg string)
 	// Record is the record so far (run id, profile, argv, user, bwrap
 	// version, degradations, start time); Run completes it.
 	Record record.Record
@@ -160,6 +168,12 @@ type supervisor struct {
 	cgroup  *runCgroup
 	act     *activity
 	streams [2]*stream
+	copying sync.WaitGroup
+
+	tty     *agentTerminal // the agent's terminal, once attached
+	typing  *typing        // the operator's input to it
+	escapes chan byte      // escape commands the operator typed
+	escaped bool           // ~. ended the run
 
 	cause     string         // the first of wall/idle/stopped/interrupted/pids_limit/memory_limit
 	causeSig  syscall.Signal // the signal agentjail received, for interrupted
@@ -217,6 +231,11 @@ func (s *supervisor) run() error {
 
 	cmd := exec.Command(sp.Bwrap, sp.Args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = sp.Stdin, outW, errW
+	if sp.Tty != nil {
+		// The operator's terminal never enters the jail: the agent's is
+		// the pty, and bubblewrap's own output is stderr.
+		cmd.Stdin, cmd.Stdout = nil, errW
+	}
 	cmd.ExtraFiles = append([]*os.File{statusW, reportW, blockR, controlStage}, sp.Seccomp...)
 	// Only a stdin that is not a file is copied by a goroutine cmd.Wait
 	// waits for; a reader that never returns must not hold the run.
@@ -256,16 +275,20 @@ func (s *supervisor) run() error {
 	}
 
 	s.act = &activity{start: s.start}
-	var copying sync.WaitGroup
 	for i, p := range []struct {
 		r   *os.File
 		dst io.Writer
 	}{{outR, sp.Stdout}, {errR, sp.Stderr}} {
+		if i == 0 && sp.Tty != nil {
+			p.r = nil // the pty's master, once attached
+		}
 		s.streams[i] = newStream(p.r, p.dst, sp.Log, sp.Head, sp.Tail, s.act)
 		if i == 0 {
 			s.streams[i].tap = sp.StdoutTap
 		}
-		copying.Go(s.streams[i].copy)
+		if p.r != nil {
+			s.copying.Go(s.streams[i].copy)
+		}
 	}
 	if sp.Live != nil {
 		// While bwrap sets the jail up: off the launch's critical path.
@@ -335,10 +358,13 @@ func (s *supervisor) run() error {
 	if s.box != nil {
 		s.box.close()
 	}
+	if s.typing != nil {
+		s.typing.stop()
+	}
 	drained, copied := make(chan struct{}), make(chan struct{})
 	var cut atomic.Bool
 	go drain(s.streams[:], drainWait, drained, &cut)
-	go func() { copying.Wait(); close(copied) }()
+	go func() { s.copying.Wait(); close(copied) }()
 	s.awaitDelivery(copied)
 	close(drained)
 	if cut.Load() {
@@ -354,6 +380,7 @@ func (s *supervisor) run() error {
 	<-statusDone
 	s.rec.Warnings = append(s.rec.Warnings, <-controlDone...)
 	report, _ := io.ReadAll(reportR)
+	s.endTty()
 	if s.waitState != nil {
 		reaper.Release(cmd)
 	}
@@ -494,6 +521,30 @@ func (s *supervisor) watch(done <-chan syscall.WaitStatus, childPIDs <-chan int,
 		stops = sp.Live.Stops()
 	}
 
+	var ttys <-chan *agentTerminal
+	if sp.Tty != nil {
+		ttys = sp.Tty.attached
+	}
+	// The warnings ahead of the limits, for a person at the terminal.
+	var wallWarnT, idleWarnT *time.Timer
+	wallWarn, idleWarn := (<-chan time.Time)(never), (<-chan time.Time)(never)
+	idleWarned := false
+	if sp.Warn != nil {
+		if sp.Wall > 0 {
+			wallWarnT, wallWarn = timer(sp.Wall - warnAhead(sp.Wall))
+		}
+		if sp.Idle > 0 {
+			idleWarnT, idleWarn = timer(sp.Idle - warnAhead(sp.Idle))
+		}
+		defer func() {
+			for _, t := range []*time.Timer{wallWarnT, idleWarnT} {
+				if t != nil {
+					t.Stop()
+				}
+			}
+		}()
+	}
+
 	escalate := func(cause string, first syscall.Signal) {
 		if s.cause == "" {
 			s.cause = cause
@@ -529,9 +580,45 @@ func (s *supervisor) watch(done <-chan syscall.WaitStatus, childPIDs <-chan int,
 		case <-idle:
 			if d := s.act.idle(); d < sp.Idle {
 				idleT.Reset(sp.Idle - d)
+				if idleWarned {
+					idleWarned = false
+					idleWarnT.Reset(max(0, sp.Idle-warnAhead(sp.Idle)-d))
+				}
 				continue
 			}
 			escalate(record.ReasonIdleTimeout, syscall.SIGTERM)
+		case <-wallWarn:
+			if s.cause == "" {
+				sp.Warn(fmt.Sprintf("the wall limit (%v) ends this run in %v", sp.Wall, warnAhead(sp.Wall)))
+			}
+		case <-idleWarn:
+			ahead := warnAhead(sp.Idle)
+			if d := s.act.idle(); d < sp.Idle-ahead {
+				idleWarnT.Reset(sp.Idle - ahead - d)
+				continue
+			}
+			idleWarned = true // again once there was activity (case <-idle)
+			if s.cause == "" {
+				sp.Warn(fmt.Sprintf("nothing printed or typed for %v: the idle limit (%v) ends this run in %v unless something is", sp.Idle-ahead, sp.Idle, ahead))
+			}
+		case a := <-ttys:
+			if a.err != nil {
+				s.setupErr = fmt.Errorf("the agent's terminal: %w", a.err)
+				s.kill()
+				killT, killWait = timer(KillWait)
+				continue
+			}
+			s.attach(a)
+		case cmd := <-s.escapes:
+			switch cmd {
+			case term.EscapeEnd:
+				if s.cause == "" {
+					s.escaped = true
+				}
+				escalate(record.ReasonStopped, syscall.SIGTERM)
+			case term.EscapeHelp:
+				io.WriteString(sp.Stderr, term.EscapeHelpText)
+			}
 		case <-stops:
 			escalate(record.ReasonStopped, syscall.SIGTERM)
 		case <-limits:
@@ -548,6 +635,12 @@ func (s *supervisor) watch(done <-chan syscall.WaitStatus, childPIDs <-chan int,
 				killT, killWait = timer(KillWait)
 			}
 		case sig := <-sp.Signals:
+			if sig == syscall.SIGWINCH {
+				if s.tty != nil {
+					s.tty.resize(sp.Tty.Operator)
+				}
+				continue
+			}
 			n, ok := s.received(sig)
 			if !ok {
 				continue
@@ -634,17 +727,68 @@ func (s *supervisor) signal(sig syscall.Signal) {
 }
 
 // signalGroup signals the jail's process group and reports whether it
-// existed.
+// existed. On a terminal of its own the agent leads a session apart: its
+// group and the terminal's foreground job get the signal too.
 func (s *supervisor) signalGroup(sig syscall.Signal) bool {
 	never := procs.NewGuard(s.spec.ProcRoot)
 	if never[s.box.pid] {
 		return false
 	}
+	now := record.Time(time.Now())
+	if s.tty != nil && sig != syscall.SIGKILL {
+		// SIGKILL to the jail's group ends its pid namespace, and so
+		// every process in it.
+		for _, target := range s.tty.signal(s.spec.ProcRoot, sig) {
+			s.rec.SignalsSent = append(s.rec.SignalsSent, record.SignalEvent{Signal: procs.SignalName(sig), At: now, Target: target})
+		}
+	}
 	if err := s.box.signalGroup(s.spec.ProcRoot, sig); err != nil {
 		return false
 	}
-	s.rec.SignalsSent = append(s.rec.SignalsSent, record.SignalEvent{Signal: procs.SignalName(sig), At: record.Time(time.Now()), Target: "group"})
+	s.rec.SignalsSent = append(s.rec.SignalsSent, record.SignalEvent{Signal: procs.SignalName(sig), At: now, Target: "group"})
 	return true
+}
+
+// attach starts the agent's terminal: its output read as the jail's
+// stdout, the operator's input copied to it.
+func (s *supervisor) attach(a *agentTerminal) {
+	s.tty = a
+	st := s.streams[0]
+	st.src = a.master
+	s.copying.Go(st.copy)
+	if s.spec.Stdin == nil {
+		return
+	}
+	s.escapes = make(chan byte, 8)
+	s.typing = startTyping(s.spec.Stdin, a.master, s.spec.Tty.Escapes, s.act, func(cmd byte) {
+		select {
+		case s.escapes <- cmd:
+		default:
+		}
+	}, func() { a.signal(s.spec.ProcRoot, syscall.SIGCONT) })
+}
+
+// endTty closes the agent's terminal once its output is read, and records
+// what passed through it.
+func (s *supervisor) endTty() {
+	if s.spec.Tty == nil {
+		return
+	}
+	s.rec.IO, s.rec.Terminal = record.IOPty, s.terminalRecord()
+	if s.tty == nil {
+		// One attached after the jail had ended is not used.
+		select {
+		case a := <-s.spec.Tty.attached:
+			if a.err == nil {
+				a.master.Close()
+				unix.Close(a.leader)
+			}
+		default:
+		}
+		return
+	}
+	s.tty.master.Close()
+	unix.Close(s.tty.leader)
 }
 
 // kill sends SIGKILL to the group and to bwrap: the sandbox's death tears
@@ -687,7 +831,8 @@ func (s *supervisor) readStatus(r io.Reader, childPIDs chan<- int, done chan<- s
 }
 
 // readControl reads the exec stage's control channel until its end,
-// handing each message to handle, and sends the warnings it has on done.
+// handing each message to handle (and answering it once handled, when the
+// stage awaits an answer), and sends the warnings it has on done.
 // A message the reader refused is a warning and the next is read; the
 // channel's end (the stage exec'd or died) or the deadline set once the
 // jail has ended stop it.
@@ -699,6 +844,9 @@ func readControl(c *os.File, handle func(execstage.Message, []*os.File), done ch
 		switch {
 		case err == nil:
 			handle(m, files)
+			if m.Await {
+				execstage.Answer(c)
+			}
 		case errors.Is(err, execstage.ErrBadMessage):
 			warnings = append(warnings, "exec stage: "+err.Error())
 		case err == io.EOF || errors.Is(err, os.ErrDeadlineExceeded):

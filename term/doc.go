@@ -1,11 +1,18 @@
-// Package term keeps the operator's terminal as agentjail found it: Save
-// takes a terminal's modes and line discipline before a run, Restore puts
-// them back once the jail has ended (the agent may have turned echo off or
-// left it raw), and ResetFirst resets the character attributes before
-// agentjail's own first message (an agent may end its output with
-// "\e[8m", which would hide everything after it).
+// Package term keeps the operator's terminal as agentjail found it and
+// gives an interactive run a terminal of its own to draw on.
 //
-// It must not read from or write to the terminal beyond that: it never
-// takes input, never changes the size, and resets nothing that would move
-// the cursor or clear what the agent printed.
+// Save takes a terminal's modes and line discipline before a run, MakeRaw
+// makes it raw for a run on a pty (the agent's line discipline does the
+// work), Inherit hands the pty the terminal's size and control
+// characters, and Restore puts the saved modes back once the jail has
+// ended. Filter passes the jail's output to the terminal without the
+// control strings that would act on the operator's machine (a clipboard
+// write, a file transfer) and notes what it must reset afterwards
+// (Filter.Reset, ScreenReset); ResetFirst resets the character
+// attributes before agentjail's own first message. Escapes finds the
+// operator's escape sequences (~.) in what they type.
+//
+// It must not read from the terminal itself, and writes to it only what
+// the caller hands a Filter or writes from Reset: nothing that moves the
+// cursor or clears what the agent printed.
 package term

@@ -81,6 +81,55 @@ func (s *State) Restore() (changed bool, err error) {
 	return true, unix.IoctlSetTermios(s.fd, unix.TCSETS, &s.modes)
 }
 
+// MakeRaw puts the terminal in raw mode for a run on a terminal of the
+// agent's own: no echo, no line editing, no signals from ^C or ^\, no
+// output processing (cfmakeraw(3)); the agent's pty does all of that.
+// Restore undoes it.
+func (s *State) MakeRaw() error {
+	raw := s.modes
+	raw.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
+	raw.Oflag &^= unix.OPOST
+	raw.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
+	raw.Cflag &^= unix.CSIZE | unix.PARENB
+	raw.Cflag |= unix.CS8
+	raw.Cc[unix.VMIN], raw.Cc[unix.VTIME] = 1, 0
+	return unix.IoctlSetTermios(s.fd, unix.TCSETS, &raw)
+}
+
+// Fd is the terminal's descriptor.
+func (s *State) Fd() int { return s.fd }
+
+// Size returns the window size of the terminal fd is.
+func Size(fd int) (*unix.Winsize, error) { return unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ) }
+
+// Inherit gives the pty whose master is fd the size of the terminal s is
+// and its control characters and UTF-8 input mode (what ssh's terminal
+// modes carry): a pty starts with the kernel's defaults (erase ^?, no
+// IUTF8), which need not be the operator's. On a pty master, TCSETS and
+// TIOCSWINSZ act on the slave's side (drivers/tty/pty.c), and a new size
+// sends the slave's foreground group SIGWINCH.
+func (s *State) Inherit(fd int) error {
+	m, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return err
+	}
+	m.Cc = s.modes.Cc
+	m.Iflag = m.Iflag&^unix.IUTF8 | s.modes.Iflag&unix.IUTF8
+	if err := unix.IoctlSetTermios(fd, unix.TCSETS, m); err != nil {
+		return err
+	}
+	return s.CopySize(fd)
+}
+
+// CopySize gives the pty whose master is fd the terminal's window size.
+func (s *State) CopySize(fd int) error {
+	ws, err := Size(s.fd)
+	if err != nil {
+		return err
+	}
+	return unix.IoctlSetWinsize(fd, unix.TIOCSWINSZ, ws)
+}
+
 // ResetFirst returns w, writing Reset before its first write when w is a
 // terminal.
 func ResetFirst(w io.Writer) io.Writer {

@@ -195,3 +195,46 @@ func TestHelperInTheBackground(t *testing.T) {
 		t.Errorf("modes after Restore:\n%+v\nwant\n%+v", after, before)
 	}
 }
+
+// TestMakeRawAndInherit: raw mode turns echo, line editing and signals
+// off and Restore brings them back; Inherit gives another pty the
+// terminal's size, control characters and IUTF8.
+func TestMakeRawAndInherit(t *testing.T) {
+	t.Parallel()
+	_, tty := pty(t)
+	fd := int(tty.Fd())
+	m := modes(t, tty)
+	m.Iflag |= unix.IUTF8
+	m.Cc[unix.VERASE] = 0x08
+	if err := unix.IoctlSetTermios(fd, unix.TCSETS, &m); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.IoctlSetWinsize(fd, unix.TIOCSWINSZ, &unix.Winsize{Row: 33, Col: 101}); err != nil {
+		t.Fatal(err)
+	}
+	s := Save(tty)
+	if err := s.MakeRaw(); err != nil {
+		t.Fatal(err)
+	}
+	if raw := modes(t, tty); raw.Lflag&(unix.ECHO|unix.ICANON|unix.ISIG) != 0 || raw.Oflag&unix.OPOST != 0 || raw.Iflag&unix.ICRNL != 0 {
+		t.Errorf("raw modes %+v", raw)
+	}
+	master, other := pty(t)
+	if err := s.Inherit(int(master.Fd())); err != nil {
+		t.Fatal(err)
+	}
+	got := modes(t, other)
+	ws, err := Size(int(other.Fd()))
+	if err != nil || ws.Row != 33 || ws.Col != 101 {
+		t.Errorf("size %+v, %v", ws, err)
+	}
+	if got.Cc[unix.VERASE] != 0x08 || got.Iflag&unix.IUTF8 == 0 || got.Lflag&unix.ICANON == 0 {
+		t.Errorf("inherited modes %+v", got)
+	}
+	if changed, err := s.Restore(); !changed || err != nil {
+		t.Fatalf("Restore = %v, %v", changed, err)
+	}
+	if after := modes(t, tty); after != m {
+		t.Errorf("modes after Restore:\n%+v\nwant\n%+v", after, m)
+	}
+}

@@ -3,7 +3,7 @@
  *
  * bwrap runs it inside every jail as
  *
- *     /dev/.agentjail-exec [--report-fd N] [--control-fd N] [--listen IP:PORT]...
+ *     /dev/.agentjail-exec [--report-fd N] [--control-fd N] [--pty] [--listen IP:PORT]...
  *                          [--rlimit NAME=VALUE]... -- CMD ARG...
  *
  * It speaks the protocol of Go's package execstage (protocol.go), which is
@@ -11,6 +11,10 @@
  * itself runs where this binary is not installed. Both pass the same tests
  * (execstage/stage_linux_test.go runs each case against each).
  *
+ * With --pty it gives the agent a terminal of its own (open_pty, as
+ * execstage's openPty: a new session, a pty of the jail's devpts as its
+ * controlling terminal and the agent's 0, 1 and 2, the master sent to the
+ * supervisor as {"kind":"pty",...} and the supervisor's answer awaited).
  * It makes each listener (a TCP socket listening on IP:PORT in the jail's
  * network namespace) and sends it to the supervisor over the control
  * channel (execstage/control.go: one SOCK_SEQPACKET message, a JSON object
@@ -41,7 +45,9 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
+#include <termios.h>
 #include <unistd.h>
 
 #ifndef CLOSE_RANGE_CLOEXEC
@@ -167,6 +173,54 @@ static int send_control(int fd, const char *json, const int *fds, int nfds)
 		n = sendmsg(fd, &msg, 0);
 	while (n < 0 && errno == EINTR);
 	return n < 0 ? -1 : 0;
+}
+
+#ifndef TIOCGPTPEER
+#define TIOCGPTPEER _IO('T', 0x41)
+#endif
+
+/* open_pty is execstage's openPty: setsid, a pty of the jail's own devpts
+ * whose slave (opened through the master, TIOCGPTPEER) becomes the new
+ * session's controlling terminal; the master goes to the supervisor as
+ * {"kind":"pty","pid":P,"pgid":G,"await":true}; once the supervisor answers
+ * ({"kind":"answer"}: it has set the size and modes) the slave becomes 0,
+ * 1 and 2. Both close on exec. */
+static int open_pty(int control)
+{
+	if (setsid() < 0)
+		return fail("setsid: %s", goerr(errno));
+	int master = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (master < 0)
+		return fail("open /dev/ptmx: %s", goerr(errno));
+	int unlock = 0;
+	if (ioctl(master, TIOCSPTLCK, &unlock) != 0)
+		return fail("unlock the pty: %s", goerr(errno));
+	int slave = ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (slave < 0)
+		return fail("open the pty's slave: %s", goerr(errno));
+	if (ioctl(slave, TIOCSCTTY, 0) != 0)
+		return fail("make the pty the controlling terminal: %s", goerr(errno));
+	char json[128];
+	snprintf(json, sizeof json, "{\"kind\":\"pty\",\"pid\":%d,\"pgid\":%d,\"await\":true}", (int)getpid(), (int)getpgrp());
+	if (send_control(control, json, &master, 1) != 0)
+		return fail("send the pty to the supervisor: %s", goerr(errno));
+	close(master);
+	static char answer[MAX_MESSAGE];
+	ssize_t n;
+	do
+		n = read(control, answer, sizeof answer);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return fail("wait for the supervisor's answer: %s", goerr(errno));
+	if (n == 0)
+		return fail("wait for the supervisor's answer: the supervisor closed the control channel");
+	if ((size_t)n != strlen("{\"kind\":\"answer\"}") || memcmp(answer, "{\"kind\":\"answer\"}", (size_t)n) != 0)
+		return fail("wait for the supervisor's answer: got \"%.*s\"", (int)(n > 200 ? 200 : n), answer);
+	for (int fd = 0; fd < 3; fd++)
+		if (dup2(slave, fd) < 0)
+			return fail("dup2 the pty's slave to %d: %s", fd, goerr(errno));
+	close(slave);
+	return 0;
 }
 
 /* listen_on makes a TCP socket listening on addr (IP:PORT, an IPv6 address
@@ -307,8 +361,13 @@ static int execFailed(const char *path, int e)
 int main(int argc, char **argv)
 {
 	const char *limits[MAX_LIMITS], *listens[MAX_LISTEN];
-	int nlimits = 0, nlistens = 0, control = -1, i = 1;
+	int nlimits = 0, nlistens = 0, control = -1, pty = 0, i = 1;
 	for (; i < argc && strcmp(argv[i], "--") != 0; i += 2) {
+		if (strcmp(argv[i], "--pty") == 0) {
+			pty = 1;
+			i--;
+			continue;
+		}
 		if (i + 1 >= argc)
 			return fail("%s takes a value", argv[i]);
 		if (strcmp(argv[i], "--report-fd") == 0 || strcmp(argv[i], "--control-fd") == 0) {
@@ -334,9 +393,13 @@ int main(int argc, char **argv)
 	}
 	if (nlistens > 0 && control < 0)
 		return fail("--listen needs --control-fd");
+	if (pty && control < 0)
+		return fail("--pty needs --control-fd");
 	if (i + 1 >= argc)
 		return fail("no command");
 	char **cmd = argv + i + 1;
+	if (pty && open_pty(control) != 0)
+		return 125;
 	for (int k = 0; k < nlistens; k++)
 		if (listen_on(control, listens[k]) != 0)
 			return 125;

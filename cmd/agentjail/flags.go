@@ -56,6 +56,10 @@ func jailFlags() []cli.Flag {
 		durationFlag("grace", "time `D` between SIGTERM and SIGKILL"),
 		&cli.StringFlag{Name: "log", Usage: "append both output streams to `FILE`"},
 		&cli.StringFlag{Name: "record", Usage: "write the run record (JSON) to `FILE`"},
+		&cli.StringFlag{Name: "claude-dir", Usage: "keep Claude Code's sessions between runs in `DIR`, for claude --resume and --continue"},
+		&cli.BoolFlag{Name: "tty", Usage: "give the agent a terminal of its own even when stdin or stdout is not one (default: when both are)"},
+		&cli.BoolFlag{Name: "no-tty", Usage: "give the agent pipes even at a terminal"},
+		&cli.BoolFlag{Name: "allow-clipboard", Usage: "let the agent's clipboard writes (OSC 52) reach the terminal"},
 	}
 }
 
@@ -69,9 +73,18 @@ func request(cmd *cli.Command, argv []string) (launch.Request, error) {
 	req := launch.Request{
 		Profile: cmd.String("profile"), User: cmd.String("user"), Chdir: cmd.String("chdir"),
 		Write: cmd.StringSlice("write"), Read: cmd.StringSlice("read"), Seccomp: cmd.StringSlice("seccomp"),
-		Env: cmd.StringSlice("env"), Argv: argv,
+		Env: cmd.StringSlice("env"), ClaudeDir: cmd.String("claude-dir"), Argv: argv,
 		Net: cmd.String("net"), AllowNet: cmd.StringSlice("allow-net"), APIKeyFile: cmd.String("api-key-file"),
 	}
+	switch {
+	case cmd.Bool("tty") && cmd.Bool("no-tty"):
+		return launch.Request{}, launch.UsageError("--tty and --no-tty contradict each other: give one")
+	case cmd.Bool("tty"):
+		req.TTY = launch.TTYOn
+	case cmd.Bool("no-tty"):
+		req.TTY = launch.TTYOff
+	}
+	req.AllowClipboard = cmd.Bool("allow-clipboard")
 	for flag, dst := range map[string]**time.Duration{"timeout": &req.Timeout, "idle-timeout": &req.IdleTimeout, "grace": &req.Grace} {
 		if cmd.IsSet(flag) {
 			d := cmd.Value(flag).(time.Duration)

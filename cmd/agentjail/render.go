@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/agentjail/agentjail/launch"
 	"github.com/agentjail/agentjail/policy"
 	"github.com/agentjail/agentjail/record"
+	"github.com/agentjail/agentjail/runstate"
 	"github.com/urfave/cli/v3"
 )
 
@@ -108,6 +110,9 @@ func renderHeader(j *launch.Jail) string {
 		if slices.ContainsFunc(j.Plan.Masks, func(m string) bool { return strings.HasSuffix(m, "/commondir") }) {
 			made = append(made, shellQuote(launch.CommonDirFile())+": a file holding \".\" and a newline, every user can read (mode 0444), the source of the masks over a missing commondir")
 		}
+		if slices.ContainsFunc(j.Plan.Masks, func(m string) bool { return strings.HasSuffix(m, "/.git") }) {
+			made = append(made, shellQuote(launch.GitFile())+": a file holding \"gitdir: "+runstate.RunDir()+"\" and a newline, every user can read (mode 0444), the source of the masks over a missing .git")
+		}
 	}
 	if len(j.Plan.Dirs) > 0 || len(j.Plan.Copies) > 0 {
 		made = append(made, shellQuote(launch.StageDir(j.RunID))+": a directory the run user can traverse (mode 0711)")
@@ -119,14 +124,12 @@ func renderHeader(j *launch.Jail) string {
 		}
 		made = append(made, line)
 	}
+	if h := j.Plan.Claude; h != nil && h.Sessions != "" && strings.HasPrefix(h.Sessions, launch.StageDir(j.RunID)+"/") {
+		made = append(made, fmt.Sprintf("%s: %s bound there (mount --bind, in a mount namespace of agentjail's own that bwrap inherits, so that the run user never reaches %s, mode 0700; its projects, made if missing, owned by %s)",
+			shellQuote(h.Sessions), shellQuote(filepath.Join(j.Policy.Claude.Dir, "projects")), shellQuote(j.Policy.Claude.Dir), who))
+	}
 	for _, c := range j.Plan.Copies {
-		what := "a copy of " + shellQuote(c.Src)
-		if j.IsLogin(c) {
-			what = "the login of " + shellQuote(c.Src) + " without its refresh token (only claudeAiOauth's accessToken, expiresAt, scopes, subscriptionType, rateLimitTier)"
-		}
-		if j.IsConfig(c) {
-			what = "the onboarding and trust state of " + shellQuote(c.Src) + " (none of its keys, tokens or history: see docs/claude.md)"
-		}
+		what := j.PartOf(c, shellQuote(c.Src))
 		made = append(made, fmt.Sprintf("%s: %s owned by %s (files 0600, directories 0700)", shellQuote(c.Dst), what, who))
 	}
 	if len(made) > 0 {

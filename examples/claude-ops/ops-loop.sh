@@ -13,7 +13,10 @@
 #      (safe remediation) in its own profile, and when that does not report
 #      "resolved", tier 3 (full remediation);
 #   3. keep one log and one run record per run, and the session
-#      transcripts, under CLAUDEOPS_RESULTS_DIR/<cycle>/.
+#      transcripts, under CLAUDEOPS_RESULTS_DIR/<cycle>/; each tier's
+#      sessions stay resumable in a directory of the tier's own
+#      (agentjail --claude-dir CLAUDEOPS_SESSIONS_DIR/tierN): no tier reads
+#      another's, and only the sessions persist, never a setting.
 # Run it under `agentjail init` (the container's ENTRYPOINT), which reaps
 # and ends whatever a cycle leaves behind:
 #
@@ -55,6 +58,11 @@
 #   CLAUDEOPS_REPOS_DIR     the repositories [/repos]
 #   CLAUDEOPS_STATE_DIR     the agent's writable state [/state]
 #   CLAUDEOPS_RESULTS_DIR   logs, records, transcripts, merged configs [/results]
+#   CLAUDEOPS_SESSIONS_DIR  each tier's Claude Code sessions, tier1, tier2,
+#                           tier3 in it [CLAUDEOPS_RESULTS_DIR/sessions];
+#                           resume one by hand with the tier's profile:
+#                           agentjail run --profile tier2 --claude-dir
+#                           SESSIONS/tier2 -- claude --resume ID
 #   CLAUDEOPS_PROMPTS_DIR   tier1.md, tier2.md, tier3.md [beside this script]
 #   CLAUDEOPS_MCP_BASELINE  the baseline MCP config [mcp.baseline.json beside this script]
 #                           (both where no run may write: not under the state
@@ -82,6 +90,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 : "${CLAUDEOPS_INTERVAL:=3600}" "${CLAUDEOPS_CYCLES:=0}"
 : "${CLAUDEOPS_REPOS_DIR:=/repos}" "${CLAUDEOPS_STATE_DIR:=/state}" "${CLAUDEOPS_RESULTS_DIR:=/results}"
 : "${CLAUDEOPS_PROMPTS_DIR:=$here/prompts}" "${CLAUDEOPS_MCP_BASELINE:=$here/mcp.baseline.json}"
+: "${CLAUDEOPS_SESSIONS_DIR:=$CLAUDEOPS_RESULTS_DIR/sessions}"
 : "${CLAUDEOPS_TIER1_MODEL:=haiku}" "${CLAUDEOPS_TIER2_MODEL:=sonnet}" "${CLAUDEOPS_TIER3_MODEL:=opus}"
 : "${CLAUDEOPS_TIER1_TOOLS:=Bash,Read,Grep,Glob,WebFetch}"
 : "${CLAUDEOPS_TIER2_TOOLS:=Bash,Read,Grep,Glob,WebFetch,Edit,Write}"
@@ -194,7 +203,8 @@ run_tier() {
 	# MCP_CONNECTION_NONBLOCKING=false: the MCP servers are connected
 	# before the first model call (claude -p otherwise starts without them).
 	set -- run --profile "$profile" --write "$CLAUDEOPS_STATE_DIR" --chdir "$dir" --env MCP_CONNECTION_NONBLOCKING=false \
-		--log "$dir/tier$n.log" --record "$dir/tier$n.record.json" --results "$CLAUDEOPS_RESULTS_DIR/transcripts"
+		--log "$dir/tier$n.log" --record "$dir/tier$n.record.json" --results "$CLAUDEOPS_RESULTS_DIR/transcripts" \
+		--claude-dir "$CLAUDEOPS_SESSIONS_DIR/tier$n"
 	# Each repository a root of its own, not their parent: agentjail makes
 	# a protected name missing at the top of a root uncreatable, but below
 	# the top it only finds one made after the run (docs/jail.md, "The promise,

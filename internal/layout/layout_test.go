@@ -60,19 +60,20 @@ func TestImportRules(t *testing.T) {
 	never := map[string][]string{
 		// The supervisor runs an argv; it does not render one, know
 		// policies, or parse an agent's output.
-		"supervise": {"mounts", "policy", "claude", "launch", "profiles", "doctor", "seccomp"},
+		"supervise": {"mounts", "policy", "claude", "codex", "launch", "profiles", "doctor", "seccomp"},
 		// doctor judges facts; cmd runs the probe and hands them over.
 		"doctor": {"supervise", "launch"},
 		// Pure data and rendering: nothing that runs processes.
 		"policy":    {"mounts", "supervise", "launch", "reaper", "runstate", "procs"},
-		"mounts":    {"supervise", "launch", "reaper", "runstate", "claude"},
+		"mounts":    {"supervise", "launch", "reaper", "runstate", "claude", "codex"},
 		"record":    {},
 		"claude":    {"supervise", "launch", "mounts", "policy"},
+		"codex":     {"supervise", "launch", "mounts", "policy", "claude"},
 		"reaper":    {"supervise", "launch", "policy", "mounts", "runstate"},
-		"procs":     {"policy", "mounts", "supervise", "launch", "record", "claude"},
-		"hostfs":    {"policy", "mounts", "supervise", "launch", "claude"},
-		"runstate":  {"policy", "mounts", "supervise", "launch", "claude", "profiles"},
-		"execstage": {"policy", "mounts", "supervise", "launch", "claude", "hostfs", "procs"},
+		"procs":     {"policy", "mounts", "supervise", "launch", "record", "claude", "codex"},
+		"hostfs":    {"policy", "mounts", "supervise", "launch", "claude", "codex"},
+		"runstate":  {"policy", "mounts", "supervise", "launch", "claude", "codex", "profiles"},
+		"execstage": {"policy", "mounts", "supervise", "launch", "claude", "codex", "hostfs", "procs"},
 	}
 	for from, bad := range never {
 		p, ok := pkgs[from]
@@ -107,7 +108,7 @@ func TestSmallBinariesLinkLittle(t *testing.T) {
 	for _, bin := range []string{"cmd/agentjail-init"} {
 		deps := list(t, "-deps", "./"+bin)
 		for d := range deps {
-			for _, bad := range []string{"policy", "mounts", "claude", "profiles", "launch", "supervise", "seccomp", "github.com/goccy/go-yaml", "github.com/urfave/cli", "net"} {
+			for _, bad := range []string{"policy", "mounts", "claude", "codex", "profiles", "launch", "supervise", "seccomp", "github.com/goccy/go-yaml", "github.com/urfave/cli", "net"} {
 				if d == bad || strings.HasPrefix(d, bad+"/") {
 					t.Errorf("%s links %s", bin, d)
 				}

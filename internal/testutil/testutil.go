@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -79,70 +80,99 @@ func Validate(s *jsonschema.Schema, v any) error {
 // last whose npm package runs on this project's Node 20 hosts.
 const ClaudeVersion = "2.1.197"
 
-// ClaudeDir is where `make test` installs it (npm --prefix), outside /tmp
-// and any home so that the jails, which cover those, still see it.
-// $AGENTJAIL_TEST_CLAUDE_DIR overrides it.
-func ClaudeDir() string {
-	if d := os.Getenv("AGENTJAIL_TEST_CLAUDE_DIR"); d != "" {
+// CodexVersion is the Codex CLI release the end-to-end tests drive.
+const CodexVersion = "0.169.0"
+
+// ClaudeDir is where `make test` installs Claude Code (npm --prefix),
+// outside /tmp and any home so that the jails, which cover those, still
+// see it. $AGENTJAIL_TEST_CLAUDE_DIR overrides it.
+func ClaudeDir() string { return agentDir("AGENTJAIL_TEST_CLAUDE_DIR", "claude") }
+
+// CodexDir is where `make test` installs the Codex CLI, as ClaudeDir.
+// $AGENTJAIL_TEST_CODEX_DIR overrides it.
+func CodexDir() string { return agentDir("AGENTJAIL_TEST_CODEX_DIR", "codex") }
+
+func agentDir(env, name string) string {
+	if d := os.Getenv(env); d != "" {
 		return d
 	}
-	return "/var/cache/agentjail-test/claude"
+	return "/var/cache/agentjail-test/" + name
 }
 
-var claudeOnce struct {
+// npmAgent is one agent CLI the tests install from npm (.ci/npm-agent).
+type npmAgent struct {
 	sync.Once
-	bin, skip, fail string
+	dir, pkg, version, bin string
+	path, skip, fail       string
 }
+
+var (
+	claudeCLI = &npmAgent{pkg: "@anthropic-ai/claude-code", version: ClaudeVersion, bin: "claude"}
+	codexCLI  = &npmAgent{pkg: "@openai/codex", version: CodexVersion, bin: "codex"}
+)
 
 // RequireClaude returns the path of the claude binary the tests drive,
-// installing it first when it is missing (.ci/claude, as `make test` does).
-// It skips t only when npm or its registry cannot be reached, and fails it
-// when the install fails otherwise.
+// installing it first when it is missing (.ci/npm-agent, as `make test`
+// does). It skips t only when npm or its registry cannot be reached, and
+// fails it when the install fails otherwise.
 func RequireClaude(t testing.TB) string {
 	t.Helper()
-	c := &claudeOnce
-	c.Do(func() {
-		bin := filepath.Join(ClaudeDir(), "node_modules", ".bin", "claude")
-		if out, err := exec.Command(bin, "--version").Output(); err == nil && strings.HasPrefix(string(out), ClaudeVersion+" ") {
-			c.bin = bin
+	claudeCLI.dir = ClaudeDir()
+	return claudeCLI.require(t)
+}
+
+// RequireCodex is RequireClaude for the Codex CLI.
+func RequireCodex(t testing.TB) string {
+	t.Helper()
+	codexCLI.dir = CodexDir()
+	return codexCLI.require(t)
+}
+
+func (a *npmAgent) require(t testing.TB) string {
+	t.Helper()
+	a.Do(func() {
+		bin := filepath.Join(a.dir, "node_modules", ".bin", a.bin)
+		// claude prints "2.1.197 (Claude Code)", codex "codex-cli 0.169.0".
+		if out, err := exec.Command(bin, "--version").Output(); err == nil && slices.Contains(strings.Fields(string(out)), a.version) {
+			a.path = bin
 			return
 		}
 		root, err := repoRoot()
 		if err != nil {
-			c.fail = err.Error()
+			a.fail = err.Error()
 			return
 		}
-		if err := os.MkdirAll(filepath.Dir(ClaudeDir()), 0o755); err != nil {
-			c.fail = err.Error()
+		if err := os.MkdirAll(filepath.Dir(a.dir), 0o755); err != nil {
+			a.fail = err.Error()
 			return
 		}
 		// One install at a time, whichever test binary asks.
-		lock, err := os.OpenFile(ClaudeDir()+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+		lock, err := os.OpenFile(a.dir+".lock", os.O_CREATE|os.O_RDWR, 0o600)
 		if err != nil {
-			c.fail = err.Error()
+			a.fail = err.Error()
 			return
 		}
 		defer lock.Close()
 		syscall.Flock(int(lock.Fd()), syscall.LOCK_EX)
-		cmd := exec.Command(filepath.Join(root, ".ci", "claude"), ClaudeDir(), ClaudeVersion)
+		cmd := exec.Command(filepath.Join(root, ".ci", "npm-agent"), a.dir, a.pkg, a.version, a.bin)
 		out, err := cmd.CombinedOutput()
 		var ee *exec.ExitError
 		switch {
 		case err == nil:
-			c.bin = bin
+			a.path = bin
 		case errors.As(err, &ee) && ee.ExitCode() == 2:
-			c.skip = strings.TrimSpace(string(out))
+			a.skip = strings.TrimSpace(string(out))
 		default:
-			c.fail = fmt.Sprintf(".ci/claude: %v\n%s", err, out)
+			a.fail = fmt.Sprintf(".ci/npm-agent: %v\n%s", err, out)
 		}
 	})
 	switch {
-	case c.skip != "":
-		t.Skip(c.skip)
-	case c.fail != "":
-		t.Fatalf("cannot install Claude Code %s: %s", ClaudeVersion, c.fail)
+	case a.skip != "":
+		t.Skip(a.skip)
+	case a.fail != "":
+		t.Fatalf("cannot install %s %s: %s", a.pkg, a.version, a.fail)
 	}
-	return c.bin
+	return a.path
 }
 
 // repoRoot is the directory of go.mod above the current one.

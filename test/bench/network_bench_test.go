@@ -52,7 +52,9 @@ func BenchmarkBrokerDownload(b *testing.B) {
 	port := loopbackServer(b)
 	url := fmt.Sprintf("http://127.0.0.1:%d/big", port)
 	allow := fmt.Sprintf("127.0.0.1:%d", port)
-	direct := func() error { return devNull(agentjail, "run", "--net", "host", "--", "curl", "-sSf", "-o", "/dev/null", url) }
+	direct := func() error {
+		return devNull(agentjail, "run", "--net", "host", "--", "curl", "-sSf", "-o", "/dev/null", url)
+	}
 	for range b.N {
 		ref, subj := compare(b, "download 1 GiB, CONNECT", samples(5), "--net host, direct", direct,
 			"through the broker (CONNECT)", func() error {
@@ -116,4 +118,3 @@ func BenchmarkBrokerFirstByte(b *testing.B) {
 		b.ReportMetric(ms2(mb-md), "ms-added")
 	}
 }
-

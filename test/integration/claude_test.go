@@ -79,6 +79,13 @@ func claudeOf(t *testing.T, rec runRecord, format string) claudeRecord {
 	if _, err := os.Stat(filepath.Join("/run/agentjail", rec.RunID)); err == nil {
 		t.Errorf("the run's staging directory /run/agentjail/%s is left after the run", rec.RunID)
 	}
+	// The agent object (record_version 2) says what the claude object says.
+	a := rec.Agent
+	if a == nil || a.Kind != "claude" || a.OutputFormat != c.OutputFormat || str(a.SessionID) != str(c.SessionID) || str(a.Result) != str(c.Result) ||
+		a.ResultBytes != c.ResultBytes || string(a.Usage) != string(c.Usage) || str(a.ParseError) != str(c.ParseError) || !slices.Equal(a.Transcripts, c.Transcripts) ||
+		(a.IsError == nil) != (c.IsError == nil) || (a.Credentials == nil) != (c.Credentials == nil) || a.Commands != nil {
+		t.Errorf("record.agent %+v differs from record.claude %+v", a, c)
+	}
 	return c
 }
 

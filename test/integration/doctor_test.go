@@ -210,3 +210,46 @@ func weakProfile(t *testing.T) string {
 	write(t, dir, map[string]string{"weak.yaml": "extends: tier1\nfilesystem:\n  proc: fresh-or-bind\n"})
 	return filepath.Join(dir, "weak.yaml")
 }
+
+// TestDoctorAgentSandboxes: doctor looks, inside the jail, for what the
+// agents' own sandboxes need, and names what is missing and how to get
+// it: socat hidden by the profile fails Claude Code's (with claude on the
+// PATH); a run user without a home on the host puts CODEX_HOME under /tmp,
+// where Codex's sandbox on bubblewrap 0.8 cannot make its helper, which
+// fails Codex's (with codex on the PATH). Each passes otherwise.
+func TestDoctorAgentSandboxes(t *testing.T) {
+	jailed(t)
+	path := "PATH=" + filepath.Join(testutil.ClaudeDir(), "node_modules", ".bin") + ":" + filepath.Join(testutil.CodexDir(), "node_modules", ".bin") +
+		":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	testutil.RequireClaude(t)
+	testutil.RequireCodex(t)
+	profiles := visibleDir(t)
+	write(t, profiles, map[string]string{"nosocat.yaml": "extends: tier1\nfilesystem:\n  deny: [/usr/bin/socat]\n"})
+	for _, c := range []struct {
+		name, profile, user string
+		claude, codex       doctor.Status
+		want                []string
+	}{
+		{"healthy", "tier1", "1000", doctor.Pass, doctor.Pass, []string{"finds bubblewrap and socat", "without --argv0: it runs its helper from CODEX_HOME, on the private home /home/"}},
+		{"no socat", filepath.Join(profiles, "nosocat.yaml"), "1000", doctor.Fail, doctor.Pass, []string{"fail  claude-sandbox", "lacks socat in the jail", "claude is at " + testutil.ClaudeDir(), "apt-get install socat"}},
+		{"no home", "tier1", "4242", doctor.Pass, doctor.Fail, []string{"fail  codex-sandbox", "home /tmp/home/4242 lies under the temporary directory", "codex is at " + testutil.CodexDir(), "create the run user's home directory"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			inv := invocation{env: []string{path}}
+			text := inv.run(t, "doctor", "--profile", c.profile, "--user", c.user)
+			for _, w := range c.want {
+				if !strings.Contains(text.stdout, w) {
+					t.Errorf("doctor lacks %q:\n%s", w, text.stdout)
+				}
+			}
+			rep, _ := doctorJSON(t, inv, "--profile", c.profile, "--user", c.user)
+			if got := check(t, rep, "claude-sandbox"); got.Status != c.claude {
+				t.Errorf("claude-sandbox = %+v, want %s", got, c.claude)
+			}
+			if got := check(t, rep, "codex-sandbox"); got.Status != c.codex {
+				t.Errorf("codex-sandbox = %+v, want %s", got, c.codex)
+			}
+		})
+	}
+}

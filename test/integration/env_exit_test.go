@@ -16,7 +16,10 @@ func TestEnvironmentIsAllowlistedAndNeverOnTheCommandLine(t *testing.T) {
 	const secret = "sk-ant-integration-secret-value"
 	ready := filepath.Join(workspace(t), "ready")
 	cmd := exec.Command(agentjail, "run", "--write", filepath.Dir(ready), "--chdir", filepath.Dir(ready), "--", "sh", "-c", "env; touch "+ready+"; sleep 30")
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "ANTHROPIC_API_KEY=" + secret, "AWS_SECRET_ACCESS_KEY=aws-secret", "CLAUDECODE=1", "DATABASE_URL=postgres://x", "LANG=C.UTF-8"}
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "ANTHROPIC_API_KEY=" + secret, "AWS_SECRET_ACCESS_KEY=aws-secret", "CLAUDECODE=1", "DATABASE_URL=postgres://x", "LANG=C.UTF-8",
+		// An enclosing Claude Code session's and Codex's own.
+		"CLAUDE_CODE_CHILD_SESSION=1", "CLAUDE_CODE_SESSION_ID=outer", "CLAUDE_CODE_ENTRYPOINT=sdk-cli", "CLAUDE_CODE_EXECPATH=/opt/claude",
+		"CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-x", "CODEX_HOME=/root/.codex", "CODEX_REFRESH_TOKEN_URL_OVERRIDE=http://x", "CODEX_THREAD_ID=t", "CODEX_API_KEY=sk-codex"}
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Start(); err != nil {
@@ -61,12 +64,16 @@ func TestEnvironmentIsAllowlistedAndNeverOnTheCommandLine(t *testing.T) {
 	if !strings.Contains(env, "ANTHROPIC_API_KEY="+secret) {
 		t.Errorf("an allowlisted variable did not pass:\n%s", env)
 	}
-	for _, gone := range []string{"AWS_SECRET_ACCESS_KEY", "CLAUDECODE", "DATABASE_URL"} {
-		if strings.Contains(env, gone+"=") {
+	for _, gone := range []string{"AWS_SECRET_ACCESS_KEY", "CLAUDECODE", "DATABASE_URL", "CLAUDE_CODE_CHILD_SESSION", "CLAUDE_CODE_SESSION_ID",
+		"CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_EXECPATH", "CODEX_HOME=/root", "CODEX_REFRESH_TOKEN_URL_OVERRIDE", "CODEX_THREAD_ID"} {
+		if !strings.Contains(gone, "=") {
+			gone += "="
+		}
+		if strings.Contains(env, gone) {
 			t.Errorf("%s reached the jail:\n%s", gone, env)
 		}
 	}
-	for _, want := range []string{"AGENTJAIL_RUN=", "HOME=", "PATH=/usr/bin:/bin", "TMPDIR=/tmp"} {
+	for _, want := range []string{"AGENTJAIL_RUN=", "HOME=", "PATH=/usr/bin:/bin", "TMPDIR=/tmp", "CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-x", "CODEX_API_KEY=sk-codex"} {
 		if !strings.Contains(env, want) {
 			t.Errorf("the jail's environment lacks %s:\n%s", want, env)
 		}

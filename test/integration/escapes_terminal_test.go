@@ -27,7 +27,8 @@ import (
 // EPERM, and agentjail's own messages are preceded by a reset of the
 // character attributes. The terminal is a pty that agentjail (or bwrap)
 // has as its controlling terminal and as stdin, stdout and stderr, as
-// from a shell.
+// from a shell; the agent has a terminal of its own (the default there),
+// or, with --no-tty, the operator's as its stdin.
 func TestEscapeTerminal(t *testing.T) {
 	jailed(t)
 	e := newSeccompEnv(t)
@@ -62,37 +63,39 @@ func TestEscapeTerminal(t *testing.T) {
 		{"SIGTERM", nil, "echo ready; sleep 60", signalWhenReady(syscall.SIGTERM), 128 + 15},
 		{"SIGINT", nil, "echo ready; sleep 60", signalWhenReady(syscall.SIGINT), 128 + 2},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			argv := append(append([]string{agentjail, "run", "--profile", "tier1"}, c.args...), "--", "sh", "-c", agent(c.then))
-			r := onTerminal(t, argv, c.end)
-			if r.code != c.code {
-				t.Errorf("exit %d, want %d; the terminal showed:\n%q", r.code, c.code, r.out)
-			}
-			if r.after != r.before {
-				t.Errorf("the terminal's modes after the run:\n%+v\nbefore:\n%+v", r.after, r.before)
-			}
-			if !strings.Contains(r.out, "tiocsetd-fd0=EPERM") {
-				t.Errorf("TIOCSETD not refused; the terminal showed:\n%q", r.out)
-			}
-			// Every message of agentjail's after the agent's "\e[8m"
-			// comes after a reset.
-			hidden := strings.LastIndex(r.out, "\x1b[8m")
-			if hidden < 0 {
-				t.Fatalf("the agent's \\e[8m did not reach the terminal:\n%q", r.out)
-			}
-			// Every run here ends with a line of agentjail's saying
-			// what ended it (a violation is said above it too).
-			rest := r.out[hidden:]
-			msg := strings.Index(rest, "agentjail: ")
-			if c.name == "the command ends" && !strings.Contains(rest, "agentjail: violation: ") ||
-				!strings.Contains(rest, "agentjail: the run ended: ") {
-				t.Errorf("no line of agentjail's after the run:\n%q", rest)
-			}
-			if msg < 0 || !strings.Contains(rest[:msg], term.Reset) {
-				t.Errorf("agentjail spoke without resetting the attributes first:\n%q", rest)
-			}
-		})
+		for _, mode := range []string{"--tty", "--no-tty"} {
+			t.Run(c.name+" "+mode, func(t *testing.T) {
+				t.Parallel()
+				argv := append(append([]string{agentjail, "run", "--profile", "tier1", mode}, c.args...), "--", "sh", "-c", agent(c.then))
+				r := onTerminal(t, argv, c.end)
+				if r.code != c.code {
+					t.Errorf("exit %d, want %d; the terminal showed:\n%q", r.code, c.code, r.out)
+				}
+				if r.after != r.before {
+					t.Errorf("the terminal's modes after the run:\n%+v\nbefore:\n%+v", r.after, r.before)
+				}
+				if !strings.Contains(r.out, "tiocsetd-fd0=EPERM") {
+					t.Errorf("TIOCSETD not refused; the terminal showed:\n%q", r.out)
+				}
+				// Every message of agentjail's after the agent's "\e[8m"
+				// comes after a reset.
+				hidden := strings.LastIndex(r.out, "\x1b[8m")
+				if hidden < 0 {
+					t.Fatalf("the agent's \\e[8m did not reach the terminal:\n%q", r.out)
+				}
+				// Every run here ends with a line of agentjail's saying
+				// what ended it (a violation is said above it too).
+				rest := r.out[hidden:]
+				msg := strings.Index(rest, "agentjail: ")
+				if c.name == "the command ends" && !strings.Contains(rest, "agentjail: violation: ") ||
+					!strings.Contains(rest, "agentjail: the run ended: ") {
+					t.Errorf("no line of agentjail's after the run:\n%q", rest)
+				}
+				if msg < 0 || !strings.Contains(rest[:msg], term.Reset) {
+					t.Errorf("agentjail spoke without resetting the attributes first:\n%q", rest)
+				}
+			})
+		}
 	}
 }
 

@@ -104,6 +104,26 @@ func TestOpsLoop(t *testing.T) {
 			t.Errorf("%s: wall limit %d ms, want CLAUDEOPS_TIER1_TIMEOUT's 60000", c.file, rec.Limits.WallMS)
 		}
 	}
+	// Each tier keeps its sessions in a directory of its own, root's and
+	// 0700: tier 1's two, tier 2's one; none for tier 3, which never ran.
+	for tier, want := range map[string]int{"tier1": 2, "tier2": 1, "tier3": 0} {
+		d := filepath.Join(results, "sessions", tier)
+		fi, err := os.Stat(d)
+		if want == 0 {
+			if err == nil {
+				t.Errorf("%s exists: tier 3 never ran", d)
+			}
+			continue
+		}
+		if err != nil || fi.Mode().Perm() != 0o700 || ownerOf(fi) != 0 {
+			t.Errorf("%s: %v %v", d, fi, err)
+			continue
+		}
+		sessions, _ := filepath.Glob(filepath.Join(d, "projects", "*", "*.jsonl"))
+		if len(sessions) != want {
+			t.Errorf("%s holds the sessions %q, want %d", d, sessions, want)
+		}
+	}
 	if log, _ := os.ReadFile(filepath.Join(cycles[0], "tier2.log")); !strings.Contains(string(log), "restarted it") {
 		t.Errorf("tier 2's log lacks its output:\n%s", log)
 	}

@@ -20,10 +20,11 @@ import (
 // strict: a field added to the record must be added here too, and one
 // renamed fails every test that reads a record.
 type runRecord struct {
-	RunID   string   `json:"run_id"`
-	Profile string   `json:"profile"`
-	Argv    []string `json:"argv"`
-	User    *struct {
+	RecordVersion int      `json:"record_version"`
+	RunID         string   `json:"run_id"`
+	Profile       string   `json:"profile"`
+	Argv          []string `json:"argv"`
+	User          *struct {
 		UID  int    `json:"uid"`
 		GID  int    `json:"gid"`
 		Name string `json:"name"`
@@ -53,6 +54,18 @@ type runRecord struct {
 		Stdout excerpt `json:"stdout"`
 		Stderr excerpt `json:"stderr"`
 	} `json:"excerpt"`
+	IO       string `json:"io"`
+	Terminal *struct {
+		Rows             int   `json:"rows"`
+		Cols             int   `json:"cols"`
+		Resizes          int   `json:"resizes"`
+		InputBytes       int64 `json:"input_bytes"`
+		InputDropped     int64 `json:"input_dropped"`
+		EndedByEscape    bool  `json:"ended_by_escape"`
+		StringsDropped   int   `json:"strings_dropped"`
+		ClipboardAllowed bool  `json:"clipboard_allowed"`
+		ScreenReset      bool  `json:"screen_reset"`
+	} `json:"terminal"`
 	BwrapVersion string `json:"bwrap_version"`
 	Limits       struct {
 		WallMS      int64             `json:"wall_ms"`
@@ -76,8 +89,37 @@ type runRecord struct {
 	Violations   []note        `json:"violations"`
 	Warnings     []string      `json:"warnings"`
 	Claude       *claudeRecord `json:"claude"`
+	Agent        *agentRecord  `json:"agent"`
 	Network      *netRecord    `json:"network"` // network_test.go
 	Error        string        `json:"error"`
+}
+
+// agentRecord is the record's `agent` object (record_version 2).
+type agentRecord struct {
+	Kind           string          `json:"kind"`
+	OutputFormat   string          `json:"output_format"`
+	SessionID      *string         `json:"session_id"`
+	IsError        *bool           `json:"is_error"`
+	Error          *string         `json:"error"`
+	Result         *string         `json:"result"`
+	ResultBytes    int             `json:"result_bytes"`
+	Usage          json.RawMessage `json:"usage"`
+	ParseError     *string         `json:"parse_error"`
+	Subtype        *string         `json:"subtype"`
+	NumTurns       *int            `json:"num_turns"`
+	TotalCostUSD   *float64        `json:"total_cost_usd"`
+	APIErrorStatus *int            `json:"api_error_status"`
+	Commands       *struct {
+		Run    int `json:"run"`
+		Failed int `json:"failed"`
+	} `json:"commands"`
+	Credentials *struct {
+		Source    string  `json:"source"`
+		Copied    bool    `json:"copied"`
+		ExpiresAt *string `json:"expires_at"`
+		Detail    string  `json:"detail"`
+	} `json:"credentials"`
+	Transcripts []string `json:"transcripts"`
 }
 
 // claudeRecord is the record's `claude` object.
@@ -123,7 +165,7 @@ type note struct {
 }
 
 // recordKeys must be present in every record, null or empty if need be.
-var recordKeys = []string{"run_id", "profile", "argv", "user", "started_at", "ended_at", "duration_ms",
+var recordKeys = []string{"record_version", "io", "terminal", "run_id", "profile", "argv", "user", "started_at", "ended_at", "duration_ms",
 	"reason", "exit_code", "signal", "agent_exit_code", "agent_signal", "signals_sent", "orphans", "bytes",
 	"excerpt", "bwrap_version", "limits", "degradations", "violations"}
 
@@ -153,6 +195,9 @@ func readRecord(t *testing.T, path string, code int) runRecord {
 	if err := dec.Decode(&rec); err != nil {
 		t.Fatalf("the record does not match the documented schema: %v\n%s", err, data)
 	}
+	if rec.RecordVersion != 2 || rec.IO != "pipes" && rec.IO != "pty" {
+		t.Errorf("record_version %d, io %q", rec.RecordVersion, rec.IO)
+	}
 	for _, ts := range []string{rec.StartedAt, rec.EndedAt} {
 		if _, err := time.Parse(recordTime, ts); err != nil {
 			t.Errorf("time %q is not RFC 3339 with milliseconds", ts)
@@ -168,6 +213,9 @@ func readRecord(t *testing.T, path string, code int) runRecord {
 	}
 	if rec.ExitCode != code {
 		t.Errorf("record exit_code %d, agentjail exited %d", rec.ExitCode, code)
+	}
+	if rec.RecordVersion != 2 {
+		t.Errorf("record_version %d, want 2", rec.RecordVersion)
 	}
 	if len(rec.RunID) < 20 || rec.Reason == "" {
 		t.Errorf("run_id %q reason %q", rec.RunID, rec.Reason)

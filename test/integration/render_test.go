@@ -68,6 +68,9 @@ func TestRenderedLineRuns(t *testing.T) {
 				}
 			case strings.HasPrefix(what, `a file holding "." and a newline, every user can read (mode 0444)`):
 				os.WriteFile(p, []byte(".\n"), 0o444)
+			case strings.HasPrefix(what, `a file holding "gitdir: `):
+				target, _, _ := strings.Cut(strings.TrimPrefix(what, `a file holding "`), `"`)
+				os.WriteFile(p, []byte(target+"\n"), 0o444)
 			case strings.HasPrefix(what, "a directory the run user can traverse (mode 0711)"):
 				if err := os.Mkdir(p, 0o711); err != nil {
 					t.Fatal(err)

@@ -4,6 +4,9 @@
 // POST /v1/messages/count_tokens and Claude Code's connectivity probe
 // (HEAD /), from a script the test gives: text replies, tool_use blocks, a
 // stall, HTTP errors. Every request is recorded for the test to inspect.
+// Side requests, which the interactive CLI makes besides the conversation
+// (a session's title: no tools, structured output), take no step of the
+// script: they are answered apart (Side).
 //
 // The CLI reaches it through ANTHROPIC_BASE_URL (Env gives the variables).
 // It listens on 127.0.0.1, so a jail that shares the host's network
@@ -85,6 +88,8 @@ type Request struct {
 	Method, Host, Path string
 	Header             http.Header
 	Body               []byte
+	// Side: a side request (isSide), answered apart from the script.
+	Side bool
 }
 
 // Message is the decoded body of a messages request (what tests look at).
@@ -98,6 +103,20 @@ type Message struct {
 	Tools []struct {
 		Name string `json:"name"`
 	} `json:"tools"`
+	// OutputConfig asks for structured output (a JSON schema).
+	OutputConfig json.RawMessage `json:"output_config"`
+}
+
+// SideTitle is the answer to every side request: the session title the
+// interactive CLI asks for (claude 2.1.197's generate_session_title, sent
+// before the first turn for a prompt of 10 characters or more), as the
+// JSON it parses.
+const SideTitle = `{"title":"stand-in"}`
+
+// isSide reports whether a messages request is a side request: one with
+// no tools that asks for structured output.
+func isSide(m Message) bool {
+	return len(m.Tools) == 0 && len(m.OutputConfig) > 0 && string(m.OutputConfig) != "null"
 }
 
 // ToolResult is a tool_result block the CLI sent back.
@@ -173,11 +192,11 @@ func (s *Server) Requests() []Request {
 }
 
 // Messages returns the decoded bodies of the messages requests (not
-// count_tokens) received so far.
+// count_tokens, not side requests) received so far.
 func (s *Server) Messages() []Message {
 	var out []Message
 	for _, r := range s.Requests() {
-		if r.Method != http.MethodPost || !isMessages(r.Path) {
+		if r.Method != http.MethodPost || !isMessages(r.Path) || r.Side {
 			continue
 		}
 		var m Message
@@ -265,6 +284,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var req Message
 		if err := json.Unmarshal(body, &req); err != nil {
 			writeJSON(w, http.StatusBadRequest, apiError("invalid_request_error", "body is not JSON: "+err.Error()))
+			return
+		}
+		if isSide(req) {
+			s.mu.Lock()
+			s.requests[len(s.requests)-1].Side = true
+			s.mu.Unlock()
+			s.answer(w, r, req, Text(SideTitle))
 			return
 		}
 		st := s.take()
@@ -413,6 +439,17 @@ func (s *Server) wait(r *http.Request, d time.Duration) {
 	case <-r.Context().Done():
 	case <-s.stop:
 	}
+}
+
+// Side returns the side requests received so far.
+func (s *Server) Side() []Request {
+	var out []Request
+	for _, r := range s.Requests() {
+		if r.Side {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // Dump renders the requests for a test's failure message.

@@ -125,3 +125,29 @@ func TestStallEndsWithTheServer(t *testing.T) {
 		t.Fatal("the stalled reply outlived Close")
 	}
 }
+
+// TestSideRequests: a request with no tools that asks for structured
+// output (the interactive CLI's session title) is answered apart and takes
+// no step of the script; Messages leaves it out, Side lists it.
+func TestSideRequests(t *testing.T) {
+	t.Parallel()
+	s := New(t, Text("the step"))
+	title := post(t, s.URL+"/v1/messages", `{"model":"m","tools":[],"output_config":{"format":{"type":"json_schema"}},"messages":[]}`)
+	var got struct {
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	json.NewDecoder(title.Body).Decode(&got)
+	if len(got.Content) != 1 || got.Content[0].Text != SideTitle {
+		t.Errorf("the side request got %+v", got)
+	}
+	main := post(t, s.URL+"/v1/messages", `{"model":"m","tools":[{"name":"Bash"}],"messages":[]}`)
+	json.NewDecoder(main.Body).Decode(&got)
+	if len(got.Content) != 1 || got.Content[0].Text != "the step" {
+		t.Errorf("the first main request got %+v", got)
+	}
+	if len(s.Messages()) != 1 || len(s.Side()) != 1 {
+		t.Errorf("%d messages, %d side requests", len(s.Messages()), len(s.Side()))
+	}
+}

@@ -1,0 +1,52 @@
+package claude
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestStageSettings(t *testing.T) {
+	t.Parallel()
+	src := `{
+	  "permissions": {"allow": ["Bash"], "deny": ["Read(./.env)"]},
+	  "sandbox": {"enabled": true, "failIfUnavailable": true, "network": {"allowedDomains": ["x.example"], "tlsTerminate": {"caKeyPath": "/root/ca.key"}}},
+	  "model": "opus",
+	  "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "touch /tmp/pwned"}]}]},
+	  "statusLine": {"type": "command", "command": "id"},
+	  "env": {"ANTHROPIC_API_KEY": "sk-ant-secret"},
+	  "apiKeyHelper": "/usr/local/bin/key",
+	  "enabledPlugins": {"x@y": true},
+	  "someFutureKey": 1
+	}`
+	s, err := StageSettings([]byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDropped := []string{"apiKeyHelper", "enabledPlugins", "env", "hooks", "someFutureKey", "statusLine", "sandbox.network.tlsTerminate"}
+	if !slices.Equal(s.Dropped, wantDropped) {
+		t.Errorf("dropped %q, want %q", s.Dropped, wantDropped)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(s.File, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got["model"] != "opus" || got["permissions"] == nil {
+		t.Errorf("staged %s", s.File)
+	}
+	sandbox := got["sandbox"].(map[string]any)
+	if sandbox["enabled"] != true || sandbox["failIfUnavailable"] != true || sandbox["network"].(map[string]any)["allowedDomains"] == nil {
+		t.Errorf("sandbox %v", sandbox)
+	}
+	for _, secret := range []string{"sk-ant-secret", "caKeyPath", "pwned", "/usr/local/bin/key"} {
+		if strings.Contains(string(s.File), secret) {
+			t.Errorf("%s is staged: %s", secret, s.File)
+		}
+	}
+	for _, bad := range []string{"[]", "not json", `{"sandbox": 1}`, `{"sandbox": {"network": []}}`} {
+		if _, err := StageSettings([]byte(bad)); err == nil {
+			t.Errorf("%s is staged", bad)
+		}
+	}
+}

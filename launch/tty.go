@@ -1,0 +1,188 @@
+package launch
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/agentjail/agentjail/execstage"
+	"github.com/agentjail/agentjail/policy"
+	"github.com/agentjail/agentjail/record"
+	"github.com/agentjail/agentjail/supervise"
+	"github.com/agentjail/agentjail/term"
+)
+
+// TTYMode is whether a run gives the agent a terminal of its own: a pty
+// made inside the jail (supervise.Tty), the operator's terminal raw for
+// the run and restored after it.
+type TTYMode int
+
+const (
+	// TTYAuto: a terminal when agentjail's stdin and stdout both are
+	// terminals (a person at one), else pipes.
+	TTYAuto TTYMode = iota
+	TTYOn           // --tty
+	TTYOff          // --no-tty: pipes, stdin handed over as it is
+)
+
+// resolveTTY decides TTYAuto for the streams a run has.
+func resolveTTY(mode TTYMode, stdio IO) TTYMode {
+	if mode != TTYAuto {
+		return mode
+	}
+	if term.Save(stdio.Stdin) != nil && term.Save(stdio.Stdout) != nil {
+		return TTYOn
+	}
+	return TTYOff
+}
+
+// interactiveLimits gives a run on a terminal of its own the profile's
+// limits.interactive wall and idle limits, where set, instead of those
+// for unattended runs; --timeout and --idle-timeout still win.
+func interactiveLimits(p policy.Policy, req Request) policy.Policy {
+	if req.TTY != TTYOn {
+		return p
+	}
+	if w := p.Limits.Interactive.Wall; w != nil && req.Timeout == nil {
+		p.Limits.Wall = w
+	}
+	if i := p.Limits.Interactive.Idle; i != nil && req.IdleTimeout == nil {
+		p.Limits.Idle = i
+	}
+	return p
+}
+
+// terminal is a run's side of the operator's terminal: the modes saved
+// before the run (nil: stdin is no terminal), the filters on the outputs
+// that are terminals, and the agent's own terminal when it has one.
+type terminal struct {
+	saved     *term.State
+	pty       *supervise.Tty // nil: pipes
+	filters   []*filtered
+	clipboard bool // --allow-clipboard
+}
+
+// filtered is one of agentjail's outputs that is a terminal, behind a
+// term.Filter.
+type filtered struct {
+	w io.Writer
+	f *term.Filter
+}
+
+// openTerminal sets up the terminal side of a run: the jail's output to
+// stdout and stderr filtered where they are terminals, and with a pty,
+// stdin raw (when it is a terminal) and the agent's terminal ready to be
+// attached (control). It returns the streams the supervisor writes to.
+func openTerminal(req Request, stdio IO, saved *term.State) (*terminal, io.Writer, io.Writer) {
+	t := &terminal{saved: saved, clipboard: req.AllowClipboard}
+	wrap := func(w io.Writer) io.Writer {
+		if term.Save(w) == nil {
+			return w
+		}
+		f := &filtered{w: w, f: term.NewFilter(w, req.AllowClipboard)}
+		t.filters = append(t.filters, f)
+		return f.f
+	}
+	stdout, stderr := wrap(stdio.Stdout), wrap(stdio.Stderr)
+	if req.TTY == TTYOn {
+		// Escapes only where a person types.
+		t.pty = supervise.NewTty(saved, saved != nil)
+	}
+	return t, stdout, stderr
+}
+
+// control hands the exec stage's messages to what they are for; a
+// message nothing here asked for has its descriptors closed.
+func (t *terminal) control(m execstage.Message, files []*os.File) {
+	if m.Kind == execstage.KindPTY && t.pty != nil && len(files) == 1 {
+		t.pty.Attach(files[0], m.Sender)
+		return
+	}
+	for _, f := range files {
+		f.Close()
+	}
+}
+
+// begin makes the operator's terminal raw for a run with a pty.
+func (t *terminal) begin() error {
+	if t.pty == nil || t.saved == nil {
+		return nil
+	}
+	if err := t.saved.MakeRaw(); err != nil {
+		return fmt.Errorf("cannot make the terminal raw for the agent's own: %w", err)
+	}
+	return nil
+}
+
+// warn tells the person at the terminal, which is raw, that a limit
+// comes: on a line of its own, in plain characters (the agent may have
+// left its text concealed or in line drawing; it sets its own again).
+func (t *terminal) warn(w io.Writer) func(string) {
+	if t.pty == nil || t.saved == nil {
+		return nil
+	}
+	return func(msg string) { fmt.Fprintf(w, "\r\n%sagentjail: warning: %s\r\n", term.Reset, msg) }
+}
+
+// end runs once the jail has ended, its output delivered: the operator's
+// terminal gets its modes back, and each output that is a terminal the
+// reset of what the output left set (nothing where it held no escape),
+// before agentjail's own messages; none where agentjail gave up writing
+// to it (abandoned). The record learns what passed.
+func (t *terminal) end(rec *record.Record, abandoned [2]bool) {
+	if _, err := t.saved.Restore(); err != nil {
+		rec.Warnings = append(rec.Warnings, fmt.Sprintf("cannot restore the terminal's modes: %v; run `stty sane`", err))
+	}
+	if len(t.filters) == 0 && t.pty == nil {
+		return
+	}
+	if rec.Terminal == nil {
+		rec.Terminal = &record.Terminal{}
+	}
+	rec.Terminal.ClipboardAllowed = t.clipboard
+	for _, f := range t.filters {
+		rec.Terminal.StringsDropped += f.f.Seen.Dropped
+	}
+	if abandoned[0] || abandoned[1] {
+		return
+	}
+	// Stdout and stderr on one terminal get one reset, of what either
+	// left.
+	if len(t.filters) == 2 && sameFile(t.filters[0].w, t.filters[1].w) {
+		t.filters[0].f.Join(t.filters[1].f)
+		t.filters = t.filters[:1]
+	}
+	for _, f := range t.filters {
+		if r := f.f.Reset(); r != "" {
+			io.WriteString(f.w, r)
+			rec.Terminal.ScreenReset = true
+		}
+	}
+}
+
+// sameFile reports whether a and b are files on one inode (one terminal).
+func sameFile(a, b io.Writer) bool {
+	fa, ok := a.(*os.File)
+	fb, ok2 := b.(*os.File)
+	if !ok || !ok2 {
+		return false
+	}
+	sa, err := fa.Stat()
+	sb, err2 := fb.Stat()
+	return err == nil && err2 == nil && os.SameFile(sa, sb)
+}
+
+// midLine reports whether the agent's terminal's output ended in the
+// middle of a line: agentjail's own messages, on the same terminal, then
+// start on a line of their own.
+func (t *terminal) midLine(rec record.Record) bool {
+	if t.pty == nil {
+		return false
+	}
+	last := rec.Excerpt.Stdout.Tail
+	if last == "" {
+		last = rec.Excerpt.Stdout.Head
+	}
+	return last != "" && !strings.HasSuffix(last, "\n")
+}
