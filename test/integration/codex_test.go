@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,8 +26,16 @@ type codexJail struct {
 	dir      string   // start directory and writable root (a visibleDir)
 	env      []string // more environment for agentjail
 	home     string   // the operator's $HOME ("" for an empty one)
-	provider []string // codex's -c options for the stand-in ("" : srv.Args())
+	provider []string // codex's -c options for the stand-in (nil: viaBroker's, or srv.Args() with the host's network)
+	flags    []string // more agentjail flags
 }
+
+// viaBroker are codex's options in a proxy jail (tier1 and tier2): the
+// provider agentjail stages in CODEX_HOME/config.toml already points at
+// the broker's API route, whose upstream is the stand-in (OPENAI_BASE_URL
+// in agentjail's environment, which run adds); only the stand-in's model
+// and its retries off.
+var viaBroker = []string{"-c", "model_providers.agentjail.request_max_retries=0", "-c", "model_providers.agentjail.stream_max_retries=0", "-c", "model=stub-model"}
 
 // run jails `codex exec --json -s workspace-write ARGS` (Codex's own
 // sandbox on) and returns the result and the record.
@@ -36,14 +45,18 @@ func (c codexJail) run(t *testing.T, srv *fakeopenai.Server, args ...string) (re
 	if c.home == "" {
 		c.home = visibleDir(t)
 	}
+	hostNet := c.profile == "tier3" || slices.Contains(c.flags, "host")
 	if c.provider == nil {
-		c.provider = srv.Args()
+		c.provider = viaBroker
+		if hostNet {
+			c.provider = srv.Args()
+		}
 	}
 	rec := recordPath(t)
-	aj := []string{"run", "--profile", c.profile, "--user", "1000", "--write", c.dir, "--chdir", c.dir, "--record", rec,
-		"--", bin, "exec", "--json", "--skip-git-repo-check", "-s", "workspace-write"}
+	aj := append([]string{"run", "--profile", c.profile, "--user", "1000", "--write", c.dir, "--chdir", c.dir, "--record", rec}, c.flags...)
+	aj = append(aj, "--", bin, "exec", "--json", "--skip-git-repo-check", "-s", "workspace-write")
 	aj = append(append(aj, c.provider...), args...)
-	env := append([]string{"HOME=" + c.home}, c.env...)
+	env := append([]string{"HOME=" + c.home, "OPENAI_BASE_URL=" + srv.URL}, c.env...)
 	r := invocation{env: env, dir: c.dir}.run(t, aj...)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -205,7 +218,8 @@ func chatGPTLogin(exp time.Time) (auth, access string) {
 // codex logs in with the operator's ~/.codex/auth.json (root's, 0600): an
 // API key as it is, a ChatGPT login without its refresh token; the
 // operator's file is never written. An expired login stops codex before it
-// runs, as claude's does.
+// runs, as claude's does. With the host's network (--net host): in a proxy
+// jail the login stays with the broker (TestNetworkCodexKeyStaysOut).
 func TestCodexOperatorLogin(t *testing.T) {
 	jailed(t)
 	// The stand-in's provider with OpenAI's own login (auth.json), not a key
@@ -225,7 +239,7 @@ func TestCodexOperatorLogin(t *testing.T) {
 			t.Parallel()
 			home, file := operatorCodex(t, c.auth)
 			srv := fakeopenai.New(t, fakeopenai.Exec(`cat "$CODEX_HOME/auth.json"`), fakeopenai.Text("logged in"))
-			r, rec := codexJail{profile: "tier1", dir: visibleDir(t), home: home, provider: provider(srv)}.run(t, srv, "hi")
+			r, rec := codexJail{profile: "tier1", dir: visibleDir(t), home: home, provider: provider(srv), flags: []string{"--net", "host"}}.run(t, srv, "hi")
 			wantCode(t, r, 0)
 			for _, q := range srv.Requests() {
 				if auth := q.Header.Get("Authorization"); q.Method == "POST" && auth != "Bearer "+c.bearer {
@@ -250,7 +264,7 @@ func TestCodexOperatorLogin(t *testing.T) {
 		expired, _ := chatGPTLogin(time.Now().Add(-time.Hour))
 		home, file := operatorCodex(t, expired)
 		srv := fakeopenai.New(t)
-		r, rec := codexJail{profile: "tier1", dir: visibleDir(t), home: home, provider: provider(srv)}.run(t, srv, "hi")
+		r, rec := codexJail{profile: "tier1", dir: visibleDir(t), home: home, provider: provider(srv), flags: []string{"--net", "host"}}.run(t, srv, "hi")
 		if r.code != 125 || rec.Reason != "setup_failed" || !strings.Contains(r.stderr, file+" holds a Codex login that expired at ") || srv.Responses() != 0 {
 			t.Errorf("exit %d, reason %s, %d requests; stderr:\n%s", r.code, rec.Reason, srv.Responses(), r.stderr)
 		}

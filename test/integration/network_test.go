@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/agentjail/agentjail/internal/testutil/fakeapi"
+	"github.com/agentjail/agentjail/internal/testutil/fakeopenai"
 )
 
 // netRecord is the record's `network` object (docs/supervision.md).
@@ -511,5 +512,55 @@ func TestNetworkClaudeSandboxChains(t *testing.T) {
 	}
 	if c := rec.Network.conns(hostIP, port); len(c) != 1 || !c[0].Allowed {
 		t.Errorf("the broker's record of it: %+v", rec.Network.Connections)
+	}
+}
+
+// TestNetworkCodexKeyStaysOut: codex exec in a proxy jail (tier1) reaches
+// its stand-in through the broker's openai route, by the provider
+// agentjail stages in CODEX_HOME/config.toml; the operator's auth.json API
+// key is the broker's: the stand-in receives it, while the jail has no
+// auth.json and no process environment or file of its Codex directory
+// holds it.
+func TestNetworkCodexKeyStaysOut(t *testing.T) {
+	jailed(t)
+	home, _ := operatorCodex(t, `{"auth_mode":"apikey","OPENAI_API_KEY":"sk-operator-codex-key"}`)
+	// The key is spelt in two halves in the command, which codex keeps in
+	// its session files under CODEX_HOME.
+	srv := fakeopenai.New(t,
+		fakeopenai.Exec(`k=sk-operator-; k=${k}codex-key; test -e "$CODEX_HOME/auth.json" && echo auth.json; cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | grep -c $k; grep -rl $k "$CODEX_HOME" 2>/dev/null | wc -l; echo "key=${OPENAI_API_KEY%%-placeholder-*}"; grep -c 127.0.0.1:3128/openai "$CODEX_HOME/config.toml"`),
+		fakeopenai.Text("done"))
+	r, rec := codexJail{profile: "tier1", dir: visibleDir(t), home: home}.run(t, srv, "hi")
+	wantCode(t, r, 0)
+	posts := 0
+	for _, q := range srv.Requests() {
+		if q.Method == "POST" {
+			posts++
+			if auth := q.Header.Get("Authorization"); auth != "Bearer sk-operator-codex-key" {
+				t.Errorf("the stand-in got Authorization %q, want the operator's key", auth)
+			}
+		}
+	}
+	if posts < 2 {
+		t.Errorf("%d requests, want 2", posts)
+	}
+	if out := srv.Outputs(); len(out) != 1 || !strings.HasSuffix(out[0].Output, "Output:\n0\n0\nkey=sk-agentjail\n1\n") {
+		t.Errorf("in the jail: %+v", out)
+	}
+	n := rec.Network
+	if n == nil || len(n.APIRoutes) != 2 || n.APIRoutes[1].Name != "openai" || n.APIRoutes[1].Upstream != srv.URL ||
+		!slices.Equal(n.APIRoutes[1].Credentials, []string{"auth.json"}) {
+		t.Fatalf("record.network %+v", n)
+	}
+	if cr := codexOf(t, rec).Credentials; cr == nil || cr.Copied || !strings.Contains(cr.Detail, "broker holds its API key") {
+		t.Errorf("record.agent.credentials %+v", cr)
+	}
+	api := 0
+	for _, c := range n.Connections {
+		if c.Rule == "api:openai" && c.Status == 200 {
+			api++
+		}
+	}
+	if api < 2 {
+		t.Errorf("%d requests on the openai route: %+v", api, n.Connections)
 	}
 }
