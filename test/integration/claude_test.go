@@ -65,6 +65,22 @@ func (c claudeJail) run(t *testing.T, srv *fakeapi.Server, args ...string) (resu
 	return r, got
 }
 
+// saveJailNet, run in the jail before the agent (claudeJail.before,
+// codexJail.before), leaves the jail's network namespace in .jailnet of
+// the start directory: a proxy jail's is its own, not the host's, so a
+// test of the agent's own sandbox compares with this one (jailNet).
+const saveJailNet = "readlink /proc/self/ns/net > .jailnet"
+
+// jailNet is the network namespace saveJailNet left in dir.
+func jailNet(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, ".jailnet"))
+	if err != nil || !strings.HasPrefix(string(b), "net:[") {
+		t.Fatalf("the jail's network namespace: %q %v", b, err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
 // claudeRecord checks what every record of a claude run carries and
 // returns its claude object.
 func claudeOf(t *testing.T, rec runRecord, format string) claudeRecord {
@@ -230,10 +246,6 @@ func TestClaudeProtectedPaths(t *testing.T) {
 // its own and still writes to its working directory.
 func TestClaudeOwnSandbox(t *testing.T) {
 	jailed(t)
-	hostNet, err := os.Readlink("/proc/self/ns/net")
-	if err != nil {
-		t.Fatal(err)
-	}
 	settings := `{"sandbox":{"enabled":true,"failIfUnavailable":true,"allowUnsandboxedCommands":false}}`
 	for _, c := range []struct {
 		profile string
@@ -249,13 +261,13 @@ func TestClaudeOwnSandbox(t *testing.T) {
 			srv := fakeapi.New(t,
 				fakeapi.Tool("Bash", map[string]any{"command": "readlink /proc/self/ns/net; echo sandboxed > inner.txt", "description": "probe"}),
 				fakeapi.Text("done"))
-			r, _ := claudeJail{profile: c.profile, dir: dir}.run(t, srv, "--settings", settings, "--print", "--output-format", "json", "probe")
+			r, _ := claudeJail{profile: c.profile, dir: dir, before: saveJailNet}.run(t, srv, "--settings", settings, "--print", "--output-format", "json", "probe")
 			wantCode(t, r, 0)
 			tr := srv.ToolResults()
 			if len(tr) != 1 || tr[0].IsError || !strings.HasPrefix(tr[0].Content, "net:[") {
 				t.Fatalf("the sandboxed command failed: %+v", tr)
 			}
-			if inner := strings.TrimSpace(tr[0].Content); inner == hostNet {
+			if inner := strings.TrimSpace(tr[0].Content); inner == jailNet(t, dir) {
 				t.Errorf("the sandboxed command shares the jail's network namespace %s: Claude Code's sandbox is not in effect", inner)
 			}
 			if b, err := os.ReadFile(filepath.Join(dir, "inner.txt")); err != nil || string(b) != "sandboxed\n" {

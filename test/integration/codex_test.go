@@ -28,6 +28,7 @@ type codexJail struct {
 	home     string   // the operator's $HOME ("" for an empty one)
 	provider []string // codex's -c options for the stand-in (nil: viaBroker's, or srv.Args() with the host's network)
 	flags    []string // more agentjail flags
+	before   string   // shell commands the jail runs before it execs codex
 }
 
 // viaBroker are codex's options in a proxy jail (tier1 and tier2): the
@@ -54,6 +55,14 @@ func (c codexJail) run(t *testing.T, srv *fakeopenai.Server, args ...string) (re
 	}
 	rec := recordPath(t)
 	aj := append([]string{"run", "--profile", c.profile, "--user", "1000", "--write", c.dir, "--chdir", c.dir, "--record", rec}, c.flags...)
+	if c.before != "" {
+		// A script named codex, so that agentjail still knows the run
+		// for codex's (by its program's base name).
+		wrap := visibleDir(t)
+		write(t, wrap, map[string]string{"codex": "#!/bin/sh\n" + c.before + "\nexec " + bin + ` "$@"` + "\n"})
+		os.Chmod(filepath.Join(wrap, "codex"), 0o755)
+		bin = filepath.Join(wrap, "codex")
+	}
 	aj = append(aj, "--", bin, "exec", "--json", "--skip-git-repo-check", "-s", "workspace-write")
 	aj = append(append(aj, c.provider...), args...)
 	env := append([]string{"HOME=" + c.home, "OPENAI_BASE_URL=" + srv.URL}, c.env...)
@@ -109,10 +118,6 @@ func threadID(t *testing.T, stdout string) string {
 // usage and the command.
 func TestCodexJailed(t *testing.T) {
 	jailed(t)
-	hostNet, err := os.Readlink("/proc/self/ns/net")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, profile := range []string{"tier1", "tier2", "tier3"} {
 		t.Run(profile, func(t *testing.T) {
 			t.Parallel()
@@ -121,7 +126,7 @@ func TestCodexJailed(t *testing.T) {
 			srv := fakeopenai.New(t,
 				fakeopenai.Exec(`printf made-by-codex > out.txt; id -u; echo "home=$CODEX_HOME"; readlink /proc/self/ns/net; env | grep -c CODEX_REFRESH_TOKEN_URL_OVERRIDE; echo PWNED >> .env; echo x > ~/outside.txt`),
 				fakeopenai.Text("done-codex"))
-			r, rec := codexJail{profile: profile, dir: dir,
+			r, rec := codexJail{profile: profile, dir: dir, before: saveJailNet,
 				env: append(srv.Env(), "CODEX_HOME=/root/.codex", "CODEX_REFRESH_TOKEN_URL_OVERRIDE=http://127.0.0.1:9/token")}.run(t, srv, "write a file")
 			wantCode(t, r, 0)
 			p := filepath.Join(dir, "out.txt")
@@ -147,8 +152,8 @@ func TestCodexJailed(t *testing.T) {
 			if strings.Contains(o, "home=/tmp") || strings.Contains(o, "home=/root") {
 				t.Errorf("CODEX_HOME is not the private one:\n%s", o)
 			}
-			if !strings.Contains(o, "net:[") || strings.Contains(o, hostNet) {
-				t.Errorf("the command shares the jail's network namespace %s: Codex's sandbox is not in effect:\n%s", hostNet, o)
+			if jail := jailNet(t, dir); !strings.Contains(o, "net:[") || strings.Contains(o, jail) {
+				t.Errorf("the command shares the jail's network namespace %s: Codex's sandbox is not in effect:\n%s", jail, o)
 			}
 			if strings.Contains(r.stderr, "gitdir pointer") || strings.Contains(r.stderr, "gitdir path") {
 				t.Errorf("codex misreads the .git mask:\n%s", r.stderr)
