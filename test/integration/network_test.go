@@ -564,3 +564,24 @@ func TestNetworkCodexKeyStaysOut(t *testing.T) {
 		t.Errorf("%d requests on the openai route: %+v", api, n.Connections)
 	}
 }
+
+// TestNetworkCodexSandbox: Codex's own sandbox with network access on
+// (sandbox_workspace_write.network_access) leaves its commands the jail's
+// network and proxy variables: a command's request goes through the
+// broker to a host network.allow names.
+func TestNetworkCodexSandbox(t *testing.T) {
+	jailed(t)
+	port := hostServer(t, "through-the-broker", false)
+	srv := fakeopenai.New(t,
+		fakeopenai.Exec(fmt.Sprintf("curl -sS -m 20 --noproxy '' http://127.0.0.1:%d/", port)),
+		fakeopenai.Text("done"))
+	r, rec := codexJail{profile: "tier1", dir: visibleDir(t), env: srv.Env(), flags: []string{"--allow-net", fmt.Sprintf("127.0.0.1:%d", port)},
+		provider: append(slices.Clone(viaBroker), "-c", "sandbox_workspace_write.network_access=true")}.run(t, srv, "fetch")
+	wantCode(t, r, 0)
+	if out := srv.Outputs(); len(out) != 1 || !strings.HasSuffix(strings.TrimSpace(out[0].Output), "through-the-broker") {
+		t.Errorf("the sandboxed command: %+v", out)
+	}
+	if c := rec.Network.conns("127.0.0.1", port); len(c) != 1 || !c[0].Allowed {
+		t.Errorf("the broker's record of it: %+v", rec.Network.Connections)
+	}
+}
