@@ -58,18 +58,18 @@ const Clipboard = 52
 type state uint8
 
 const (
-	ground  state = iota
-	esc           // ESC seen
-	c2            // 0xC2 seen: maybe a C1 control in UTF-8
-	csi           // inside a control sequence, passed on
-	oscNum        // an OSC's introducer and number, held back until its fate is known
-	clipSel       // an allowed OSC 52's selection, held back: a read ('?') is dropped
-	clipData      // its first byte of data is next
-	oscPass       // inside an allowed OSC
-	passEsc       // ESC inside an allowed OSC: ST when '\' follows
-	drop          // inside a dropped string
-	dropEsc       // ESC inside a dropped string
-	dropC2        // 0xC2 inside a dropped string
+	ground   state = iota
+	esc            // ESC seen
+	c2             // 0xC2 seen: maybe a C1 control in UTF-8
+	csi            // inside a control sequence, passed on
+	oscNum         // an OSC's introducer and number, held back until its fate is known
+	clipSel        // an allowed OSC 52's selection, held back: a read ('?') is dropped
+	clipData       // its first byte of data is next
+	oscPass        // inside an allowed OSC
+	passEsc        // ESC inside an allowed OSC: ST when '\' follows
+	drop           // inside a dropped string
+	dropEsc        // ESC inside a dropped string
+	dropC2         // 0xC2 inside a dropped string
 )
 
 // maxParams bounds the parameters of a control sequence a Filter keeps to
