@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
@@ -329,7 +330,9 @@ func decodeError(name string, data []byte, err error) error {
 
 // unquotedVariable is a ${NAME} path as it may stand unquoted in a flow
 // collection, up to the next indicator.
-var unquotedVariable = regexp.MustCompile(`(?:^|[\s\[,])(\$\{[A-Za-z_]*\}[^\s,\[\]{}"']*)`)
+var unquotedVariable = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?:^|[\s\[,])(\$\{[A-Za-z_]*\}[^\s,\[\]{}"']*)`)
+})
 
 // flowVariable returns the first unquoted ${...} value on line (1-based)
 // of data when the line holds a flow collection, or "".
@@ -338,7 +341,7 @@ func flowVariable(data []byte, line int) string {
 	if line < 1 || line > len(lines) || !strings.ContainsAny(lines[line-1], "[{") {
 		return ""
 	}
-	if m := unquotedVariable.FindStringSubmatch(lines[line-1]); m != nil {
+	if m := unquotedVariable().FindStringSubmatch(lines[line-1]); m != nil {
 		return m[1]
 	}
 	return ""

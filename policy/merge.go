@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Merge returns parent overlaid by child: lists are appended, maps merged
@@ -124,7 +125,8 @@ func joinPath(path, name string) string {
 }
 
 // mapFields lists the paths of map-typed fields, whose keys are user data.
-var mapFields = func() map[string]bool {
+// Made on first use: every launch pays for what a package's init does.
+var mapFields = sync.OnceValue(func() map[string]bool {
 	out := map[string]bool{}
 	var walk func(t reflect.Type, path string)
 	walk = func(t reflect.Type, path string) {
@@ -144,4 +146,4 @@ var mapFields = func() map[string]bool {
 	}
 	walk(reflect.TypeFor[Policy](), "")
 	return out
-}()
+})

@@ -128,4 +128,4 @@ func joinKey(path, key string) string {
 
 // isMapField reports whether path names a map-typed field (whose keys are
 // user data, not field names).
-func isMapField(path string) bool { return mapFields[path] }
+func isMapField(path string) bool { return mapFields()[path] }

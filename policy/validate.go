@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"path"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,7 +31,15 @@ const (
 // maxPids is the kernel's PID_MAX_LIMIT on 64-bit (include/linux/threads.h).
 const maxPids = 4 << 20
 
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+// envName reports whether s is a variable name: [A-Za-z_][A-Za-z0-9_]*.
+func envName(s string) bool {
+	for i, c := range s {
+		if !(c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || i > 0 && '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return s != ""
+}
 
 // Validate reports every problem of a merged policy at once (errors.Join of
 // *FieldError), each with its field path and origin.
@@ -74,7 +81,7 @@ func Validate(p Policy) error {
 		return fmt.Sprintf("agentjail always removes %s from the jail's environment (it describes the Claude Code session agentjail was started from, not the jail's); drop it here", k)
 	}
 	for i, a := range p.Environment.Allow {
-		if !envName.MatchString(strings.TrimSuffix(a, "*")) {
+		if !envName(strings.TrimSuffix(a, "*")) {
 			v.add(fmt.Sprintf("environment.allow[%d]", i), fmt.Sprintf("%q is not a variable name or a prefix ending in * (e.g. LC_*)", a))
 		}
 		if slices.Contains(AlwaysUnset, a) {
@@ -82,7 +89,7 @@ func Validate(p Policy) error {
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(p.Environment.Set)) {
-		if !envName.MatchString(k) {
+		if !envName(k) {
 			v.add("environment.set["+k+"]", fmt.Sprintf("%q is not a variable name", k))
 		}
 		if strings.ContainsRune(p.Environment.Set[k], 0) {
@@ -93,7 +100,7 @@ func Validate(p Policy) error {
 		}
 	}
 	for i, u := range p.Environment.Unset {
-		if !envName.MatchString(u) {
+		if !envName(u) {
 			v.add(fmt.Sprintf("environment.unset[%d]", i), fmt.Sprintf("%q is not a variable name", u))
 		}
 	}
