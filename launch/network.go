@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"net"
 	"net/netip"
@@ -391,22 +390,23 @@ type netRun struct {
 	b        *broker.Broker
 	mu       sync.Mutex
 	warnings []string
-	stderr   io.Writer
+	say      func(line string)
 }
 
 // startNetwork makes the broker of a proxy jail, ready for the listeners
 // the exec stage sends (spec.Control); nil in other modes. A refused host
-// is said once on stderr.
-func (j *Jail) startNetwork(spec *supervise.Spec, stderr io.Writer) *netRun {
+// is said once, through say (one line, without its "agentjail: " and its
+// end: at a raw terminal the line needs \r\n).
+func (j *Jail) startNetwork(spec *supervise.Spec, say func(line string)) *netRun {
 	if j.net == nil {
 		return nil
 	}
-	nr := &netRun{stderr: stderr}
+	nr := &netRun{say: say}
 	nr.b = broker.New(broker.Config{
 		Rules: j.net.rules, Routes: j.net.routes, Port: BrokerPort, Proxy: j.net.proxy,
 		HostAddrs: hostAddrs(),
 		Refused: func(hostPort, why string) {
-			fmt.Fprintf(stderr, "agentjail: network: %s\n", why)
+			say("network: " + why)
 		},
 	})
 	spec.Control = nr.control
@@ -449,7 +449,7 @@ func chainControl(first, next func(execstage.Message, []*os.File)) func(execstag
 }
 
 func (nr *netRun) warn(w string) {
-	fmt.Fprintf(nr.stderr, "agentjail: warning: %s\n", w)
+	nr.say("warning: " + w)
 	nr.mu.Lock()
 	nr.warnings = append(nr.warnings, w)
 	nr.mu.Unlock()

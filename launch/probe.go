@@ -3,6 +3,7 @@ package launch
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/agentjail/agentjail/mounts"
@@ -54,7 +55,7 @@ func RunProbe(req Request, here string) Probe {
 	}
 	defer sess.remove()
 	spec.OnStarter = sess.onStarter
-	nr := j.startNetwork(&spec, &stderr)
+	nr := j.startNetwork(&spec, func(l string) { fmt.Fprintf(&stderr, "agentjail: %s\n", l) })
 	out, err := supervise.Run(spec)
 	j.network(nr, &out.Record)
 	p.Network = out.Record.Network

@@ -172,7 +172,13 @@ func run(req Request, stdio IO) (int, error) {
 	termIO, stdout, stderr := openTerminal(req, stdio, tty)
 	spec := j.baseSpec(stdio.Stdin, stdout, stderr)
 	spec.Signals, spec.Record, spec.Secrets = sigs, rec, secretValues(j.Env)
-	nr := j.startNetwork(&spec, notices)
+	// The broker says what it refused while the agent runs: at a raw
+	// terminal (the agent's own pty) on a line of its own.
+	say := func(l string) { fmt.Fprintf(notices, "agentjail: %s\n", l) }
+	if termIO.pty != nil && tty != nil {
+		say = func(l string) { fmt.Fprintf(notices, "\r\n%sagentjail: %s\r\n", term.Reset, l) }
+	}
+	nr := j.startNetwork(&spec, say)
 	if j.net != nil {
 		spec.Secrets = append(spec.Secrets, j.net.secrets()...)
 	}
