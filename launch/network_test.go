@@ -1,11 +1,13 @@
 package launch
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/agentjail/agentjail/claude"
+	"github.com/agentjail/agentjail/execstage"
 	"github.com/agentjail/agentjail/policy"
 )
 
@@ -120,5 +122,21 @@ func TestApprovePlaceholder(t *testing.T) {
 	staged, _ = claude.StageConfig([]byte(`{"hasCompletedOnboarding":true}`), claude.APIKeyEnd(j.realEnv()))
 	if out := string(j.approvePlaceholder(staged)); strings.Contains(out, "customApiKeyResponses") {
 		t.Errorf("staged %s", out)
+	}
+}
+
+// TestChainControl: the exec stage's listener messages go to the network,
+// every other (the pty's) to the terminal; without a network, all to the
+// terminal.
+func TestChainControl(t *testing.T) {
+	var got []string
+	net := func(m execstage.Message, _ []*os.File) { got = append(got, "net:"+m.Kind) }
+	tty := func(m execstage.Message, _ []*os.File) { got = append(got, "tty:"+m.Kind) }
+	c := chainControl(net, tty)
+	c(execstage.Message{Kind: execstage.KindListener}, nil)
+	c(execstage.Message{Kind: execstage.KindPTY}, nil)
+	chainControl(nil, tty)(execstage.Message{Kind: execstage.KindListener}, nil)
+	if want := []string{"net:listener", "tty:pty", "tty:listener"}; !slices.Equal(got, want) {
+		t.Errorf("%q, want %q", got, want)
 	}
 }
