@@ -87,7 +87,9 @@ func (b *Broker) socks(pc *peeked) {
 	}
 	start := time.Now()
 	c := record.Connection{Proto: "socks5", Host: host, Port: port}
-	v := b.decide(context.Background(), "https", host, port)
+	ctx, cancel := context.WithTimeout(context.Background(), dialWait) // the lookup's bound
+	v := b.decide(ctx, "https", host, port)
+	cancel()
 	c.Allowed, c.Rule = v.allowed, v.rule
 	if !v.allowed {
 		reply(socksNotAllowed)
