@@ -323,9 +323,26 @@ func (f *Filter) step(dst []byte, b byte) []byte {
 		case 'X', '^', '_':
 			f.startDrop(false)
 			return dst
-		case 0x1b:
+		}
+		// What a terminal does with b after ESC (the VT500 parser, which
+		// xterm, VTE and kitty follow): the Filter must neither pass the
+		// ESC alone nor leave the terminal in an escape sequence it
+		// believes over, or plain text that follows (`]52;c;…`) would
+		// complete a sequence the Filter never saw.
+		switch {
+		case b == 0x1b: // a new ESC: the first is lost
 			f.st = esc
-			return append(dst, 0x1b)
+			return dst
+		case b == 0x18 || b == 0x1a: // CAN, SUB: the ESC is cancelled
+			return append(dst, b)
+		case b < 0x20: // a C0 control is executed, and the ESC still waits
+			f.st = esc
+			return append(dst, b)
+		case b == 0x7f: // DEL is ignored
+			f.st = esc
+			return dst
+		case b >= 0x80: // a C1 control (raw or UTF-8) or a character ends it
+			return f.step(dst, b)
 		}
 		return append(dst, 0x1b, b)
 	case csi:
@@ -342,8 +359,8 @@ func (f *Filter) step(dst []byte, b byte) []byte {
 		case b == 0x18 || b == 0x1a:
 			f.st = ground // CAN and SUB cancel the sequence
 			return append(dst, b)
-		case b < 0x20 && b != 0x1b:
-			return append(dst, b) // executed inside the sequence
+		case b < 0x20 && b != 0x1b || b == 0x7f:
+			return append(dst, b) // executed (DEL ignored) inside the sequence
 		}
 		f.st = ground // ESC, DEL, C1, UTF-8: read afresh
 		return f.step(dst, b)
