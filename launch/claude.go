@@ -238,6 +238,7 @@ func (j *Jail) login(now time.Time) (warning string, err error) {
 	if err == nil {
 		c.Copied = true
 		j.keep(filepath.Join(home.Dir, mounts.ClaudeCredentials), l.File)
+		j.secrets = append(j.secrets, l.Secrets...)
 		c.Detail = "copied in: the access token alone, without the refresh token"
 		if !l.Expires.IsZero() {
 			at := l.Expires.Format(record.TimeLayout)

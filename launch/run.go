@@ -168,7 +168,7 @@ func run(req Request, stdio IO) (int, error) {
 
 	termIO, stdout, stderr := openTerminal(req, stdio, tty)
 	spec := j.baseSpec(stdio.Stdin, stdout, stderr)
-	spec.Signals, spec.Record, spec.Secrets = sigs, rec, secretValues(j.Env)
+	spec.Signals, spec.Record, spec.Secrets = sigs, rec, append(secretValues(j.Env), j.secrets...)
 	if termIO.pty != nil {
 		spec.Tty, spec.Control, spec.Warn = termIO.pty, termIO.control, termIO.warn(stdio.Stderr)
 	}
