@@ -15,8 +15,8 @@ import (
 //	CSI ?1l  ESC >      normal cursor keys, numeric keypad
 //	CSI ?9l … ?1016l    mouse reporting, every protocol and encoding
 //	CSI ?1004l ?2004l ?2031l  focus events, bracketed paste, colour-scheme reports
-//	CSI <u  CSI >4m     kitty keyboard protocol popped, xterm's modifyOtherKeys off
-//	CSI 4l  CSI ?7h     insert mode off, autowrap on
+//	CSI <64u  CSI >4m   kitty keyboard protocol popped (the whole stack: an agent may push many), xterm's modifyOtherKeys off
+//	CSI 2l  CSI 4l  CSI ?7h  keyboard unlocked (KAM, which xterm honours), insert mode off, autowrap on
 //	ESC 7 CSI r ESC 8   the scrolling region reset without moving the cursor
 //	CSI ?25h            cursor visible
 //	ESC ( B  ESC ) B  SI  CSI 0m  character sets (G0, G1, shifted in) and attributes (after ESC 8, which restores saved ones)
@@ -27,8 +27,8 @@ import (
 const ScreenReset = "\x1b[?2026l\x1b[?1l\x1b>" +
 	"\x1b[?9l\x1b[?1000l\x1b[?1001l\x1b[?1002l\x1b[?1003l\x1b[?1005l\x1b[?1006l\x1b[?1015l\x1b[?1016l" +
 	"\x1b[?1004l\x1b[?2004l\x1b[?2031l" +
-	"\x1b[<u\x1b[>4m" +
-	"\x1b[4l\x1b[?7h" +
+	"\x1b[<64u\x1b[>4m" +
+	"\x1b[2l\x1b[4l\x1b[?7h" +
 	"\x1b7\x1b[r\x1b8" +
 	"\x1b[?25h" +
 	"\x1b(B\x1b)B\x0f\x1b[0m" +

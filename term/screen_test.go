@@ -3,6 +3,8 @@ package term
 import (
 	"bytes"
 	"math/rand"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -162,3 +164,27 @@ func BenchmarkFilter(b *testing.B) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// TestScreenResetUndoesWhatAnAgentStacks: a keyboard protocol pushed
+// several times (kitty's, CSI > flags u) is popped whole, and a keyboard
+// the agent locked (KAM, CSI 2 h, which xterm honours) is unlocked: either
+// would leave the operator's shell unusable after the run.
+func TestScreenResetUndoesWhatAnAgentStacks(t *testing.T) {
+	t.Parallel()
+	f, _ := filterAll(t, []byte(strings.Repeat("\x1b[>1u", 8)+"\x1b[2h"), false, func() int { return 5 })
+	r := f.Reset()
+	popped := 0
+	for _, m := range regexp.MustCompile(`\x1b\[<(\d*)u`).FindAllStringSubmatch(r, -1) {
+		n := 1
+		if m[1] != "" {
+			n, _ = strconv.Atoi(m[1])
+		}
+		popped += n
+	}
+	if popped < 8 {
+		t.Errorf("the reset pops %d keyboard modes of 8 pushed: %q", popped, r)
+	}
+	if !strings.Contains(r, "\x1b[2l") {
+		t.Errorf("the reset leaves the keyboard locked: %q", r)
+	}
+}
