@@ -80,7 +80,7 @@ type Settings struct {
 func StageSettings(src []byte) (Settings, error) {
 	var file map[string]json.RawMessage
 	if err := json.Unmarshal(src, &file); err != nil {
-		return Settings{}, fmt.Errorf("is not a settings file (%v)", err)
+		return Settings{}, fmt.Errorf("is not a settings file agentjail reads (%v); it takes plain JSON, without comments or trailing commas", err)
 	}
 	out := map[string]json.RawMessage{}
 	var s Settings

@@ -152,6 +152,10 @@ func (j *Jail) settings() (warning string) {
 			s, err = claude.StageSettings(data)
 		}
 		if err != nil {
+			// The plan binds the staged file read-only: an empty one takes
+			// its place, so that bubblewrap finds its source and the agent
+			// still cannot plant settings there.
+			j.keep(c.Dst, []byte("{}\n"))
 			return fmt.Sprintf("%s %v: not carried in (claude runs without the operator's settings)", c.Src, err)
 		}
 		j.keep(c.Dst, s.File)
