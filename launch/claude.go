@@ -58,6 +58,9 @@ func (j *Jail) stage() (*hostfs.Staged, error) {
 	st, err := hostfs.Stage(StageDir(j.RunID), dirs, copies, j.User.UID, j.User.GID)
 	if err != nil {
 		st.Remove()
+		if errors.Is(err, hostfs.ErrTooLarge) {
+			err = fmt.Errorf("%w; make it smaller, or leave it out: claude: {settings: false} for ~/.claude's commands, agents and skills, filesystem.credentials for the rest", err)
+		}
 		return nil, fmt.Errorf("prepare the run's files: %w", err)
 	}
 	return st, nil

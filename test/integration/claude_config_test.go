@@ -325,3 +325,21 @@ func TestClaudeSettingsNotCarried(t *testing.T) {
 		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestClaudeConfigurationTooLarge: a ~/.claude/skills larger than what a
+// run copies refuses the run (exit 125) with a message naming the way out.
+func TestClaudeConfigurationTooLarge(t *testing.T) {
+	jailed(t)
+	home := visibleDir(t)
+	big := filepath.Join(home, ".claude", "skills", "big")
+	os.MkdirAll(big, 0o755)
+	for i := range 20001 {
+		if err := os.WriteFile(filepath.Join(big, fmt.Sprint(i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := invocation{env: []string{"HOME=" + home}}.run(t, "run", "--profile", "tier1", "--", "true")
+	if r.code != 125 || !strings.Contains(r.stderr, "claude: {settings: false}") {
+		t.Errorf("exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+}
