@@ -61,7 +61,8 @@ const (
 	ground   state = iota
 	esc            // ESC seen
 	c2             // 0xC2 seen: maybe a C1 control in UTF-8
-	csi            // inside a control sequence, passed on
+	csi            // inside a control sequence, held back until its final byte
+	csiDrop        // inside a control sequence too long to hold: dropped
 	oscNum         // an OSC's introducer and number, held back until its fate is known
 	clipSel        // an allowed OSC 52's selection, held back: a read ('?') is dropped
 	clipData       // its first byte of data is next
@@ -72,9 +73,9 @@ const (
 	dropC2         // 0xC2 inside a dropped string
 )
 
-// maxParams bounds the parameters of a control sequence a Filter keeps to
-// track modes (longer ones pass untracked).
-const maxParams = 32
+// maxParams bounds the parameters and intermediates of a control sequence
+// a Filter holds back until its final byte; a longer one is dropped whole.
+const maxParams = 256
 
 // Filter is an io.Writer to a terminal that passes what a jailed program
 // writes except the control strings a terminal would act on to the
@@ -98,15 +99,16 @@ type Filter struct {
 	w     io.Writer
 	allow func(n int) bool
 
-	st     state
-	dcs    bool // the dropped string is a DCS
-	num    int
-	held   []byte // an OSC's introducer and digits
-	cont   int    // UTF-8 continuation bytes still expected
-	utf    []byte // a partial UTF-8 character inside an allowed OSC
-	params []byte // the current control sequence's parameters and intermediates
-	buf    []byte
-	joined bool // a Join'ed stream ended inside a sequence
+	st       state
+	dcs      bool // the dropped string is a DCS
+	num      int
+	held     []byte // an OSC's introducer and digits
+	cont     int    // UTF-8 continuation bytes still expected
+	utf      []byte // a partial UTF-8 character inside an allowed OSC
+	csiIntro []byte // the current control sequence's introducer (ESC [, CSI)
+	params   []byte // and its parameters and intermediates
+	buf      []byte
+	joined   bool // a Join'ed stream ended inside a sequence
 
 	// Seen is what the output has done to the terminal so far.
 	Seen Seen
@@ -185,7 +187,7 @@ func (f *Filter) Reset() string {
 // reached it).
 func (f *Filter) inside() bool {
 	switch f.st {
-	case csi, oscPass, passEsc:
+	case oscPass, passEsc:
 		return true
 	}
 	return false
@@ -248,8 +250,8 @@ func (f *Filter) startOSC(intro ...byte) {
 
 func (f *Filter) startCSI(dst []byte, intro ...byte) []byte {
 	f.Seen.Escapes = true
-	f.st, f.params = csi, f.params[:0]
-	return append(dst, intro...)
+	f.st, f.params, f.csiIntro = csi, f.params[:0], append(f.csiIntro[:0], intro...)
+	return dst
 }
 
 // step reads one byte and appends what of it passes.
@@ -345,24 +347,40 @@ func (f *Filter) step(dst []byte, b byte) []byte {
 			return f.step(dst, b)
 		}
 		return append(dst, 0x1b, b)
-	case csi:
+	case csi, csiDrop:
+		// A control sequence is held back until its final byte decides
+		// it (titleReport); the terminal has seen none of it meanwhile.
 		switch {
 		case b >= 0x20 && b <= 0x3f:
-			if len(f.params) < maxParams {
+			if f.st == csi && len(f.params) == maxParams {
+				f.st = csiDrop
+				f.Seen.Dropped++
+			}
+			if f.st == csi {
 				f.params = append(f.params, b)
 			}
-			return append(dst, b)
+			return dst
 		case b >= 0x40 && b <= 0x7e:
+			held := f.st == csi
 			f.st = ground
+			if !held {
+				return dst
+			}
+			if titleReport(b, f.params) {
+				f.Seen.Dropped++
+				return dst
+			}
 			f.track(b)
-			return append(dst, b)
+			return append(append(append(dst, f.csiIntro...), f.params...), b)
 		case b == 0x18 || b == 0x1a:
 			f.st = ground // CAN and SUB cancel the sequence
 			return append(dst, b)
-		case b < 0x20 && b != 0x1b || b == 0x7f:
-			return append(dst, b) // executed (DEL ignored) inside the sequence
+		case b == 0x7f:
+			return dst // ignored inside the sequence
+		case b < 0x20 && b != 0x1b:
+			return append(dst, b) // executed inside the sequence
 		}
-		f.st = ground // ESC, DEL, C1, UTF-8: read afresh
+		f.st = ground // ESC, C1, UTF-8 end it: read afresh
 		return f.step(dst, b)
 	case oscNum:
 		if b >= '0' && b <= '9' && len(f.held) < 12 {
@@ -499,6 +517,19 @@ func (f *Filter) stepDrop(dst []byte, b byte) []byte {
 		}
 	}
 	return dst
+}
+
+// titleReport reports whether the control sequence with final byte final
+// and parameters p asks the terminal to report its icon label (CSI 20 t)
+// or window title (CSI 21 t): the answer, typed into agentjail's stdin, is
+// text of the agent's choosing (it sets the title), and one that comes as
+// the agent exits is read by the operator's shell.
+func titleReport(final byte, p []byte) bool {
+	if final != 't' || len(p) > 0 && (p[0] < '0' || p[0] > ';') {
+		return false
+	}
+	n := splitParams(p)
+	return len(n) > 0 && (n[0] == 20 || n[0] == 21)
 }
 
 // track notes the modes a control sequence with final byte final sets or

@@ -102,7 +102,7 @@ func TestFilterReset(t *testing.T) {
 		{"\x1b[?1000;1049h\x1b[?6h\x1b[5 q", []string{"\x1b[?1049l", "\x1b[?6l", "\x1b[0 q"}, nil},
 		{"\x1b]11;#000000\x07\x1b]4;1;red\x07", []string{"\x1b]111\x1b\\", "\x1b]104\x1b\\"}, []string{"\x1b]110"}},
 		{"\x0ebox", []string{ScreenReset}, nil},                      // SO alone
-		{"\x1b[38;5", []string{"\x18" + ScreenReset}, nil},           // cut inside a sequence
+		{"\x1b[38;5", []string{ScreenReset}, []string{"\x18"}},       // cut inside a sequence, which was held back
 		{"\x1b]0;half a title", []string{"\x18" + ScreenReset}, nil}, // and inside a title
 	}
 	for _, c := range cases {
@@ -186,5 +186,33 @@ func TestScreenResetUndoesWhatAnAgentStacks(t *testing.T) {
 	}
 	if !strings.Contains(r, "\x1b[2l") {
 		t.Errorf("the reset leaves the keyboard locked: %q", r)
+	}
+}
+
+// TestFilterDropsTitleReports: CSI 20 t and CSI 21 t make a terminal that
+// honours them type the icon label or the window title, which the agent
+// sets (OSC 0-2), into agentjail's stdin; one written as the agent exits
+// is read by the operator's shell after the run. Both are dropped, however
+// written (padded, split); the other control sequences pass as they are.
+func TestFilterDropsTitleReports(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ in, want string }{
+		{"a\x1b]2;rm -rf ~\x07\x1b[21tb", "a\x1b]2;rm -rf ~\x07b"},
+		{"a\x1b[20tb", "ab"},
+		{"a\x1b[0021;0tb", "ab"},
+		{"a\x9b21tb", "ab"},
+		{"a\xc2\x9b21tb", "ab"},
+		{"a\x1b[22;0t\x1b[23;0tb", "a\x1b[22;0t\x1b[23;0tb"}, // push and pop the title: no report
+		{"a\x1b[18tb\x1b[?21t", "a\x1b[18tb\x1b[?21t"},
+		{"\x1b[1;31mred\x1b[0m", "\x1b[1;31mred\x1b[0m"},
+		{"\x1b[" + strings.Repeat("0;", 300) + "21t", ""}, // too long to read: dropped
+	}
+	for _, c := range cases {
+		for _, size := range []int{1, 2, 5, 1 << 20} {
+			_, got := filterAll(t, []byte(c.in), false, func() int { return size })
+			if string(got) != c.want {
+				t.Errorf("writes of %d: %q -> %q, want %q", size, c.in, got, c.want)
+			}
+		}
 	}
 }
