@@ -2,6 +2,7 @@ package term
 
 import (
 	"io"
+	"slices"
 	"strconv"
 )
 
@@ -366,7 +367,7 @@ func (f *Filter) step(dst []byte, b byte) []byte {
 			if !held {
 				return dst
 			}
-			if titleReport(b, f.params) {
+			if withheld(b, f.params) {
 				f.Seen.Dropped++
 				return dst
 			}
@@ -519,17 +520,29 @@ func (f *Filter) stepDrop(dst []byte, b byte) []byte {
 	return dst
 }
 
-// titleReport reports whether the control sequence with final byte final
-// and parameters p asks the terminal to report its icon label (CSI 20 t)
-// or window title (CSI 21 t): the answer, typed into agentjail's stdin, is
-// text of the agent's choosing (it sets the title), and one that comes as
-// the agent exits is read by the operator's shell.
-func titleReport(final byte, p []byte) bool {
-	if final != 't' || len(p) > 0 && (p[0] < '0' || p[0] > ';') {
-		return false
+// withheld reports whether the control sequence with final byte final and
+// parameters p is one a Filter drops:
+//   - a request to report the icon label (CSI 20 t) or the window title
+//     (CSI 21 t): the answer, typed into agentjail's stdin, is text of the
+//     agent's choosing (it sets the title), and one that comes as the
+//     agent exits is read by the operator's shell;
+//   - setting or resetting the ANSI modes that take the keyboard from the
+//     operator: KAM (2; set, xterm locks the keyboard, ~. included) and
+//     SRM (12, local echo: a password typed after the run would show).
+//     Terminals disagree on which of SRM's states echoes, so neither is
+//     passed, and ScreenReset cannot set it back.
+func withheld(final byte, p []byte) bool {
+	if len(p) > 0 && (p[0] < '0' || p[0] > ';') {
+		return false // a private sequence (CSI ? …, CSI > …)
 	}
 	n := splitParams(p)
-	return len(n) > 0 && (n[0] == 20 || n[0] == 21)
+	switch final {
+	case 't':
+		return len(n) > 0 && (n[0] == 20 || n[0] == 21)
+	case 'h', 'l':
+		return slices.Contains(n, 2) || slices.Contains(n, 12)
+	}
+	return false
 }
 
 // track notes the modes a control sequence with final byte final sets or

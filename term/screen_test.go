@@ -216,3 +216,29 @@ func TestFilterDropsTitleReports(t *testing.T) {
 		}
 	}
 }
+
+// TestFilterDropsKeyboardModes: the ANSI modes that take the keyboard from
+// the operator are never set or reset by the agent: KAM (CSI 2 h locks the
+// keyboard in xterm, so that not even ~. could be typed) and SRM (CSI 12
+// h/l, local echo: a password typed later would show). Other modes, and
+// the private ones with the same numbers (CSI ? 12 h, cursor blinking),
+// pass.
+func TestFilterDropsKeyboardModes(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ in, want string }{
+		{"a\x1b[2hb", "ab"},
+		{"a\x1b[12lb", "ab"},
+		{"a\x1b[12hb", "ab"},
+		{"a\x1b[4;12hb", "ab"}, // mixed with another: all dropped
+		{"a\x1b[4hb\x1b[4l", "a\x1b[4hb\x1b[4l"},
+		{"a\x1b[?12h\x1b[?2lb", "a\x1b[?12h\x1b[?2lb"},
+	}
+	for _, c := range cases {
+		for _, size := range []int{1, 1 << 20} {
+			_, got := filterAll(t, []byte(c.in), false, func() int { return size })
+			if string(got) != c.want {
+				t.Errorf("writes of %d: %q -> %q, want %q", size, c.in, got, c.want)
+			}
+		}
+	}
+}
