@@ -155,8 +155,8 @@ func (f *Filter) Write(p []byte) (int, error) {
 
 // Reset returns what to write to the terminal once the output has ended:
 // "" when it held no escape at all; otherwise CAN when it ended inside a
-// sequence (which ends any in every terminal), the resets of the modes
-// seen set, and ScreenReset.
+// sequence (which ends any in every terminal), ESC < (out of VT52 mode),
+// the resets of the modes seen set, and ScreenReset.
 func (f *Filter) Reset() string {
 	s := f.Seen
 	if !s.Escapes {
@@ -166,6 +166,9 @@ func (f *Filter) Reset() string {
 	if f.inside() || f.joined {
 		out = append(out, 0x18)
 	}
+	// ESC < leaves VT52 mode (CSI ? 2 l), which would read every reset
+	// below as VT52's; ANSI mode ignores it.
+	out = append(out, "\x1b<"...)
 	if s.AltScreen {
 		out = append(out, "\x1b[?1049l"...)
 	}

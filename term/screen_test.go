@@ -101,9 +101,9 @@ func TestFilterReset(t *testing.T) {
 		{"\x1b[?1049h\x1b[?1049l", []string{ScreenReset}, []string{"\x1b[?1049l"}},
 		{"\x1b[?1000;1049h\x1b[?6h\x1b[5 q", []string{"\x1b[?1049l", "\x1b[?6l", "\x1b[0 q"}, nil},
 		{"\x1b]11;#000000\x07\x1b]4;1;red\x07", []string{"\x1b]111\x1b\\", "\x1b]104\x1b\\"}, []string{"\x1b]110"}},
-		{"\x0ebox", []string{ScreenReset}, nil},                      // SO alone
-		{"\x1b[38;5", []string{ScreenReset}, []string{"\x18"}},       // cut inside a sequence, which was held back
-		{"\x1b]0;half a title", []string{"\x18" + ScreenReset}, nil}, // and inside a title
+		{"\x0ebox", []string{ScreenReset}, nil},                           // SO alone
+		{"\x1b[38;5", []string{ScreenReset}, []string{"\x18"}},            // cut inside a sequence, which was held back
+		{"\x1b]0;half a title", []string{"\x18\x1b<" + ScreenReset}, nil}, // inside a title
 	}
 	for _, c := range cases {
 		f, _ := filterAll(t, []byte(c.in), false, func() int { return 3 })
@@ -186,6 +186,12 @@ func TestScreenResetUndoesWhatAnAgentStacks(t *testing.T) {
 	}
 	if !strings.Contains(r, "\x1b[2l") {
 		t.Errorf("the reset leaves the keyboard locked: %q", r)
+	}
+	// VT52 mode (CSI ? 2 l) reads every sequence after it as VT52's: the
+	// reset begins by leaving it (ESC <, which ANSI mode ignores).
+	f, _ = filterAll(t, []byte("\x1b[?1049h\x1b[?2l"), false, func() int { return 1 })
+	if r := f.Reset(); !strings.HasPrefix(r, "\x1b<") {
+		t.Errorf("the reset does not leave VT52 mode first: %q", r)
 	}
 }
 
