@@ -223,6 +223,18 @@ func (f *Filter) filter(dst, p []byte) []byte {
 				continue
 			}
 		}
+		if f.st == csi {
+			// A run of parameter bytes is held as it is.
+			j := i
+			for j < len(p) && p[j] >= 0x20 && p[j] <= 0x3f && len(f.params)+j-i < maxParams {
+				j++
+			}
+			if j > i {
+				f.params = append(f.params, p[i:j]...)
+				i = j
+				continue
+			}
+		}
 		dst = f.step(dst, p[i])
 		i++
 	}
