@@ -48,6 +48,9 @@ type Jail struct {
 	// the record (login, codexLogin).
 	credentials      *record.ClaudeLogin
 	codexCredentials *record.Login
+	// secrets are the staged logins' values, redacted from the record as
+	// the environment's are.
+	secrets []string
 }
 
 // Loader loads built-in profiles and profile files (hostfs.ReadInput; a

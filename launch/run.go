@@ -167,8 +167,16 @@ func run(req Request, stdio IO) (int, error) {
 	defer sess.remove()
 
 	termIO, stdout, stderr := openTerminal(req, stdio, tty)
-	spec := j.baseSpec(stdio.Stdin, stdout, stderr)
-	spec.Signals, spec.Record, spec.Secrets = sigs, rec, secretValues(j.Env)
+	stdin := stdio.Stdin
+	if termIO.pty == nil {
+		var closeStdin func()
+		if stdin, closeStdin, err = readOnlyTerminal(stdin); err != nil {
+			return failed(err)
+		}
+		defer closeStdin()
+	}
+	spec := j.baseSpec(stdin, stdout, stderr)
+	spec.Signals, spec.Record, spec.Secrets = sigs, rec, append(secretValues(j.Env), j.secrets...)
 	if termIO.pty != nil {
 		spec.Tty, spec.Control, spec.Warn = termIO.pty, termIO.control, termIO.warn(stdio.Stderr)
 	}
