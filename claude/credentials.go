@@ -33,6 +33,10 @@ type Login struct {
 	// Warning, when set, says the access token expires before the run's
 	// wall limit.
 	Warning string
+	// Secrets are the values in File the record must not show (the
+	// access token): launch redacts them from the excerpts, as it does a
+	// key passed in the environment.
+	Secrets []string
 }
 
 // StageLogin makes, from the operator's credentials file src, the one a
@@ -68,7 +72,7 @@ func StageLogin(src []byte, now time.Time, wall time.Duration) (Login, error) {
 	if file.OAuth == nil || file.OAuth.AccessToken == "" {
 		return Login{}, fmt.Errorf("%w (no claudeAiOauth.accessToken)", ErrNoLogin)
 	}
-	var l Login
+	l := Login{Secrets: []string{file.OAuth.AccessToken}}
 	if ms := file.OAuth.ExpiresAt; ms != nil {
 		l.Expires = time.UnixMilli(*ms)
 		if !l.Expires.After(now) {

@@ -26,6 +26,14 @@ const MaxLine = 8 << 20
 // ExcerptBytes is how much of the result text the record keeps.
 const ExcerptBytes = 4 << 10
 
+// What the record keeps of the rest of a result line, which the jailed
+// program writes as it likes: a session id and a subtype of at most maxID
+// bytes, usage that is a JSON object of at most MaxUsage bytes.
+const (
+	maxID    = 256
+	MaxUsage = 64 << 10
+)
+
 // Command reports the output format of a command line that runs Claude
 // Code (its program's base name is claude): "text" unless --output-format
 // says json or stream-json; "" when argv does not run claude.
@@ -180,11 +188,15 @@ func (p *Parser) endLine(eof bool) {
 		case "result":
 			p.result, p.resultSize, p.problem = &r, size, ""
 			if r.SessionID != nil {
-				p.session = *r.SessionID
+				p.session = excerpt(*r.SessionID, maxID)
+			}
+			if r.Subtype != nil {
+				sub := excerpt(*r.Subtype, maxID)
+				r.Subtype = &sub
 			}
 		case "system":
 			if r.Subtype != nil && *r.Subtype == "init" && r.SessionID != nil && p.session == "" {
-				p.session = *r.SessionID
+				p.session = excerpt(*r.SessionID, maxID)
 			}
 		}
 	}
@@ -227,7 +239,7 @@ func (p *Parser) Summary() record.Claude {
 	if r := p.result; r != nil {
 		s.Subtype, s.IsError, s.NumTurns, s.TotalCostUSD = r.Subtype, r.IsError, r.NumTurns, r.TotalCostUSD
 		s.APIErrorStatus = r.APIErrorStatus
-		if len(r.Usage) > 0 && string(r.Usage) != "null" {
+		if len(r.Usage) > 0 && len(r.Usage) <= MaxUsage && r.Usage[0] == '{' {
 			s.Usage = r.Usage
 		}
 		if r.Result != nil {

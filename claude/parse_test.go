@@ -177,3 +177,17 @@ func FuzzParser(f *testing.F) {
 		}
 	})
 }
+
+// TestParserBoundsWhatTheAgentWrites: of a result line the jailed program
+// writes as it likes, the record keeps a bounded session id, subtype and
+// usage (an object of at most MaxUsage bytes), as it does the result.
+func TestParserBoundsWhatTheAgentWrites(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("x", 1<<20)
+	p := NewParser(FormatJSON)
+	p.Write([]byte(`{"type":"result","subtype":"` + big + `","session_id":"` + big + `","usage":[` + strings.Repeat("1,", 100000) + `1],"result":"ok"}` + "\n"))
+	s := p.Summary()
+	if s.SessionID == nil || len(*s.SessionID) > 256 || s.Subtype == nil || len(*s.Subtype) > 256 || len(s.Usage) > MaxUsage {
+		t.Errorf("the record keeps a %d-byte session id, a %d-byte subtype, %d bytes of usage", len(*s.SessionID), len(*s.Subtype), len(s.Usage))
+	}
+}

@@ -17,7 +17,8 @@ const MaxSettings = 1 << 20
 // by this list and every other is left out). Two kinds:
 //
 //   - the policy the operator wants in force: permissions, sandbox (but
-//     sandbox.network.tlsTerminate, which names a CA's private key), the
+//     the programs it names, and sandbox.network.tlsTerminate, which
+//     names a CA's private key: sandboxDropped, networkDropped), the
 //     switches that turn hooks, skills' shell commands, auto mode, MCP
 //     servers or remote features off;
 //   - preferences that run nothing and hold nothing: models, effort,
@@ -53,9 +54,16 @@ var settingsKeys = []string{
 	"autoMemoryEnabled", "plansDirectory", "autoMemoryDirectory",
 }
 
-// sandboxDropped are the keys of sandbox.network left out: tlsTerminate
-// names a CA's private key (caKeyPath) for claude's TLS-terminating proxy.
-var sandboxDropped = []string{"tlsTerminate"}
+// sandboxDropped are the keys of sandbox left out: ripgrep names a
+// command claude runs for its sandbox (ripgrep.command, its args), and
+// bwrapPath and socatPath the programs of the sandbox itself (2.1.197
+// honours these from managed settings only, which a release may change).
+// networkDropped are those of sandbox.network: tlsTerminate names a CA's
+// private key (caKeyPath) for claude's TLS-terminating proxy.
+var (
+	sandboxDropped = []string{"bwrapPath", "ripgrep", "socatPath"}
+	networkDropped = []string{"tlsTerminate"}
+)
 
 // Settings is the operator's settings.json as a run gets it.
 type Settings struct {
@@ -72,7 +80,7 @@ type Settings struct {
 func StageSettings(src []byte) (Settings, error) {
 	var file map[string]json.RawMessage
 	if err := json.Unmarshal(src, &file); err != nil {
-		return Settings{}, fmt.Errorf("is not a settings file (%v)", err)
+		return Settings{}, fmt.Errorf("is not a settings file agentjail reads (%v); it takes plain JSON, without comments or trailing commas", err)
 	}
 	out := map[string]json.RawMessage{}
 	var s Settings
@@ -88,20 +96,26 @@ func StageSettings(src []byte) (Settings, error) {
 		if err := json.Unmarshal(raw, &sandbox); err != nil {
 			return Settings{}, fmt.Errorf("is not a settings file (sandbox: %v)", err)
 		}
+		for _, k := range sandboxDropped {
+			if _, ok := sandbox[k]; ok {
+				delete(sandbox, k)
+				s.Dropped = append(s.Dropped, "sandbox."+k)
+			}
+		}
 		if net, ok := sandbox["network"]; ok {
 			var network map[string]json.RawMessage
 			if err := json.Unmarshal(net, &network); err != nil {
 				return Settings{}, fmt.Errorf("is not a settings file (sandbox.network: %v)", err)
 			}
-			for _, k := range sandboxDropped {
+			for _, k := range networkDropped {
 				if _, ok := network[k]; ok {
 					delete(network, k)
 					s.Dropped = append(s.Dropped, "sandbox.network."+k)
 				}
 			}
 			sandbox["network"], _ = json.Marshal(network)
-			out["sandbox"], _ = json.Marshal(sandbox)
 		}
+		out["sandbox"], _ = json.Marshal(sandbox)
 	}
 	var err error
 	s.File, err = json.MarshalIndent(out, "", "  ")

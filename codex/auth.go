@@ -46,6 +46,10 @@ type Login struct {
 	// Warning, when set, says the access token expires before the run's
 	// wall limit.
 	Warning string
+	// Secrets are the values in File the record must not show (the API
+	// key, or the login's tokens): launch redacts them from the excerpts,
+	// as it does a key passed in the environment.
+	Secrets []string
 }
 
 // StageAuth makes, from the operator's auth.json src, the one a run gets,
@@ -76,6 +80,7 @@ func StageAuth(src []byte, now time.Time, wall time.Duration) (Login, error) {
 	switch {
 	case f.Tokens != nil && f.Tokens.AccessToken != "":
 		l.Kind = "ChatGPT login"
+		l.Secrets = []string{f.Tokens.AccessToken, f.Tokens.IDToken}
 		f.APIKey = nil
 		f.Tokens.RefreshToken = ""
 		if exp, ok := jwtExpiry(f.Tokens.AccessToken); ok {
@@ -90,6 +95,7 @@ func StageAuth(src []byte, now time.Time, wall time.Duration) (Login, error) {
 		}
 	case f.APIKey != nil && *f.APIKey != "":
 		l.Kind = "API key"
+		l.Secrets = []string{*f.APIKey}
 		f = authFile{AuthMode: f.AuthMode, APIKey: f.APIKey}
 	default:
 		return Login{}, fmt.Errorf("%w (neither OPENAI_API_KEY nor tokens.access_token)", ErrNoLogin)

@@ -22,8 +22,20 @@ const (
 // the outcome depends on. Memory stays bounded whatever codex prints.
 const MaxLine = 8 << 20
 
-// ExcerptBytes is how much of the last agent message the record keeps.
+// ExcerptBytes is how much of the last agent message the record keeps,
+// and of an error message.
 const ExcerptBytes = 4 << 10
+
+// What the record keeps of the rest of the events, which the jailed
+// program writes as it likes: a thread id of at most maxID bytes, usage
+// that is a JSON object of at most MaxUsage bytes; and the parser
+// remembers at most maxCommandIDs command ids (of maxID bytes), to count
+// each command once (beyond them, every item counts).
+const (
+	maxID         = 256
+	MaxUsage      = 64 << 10
+	maxCommandIDs = 100000
+)
 
 // valueFlags are codex's options that take a value as the next word, before
 // or after its subcommand (codex --help, codex exec --help, 0.169.0).
@@ -156,7 +168,7 @@ func (p *Parser) endLine(eof bool) {
 	switch ev.Type {
 	case "thread.started":
 		if p.thread == "" {
-			p.thread = ev.ThreadID
+			p.thread = excerpt(ev.ThreadID, maxID)
 		}
 	case "item.completed":
 		it := ev.Item
@@ -164,8 +176,10 @@ func (p *Parser) endLine(eof bool) {
 		case it == nil:
 		case it.Type == "agent_message" && it.Text != nil:
 			p.message = it.Text
-		case it.Type == "command_execution" && !p.seen[it.ID]:
-			p.seen[it.ID] = true
+		case it.Type == "command_execution" && !p.seen[excerpt(it.ID, maxID)]:
+			if len(p.seen) < maxCommandIDs {
+				p.seen[excerpt(it.ID, maxID)] = true
+			}
 			p.run++
 			if it.Status == "failed" || it.Status == "declined" || it.ExitCode != nil && *it.ExitCode != 0 {
 				p.bad++
@@ -173,18 +187,21 @@ func (p *Parser) endLine(eof bool) {
 		}
 	case "turn.completed":
 		p.ended, p.problem = true, ""
-		if len(ev.Usage) > 0 && string(ev.Usage) != "null" {
+		if len(ev.Usage) > 0 && len(ev.Usage) <= MaxUsage && ev.Usage[0] == '{' {
 			p.usage = slices.Clone(ev.Usage)
 		}
 	case "turn.failed":
 		p.ended, p.problem = true, ""
 		msg := "turn failed"
 		if ev.Error != nil {
-			msg = ev.Error.Message
+			msg = excerpt(ev.Error.Message, ExcerptBytes)
 		}
 		p.failed = &msg
 	case "error":
-		p.errMsg = ev.Message
+		if ev.Message != nil {
+			msg := excerpt(*ev.Message, ExcerptBytes)
+			p.errMsg = &msg
+		}
 	}
 }
 

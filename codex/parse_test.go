@@ -1,6 +1,7 @@
 package codex
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -124,4 +125,30 @@ func FuzzParser(f *testing.F) {
 			t.Errorf("result excerpt of %d bytes", len(*a.Result))
 		}
 	})
+}
+
+// TestParserBoundsWhatTheAgentWrites: the record keeps a bounded part of
+// whatever the jailed program prints as events (an error message, a
+// thread id, usage that is not a small object), and the parser's memory
+// stays bounded however many command items it sees.
+func TestParserBoundsWhatTheAgentWrites(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("x", 1<<20)
+	p := NewParser(FormatJSON)
+	p.Write([]byte(`{"type":"thread.started","thread_id":"` + big + `"}` + "\n"))
+	p.Write([]byte(`{"type":"turn.completed","usage":[` + strings.Repeat(`1,`, 100000) + `1]}` + "\n"))
+	p.Write([]byte(`{"type":"turn.failed","error":{"message":"` + big + `"}}` + "\n"))
+	for i := range 3 * maxCommandIDs {
+		p.Write([]byte(`{"type":"item.completed","item":{"id":"` + strings.Repeat("i", 100) + strconv.Itoa(i) + `","type":"command_execution","exit_code":0}}` + "\n"))
+	}
+	if len(p.seen) > maxCommandIDs {
+		t.Errorf("the parser keeps %d command ids", len(p.seen))
+	}
+	a := p.Summary()
+	if a.SessionID == nil || len(*a.SessionID) > ExcerptBytes || a.Error == nil || len(*a.Error) > ExcerptBytes || len(a.Usage) > MaxUsage {
+		t.Errorf("the record keeps a %d-byte thread id, a %d-byte error, %d bytes of usage", len(*a.SessionID), len(*a.Error), len(a.Usage))
+	}
+	if a.Commands.Run != 3*maxCommandIDs {
+		t.Errorf("%d commands counted, want %d", a.Commands.Run, 3*maxCommandIDs)
+	}
 }

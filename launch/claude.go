@@ -61,6 +61,9 @@ func (j *Jail) stage() (*hostfs.Staged, error) {
 	st, err := hostfs.Stage(StageDir(j.RunID), dirs, copies, j.User.UID, j.User.GID)
 	if err != nil {
 		st.Remove()
+		if errors.Is(err, hostfs.ErrTooLarge) {
+			err = fmt.Errorf("%w; make it smaller, or leave it out: claude: {settings: false} for ~/.claude's commands, agents and skills, filesystem.credentials for the rest", err)
+		}
 		return nil, fmt.Errorf("prepare the run's files: %w", err)
 	}
 	return st, nil
@@ -162,6 +165,10 @@ func (j *Jail) settings() (warning string) {
 			s, err = claude.StageSettings(data)
 		}
 		if err != nil {
+			// The plan binds the staged file read-only: an empty one takes
+			// its place, so that bubblewrap finds its source and the agent
+			// still cannot plant settings there.
+			j.keep(c.Dst, []byte("{}\n"))
 			return fmt.Sprintf("%s %v: not carried in (claude runs without the operator's settings)", c.Src, err)
 		}
 		j.keep(c.Dst, s.File)
@@ -248,6 +255,7 @@ func (j *Jail) login(now time.Time) (warning string, err error) {
 	if err == nil {
 		c.Copied = true
 		j.keep(filepath.Join(home.Dir, mounts.ClaudeCredentials), l.File)
+		j.secrets = append(j.secrets, l.Secrets...)
 		c.Detail = "copied in: the access token alone, without the refresh token"
 		if !l.Expires.IsZero() {
 			at := l.Expires.Format(record.TimeLayout)

@@ -40,6 +40,7 @@ func (j *Jail) codexLogin(now time.Time) (warning string, err error) {
 	if err == nil {
 		c.Copied = true
 		j.keep(filepath.Join(home.Dir, mounts.CodexAuth), l.File)
+		j.secrets = append(j.secrets, l.Secrets...)
 		c.Detail = "copied in: the " + l.Kind
 		if l.Kind != "API key" {
 			c.Detail += ", without the refresh token"

@@ -50,6 +50,9 @@ type Jail struct {
 	codexCredentials *record.Login
 	// net is a proxy jail's network (network.go), nil in other modes.
 	net *netPlan
+	// secrets are the staged logins' values, redacted from the record as
+	// the environment's are.
+	secrets []string
 }
 
 // Loader loads built-in profiles and profile files (hostfs.ReadInput; a

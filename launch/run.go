@@ -170,8 +170,16 @@ func run(req Request, stdio IO) (int, error) {
 	defer sess.remove()
 
 	termIO, stdout, stderr := openTerminal(req, stdio, tty)
-	spec := j.baseSpec(stdio.Stdin, stdout, stderr)
-	spec.Signals, spec.Record, spec.Secrets = sigs, rec, secretValues(j.Env)
+	stdin := stdio.Stdin
+	if termIO.pty == nil {
+		var closeStdin func()
+		if stdin, closeStdin, err = readOnlyTerminal(stdin); err != nil {
+			return failed(err)
+		}
+		defer closeStdin()
+	}
+	spec := j.baseSpec(stdin, stdout, stderr)
+	spec.Signals, spec.Record, spec.Secrets = sigs, rec, append(secretValues(j.Env), j.secrets...)
 	// The broker says what it refused while the agent runs: at a raw
 	// terminal (the agent's own pty) on a line of its own.
 	say := func(l string) { fmt.Fprintf(notices, "agentjail: %s\n", l) }

@@ -2,6 +2,7 @@ package term
 
 import (
 	"io"
+	"slices"
 	"strconv"
 )
 
@@ -15,8 +16,8 @@ import (
 //	CSI ?1l  ESC >      normal cursor keys, numeric keypad
 //	CSI ?9l … ?1016l    mouse reporting, every protocol and encoding
 //	CSI ?1004l ?2004l ?2031l  focus events, bracketed paste, colour-scheme reports
-//	CSI <u  CSI >4m     kitty keyboard protocol popped, xterm's modifyOtherKeys off
-//	CSI 4l  CSI ?7h     insert mode off, autowrap on
+//	CSI <64u  CSI >4m   kitty keyboard protocol popped (the whole stack: an agent may push many), xterm's modifyOtherKeys off
+//	CSI 2l  CSI 4l  CSI ?7h  keyboard unlocked (KAM, which xterm honours), insert mode off, autowrap on
 //	ESC 7 CSI r ESC 8   the scrolling region reset without moving the cursor
 //	CSI ?25h            cursor visible
 //	ESC ( B  ESC ) B  SI  CSI 0m  character sets (G0, G1, shifted in) and attributes (after ESC 8, which restores saved ones)
@@ -27,8 +28,8 @@ import (
 const ScreenReset = "\x1b[?2026l\x1b[?1l\x1b>" +
 	"\x1b[?9l\x1b[?1000l\x1b[?1001l\x1b[?1002l\x1b[?1003l\x1b[?1005l\x1b[?1006l\x1b[?1015l\x1b[?1016l" +
 	"\x1b[?1004l\x1b[?2004l\x1b[?2031l" +
-	"\x1b[<u\x1b[>4m" +
-	"\x1b[4l\x1b[?7h" +
+	"\x1b[<64u\x1b[>4m" +
+	"\x1b[2l\x1b[4l\x1b[?7h" +
 	"\x1b7\x1b[r\x1b8" +
 	"\x1b[?25h" +
 	"\x1b(B\x1b)B\x0f\x1b[0m" +
@@ -61,7 +62,8 @@ const (
 	ground   state = iota
 	esc            // ESC seen
 	c2             // 0xC2 seen: maybe a C1 control in UTF-8
-	csi            // inside a control sequence, passed on
+	csi            // inside a control sequence, held back until its final byte
+	csiDrop        // inside a control sequence too long to hold: dropped
 	oscNum         // an OSC's introducer and number, held back until its fate is known
 	clipSel        // an allowed OSC 52's selection, held back: a read ('?') is dropped
 	clipData       // its first byte of data is next
@@ -72,9 +74,9 @@ const (
 	dropC2         // 0xC2 inside a dropped string
 )
 
-// maxParams bounds the parameters of a control sequence a Filter keeps to
-// track modes (longer ones pass untracked).
-const maxParams = 32
+// maxParams bounds the parameters and intermediates of a control sequence
+// a Filter holds back until its final byte; a longer one is dropped whole.
+const maxParams = 256
 
 // Filter is an io.Writer to a terminal that passes what a jailed program
 // writes except the control strings a terminal would act on to the
@@ -98,15 +100,16 @@ type Filter struct {
 	w     io.Writer
 	allow func(n int) bool
 
-	st     state
-	dcs    bool // the dropped string is a DCS
-	num    int
-	held   []byte // an OSC's introducer and digits
-	cont   int    // UTF-8 continuation bytes still expected
-	utf    []byte // a partial UTF-8 character inside an allowed OSC
-	params []byte // the current control sequence's parameters and intermediates
-	buf    []byte
-	joined bool // a Join'ed stream ended inside a sequence
+	st       state
+	dcs      bool // the dropped string is a DCS
+	num      int
+	held     []byte // an OSC's introducer and digits
+	cont     int    // UTF-8 continuation bytes still expected
+	utf      []byte // a partial UTF-8 character inside an allowed OSC
+	csiIntro []byte // the current control sequence's introducer (ESC [, CSI)
+	params   []byte // and its parameters and intermediates
+	buf      []byte
+	joined   bool // a Join'ed stream ended inside a sequence
 
 	// Seen is what the output has done to the terminal so far.
 	Seen Seen
@@ -152,8 +155,8 @@ func (f *Filter) Write(p []byte) (int, error) {
 
 // Reset returns what to write to the terminal once the output has ended:
 // "" when it held no escape at all; otherwise CAN when it ended inside a
-// sequence (which ends any in every terminal), the resets of the modes
-// seen set, and ScreenReset.
+// sequence (which ends any in every terminal), ESC < (out of VT52 mode),
+// the resets of the modes seen set, and ScreenReset.
 func (f *Filter) Reset() string {
 	s := f.Seen
 	if !s.Escapes {
@@ -163,6 +166,9 @@ func (f *Filter) Reset() string {
 	if f.inside() || f.joined {
 		out = append(out, 0x18)
 	}
+	// ESC < leaves VT52 mode (CSI ? 2 l), which would read every reset
+	// below as VT52's; ANSI mode ignores it.
+	out = append(out, "\x1b<"...)
 	if s.AltScreen {
 		out = append(out, "\x1b[?1049l"...)
 	}
@@ -185,7 +191,7 @@ func (f *Filter) Reset() string {
 // reached it).
 func (f *Filter) inside() bool {
 	switch f.st {
-	case csi, oscPass, passEsc:
+	case oscPass, passEsc:
 		return true
 	}
 	return false
@@ -213,6 +219,18 @@ func (f *Filter) filter(dst, p []byte) []byte {
 			}
 			if j > i {
 				dst = append(dst, p[i:j]...)
+				i = j
+				continue
+			}
+		}
+		if f.st == csi {
+			// A run of parameter bytes is held as it is.
+			j := i
+			for j < len(p) && p[j] >= 0x20 && p[j] <= 0x3f && len(f.params)+j-i < maxParams {
+				j++
+			}
+			if j > i {
+				f.params = append(f.params, p[i:j]...)
 				i = j
 				continue
 			}
@@ -248,8 +266,8 @@ func (f *Filter) startOSC(intro ...byte) {
 
 func (f *Filter) startCSI(dst []byte, intro ...byte) []byte {
 	f.Seen.Escapes = true
-	f.st, f.params = csi, f.params[:0]
-	return append(dst, intro...)
+	f.st, f.params, f.csiIntro = csi, f.params[:0], append(f.csiIntro[:0], intro...)
+	return dst
 }
 
 // step reads one byte and appends what of it passes.
@@ -323,29 +341,62 @@ func (f *Filter) step(dst []byte, b byte) []byte {
 		case 'X', '^', '_':
 			f.startDrop(false)
 			return dst
-		case 0x1b:
+		}
+		// What a terminal does with b after ESC (the VT500 parser, which
+		// xterm, VTE and kitty follow): the Filter must neither pass the
+		// ESC alone nor leave the terminal in an escape sequence it
+		// believes over, or plain text that follows (`]52;c;…`) would
+		// complete a sequence the Filter never saw.
+		switch {
+		case b == 0x1b: // a new ESC: the first is lost
 			f.st = esc
-			return append(dst, 0x1b)
+			return dst
+		case b == 0x18 || b == 0x1a: // CAN, SUB: the ESC is cancelled
+			return append(dst, b)
+		case b < 0x20: // a C0 control is executed, and the ESC still waits
+			f.st = esc
+			return append(dst, b)
+		case b == 0x7f: // DEL is ignored
+			f.st = esc
+			return dst
+		case b >= 0x80: // a C1 control (raw or UTF-8) or a character ends it
+			return f.step(dst, b)
 		}
 		return append(dst, 0x1b, b)
-	case csi:
+	case csi, csiDrop:
+		// A control sequence is held back until its final byte decides
+		// it (titleReport); the terminal has seen none of it meanwhile.
 		switch {
 		case b >= 0x20 && b <= 0x3f:
-			if len(f.params) < maxParams {
+			if f.st == csi && len(f.params) == maxParams {
+				f.st = csiDrop
+				f.Seen.Dropped++
+			}
+			if f.st == csi {
 				f.params = append(f.params, b)
 			}
-			return append(dst, b)
+			return dst
 		case b >= 0x40 && b <= 0x7e:
+			held := f.st == csi
 			f.st = ground
+			if !held {
+				return dst
+			}
+			if withheld(b, f.params) {
+				f.Seen.Dropped++
+				return dst
+			}
 			f.track(b)
-			return append(dst, b)
+			return append(append(append(dst, f.csiIntro...), f.params...), b)
 		case b == 0x18 || b == 0x1a:
 			f.st = ground // CAN and SUB cancel the sequence
 			return append(dst, b)
+		case b == 0x7f:
+			return dst // ignored inside the sequence
 		case b < 0x20 && b != 0x1b:
 			return append(dst, b) // executed inside the sequence
 		}
-		f.st = ground // ESC, DEL, C1, UTF-8: read afresh
+		f.st = ground // ESC, C1, UTF-8 end it: read afresh
 		return f.step(dst, b)
 	case oscNum:
 		if b >= '0' && b <= '9' && len(f.held) < 12 {
@@ -482,6 +533,31 @@ func (f *Filter) stepDrop(dst []byte, b byte) []byte {
 		}
 	}
 	return dst
+}
+
+// withheld reports whether the control sequence with final byte final and
+// parameters p is one a Filter drops:
+//   - a request to report the icon label (CSI 20 t) or the window title
+//     (CSI 21 t): the answer, typed into agentjail's stdin, is text of the
+//     agent's choosing (it sets the title), and one that comes as the
+//     agent exits is read by the operator's shell;
+//   - setting or resetting the ANSI modes that take the keyboard from the
+//     operator: KAM (2; set, xterm locks the keyboard, ~. included) and
+//     SRM (12, local echo: a password typed after the run would show).
+//     Terminals disagree on which of SRM's states echoes, so neither is
+//     passed, and ScreenReset cannot set it back.
+func withheld(final byte, p []byte) bool {
+	if len(p) > 0 && (p[0] < '0' || p[0] > ';') {
+		return false // a private sequence (CSI ? …, CSI > …)
+	}
+	n := splitParams(p)
+	switch final {
+	case 't':
+		return len(n) > 0 && (n[0] == 20 || n[0] == 21)
+	case 'h', 'l':
+		return slices.Contains(n, 2) || slices.Contains(n, 12)
+	}
+	return false
 }
 
 // track notes the modes a control sequence with final byte final sets or

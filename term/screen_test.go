@@ -3,6 +3,8 @@ package term
 import (
 	"bytes"
 	"math/rand"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -99,9 +101,9 @@ func TestFilterReset(t *testing.T) {
 		{"\x1b[?1049h\x1b[?1049l", []string{ScreenReset}, []string{"\x1b[?1049l"}},
 		{"\x1b[?1000;1049h\x1b[?6h\x1b[5 q", []string{"\x1b[?1049l", "\x1b[?6l", "\x1b[0 q"}, nil},
 		{"\x1b]11;#000000\x07\x1b]4;1;red\x07", []string{"\x1b]111\x1b\\", "\x1b]104\x1b\\"}, []string{"\x1b]110"}},
-		{"\x0ebox", []string{ScreenReset}, nil},                      // SO alone
-		{"\x1b[38;5", []string{"\x18" + ScreenReset}, nil},           // cut inside a sequence
-		{"\x1b]0;half a title", []string{"\x18" + ScreenReset}, nil}, // and inside a title
+		{"\x0ebox", []string{ScreenReset}, nil},                           // SO alone
+		{"\x1b[38;5", []string{ScreenReset}, []string{"\x18"}},            // cut inside a sequence, which was held back
+		{"\x1b]0;half a title", []string{"\x18\x1b<" + ScreenReset}, nil}, // inside a title
 	}
 	for _, c := range cases {
 		f, _ := filterAll(t, []byte(c.in), false, func() int { return 3 })
@@ -162,3 +164,87 @@ func BenchmarkFilter(b *testing.B) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// TestScreenResetUndoesWhatAnAgentStacks: a keyboard protocol pushed
+// several times (kitty's, CSI > flags u) is popped whole, and a keyboard
+// the agent locked (KAM, CSI 2 h, which xterm honours) is unlocked: either
+// would leave the operator's shell unusable after the run.
+func TestScreenResetUndoesWhatAnAgentStacks(t *testing.T) {
+	t.Parallel()
+	f, _ := filterAll(t, []byte(strings.Repeat("\x1b[>1u", 8)+"\x1b[2h"), false, func() int { return 5 })
+	r := f.Reset()
+	popped := 0
+	for _, m := range regexp.MustCompile(`\x1b\[<(\d*)u`).FindAllStringSubmatch(r, -1) {
+		n := 1
+		if m[1] != "" {
+			n, _ = strconv.Atoi(m[1])
+		}
+		popped += n
+	}
+	if popped < 8 {
+		t.Errorf("the reset pops %d keyboard modes of 8 pushed: %q", popped, r)
+	}
+	if !strings.Contains(r, "\x1b[2l") {
+		t.Errorf("the reset leaves the keyboard locked: %q", r)
+	}
+	// VT52 mode (CSI ? 2 l) reads every sequence after it as VT52's: the
+	// reset begins by leaving it (ESC <, which ANSI mode ignores).
+	f, _ = filterAll(t, []byte("\x1b[?1049h\x1b[?2l"), false, func() int { return 1 })
+	if r := f.Reset(); !strings.HasPrefix(r, "\x1b<") {
+		t.Errorf("the reset does not leave VT52 mode first: %q", r)
+	}
+}
+
+// TestFilterDropsTitleReports: CSI 20 t and CSI 21 t make a terminal that
+// honours them type the icon label or the window title, which the agent
+// sets (OSC 0-2), into agentjail's stdin; one written as the agent exits
+// is read by the operator's shell after the run. Both are dropped, however
+// written (padded, split); the other control sequences pass as they are.
+func TestFilterDropsTitleReports(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ in, want string }{
+		{"a\x1b]2;rm -rf ~\x07\x1b[21tb", "a\x1b]2;rm -rf ~\x07b"},
+		{"a\x1b[20tb", "ab"},
+		{"a\x1b[0021;0tb", "ab"},
+		{"a\x9b21tb", "ab"},
+		{"a\xc2\x9b21tb", "ab"},
+		{"a\x1b[22;0t\x1b[23;0tb", "a\x1b[22;0t\x1b[23;0tb"}, // push and pop the title: no report
+		{"a\x1b[18tb\x1b[?21t", "a\x1b[18tb\x1b[?21t"},
+		{"\x1b[1;31mred\x1b[0m", "\x1b[1;31mred\x1b[0m"},
+		{"\x1b[" + strings.Repeat("0;", 300) + "21t", ""}, // too long to read: dropped
+	}
+	for _, c := range cases {
+		for _, size := range []int{1, 2, 5, 1 << 20} {
+			_, got := filterAll(t, []byte(c.in), false, func() int { return size })
+			if string(got) != c.want {
+				t.Errorf("writes of %d: %q -> %q, want %q", size, c.in, got, c.want)
+			}
+		}
+	}
+}
+
+// TestFilterDropsKeyboardModes: the ANSI modes that take the keyboard from
+// the operator are never set or reset by the agent: KAM (CSI 2 h locks the
+// keyboard in xterm, so that not even ~. could be typed) and SRM (CSI 12
+// h/l, local echo: a password typed later would show). Other modes, and
+// the private ones with the same numbers (CSI ? 12 h, cursor blinking),
+// pass.
+func TestFilterDropsKeyboardModes(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ in, want string }{
+		{"a\x1b[2hb", "ab"},
+		{"a\x1b[12lb", "ab"},
+		{"a\x1b[12hb", "ab"},
+		{"a\x1b[4;12hb", "ab"}, // mixed with another: all dropped
+		{"a\x1b[4hb\x1b[4l", "a\x1b[4hb\x1b[4l"},
+		{"a\x1b[?12h\x1b[?2lb", "a\x1b[?12h\x1b[?2lb"},
+	}
+	for _, c := range cases {
+		for _, size := range []int{1, 1 << 20} {
+			_, got := filterAll(t, []byte(c.in), false, func() int { return size })
+			if string(got) != c.want {
+				t.Errorf("writes of %d: %q -> %q, want %q", size, c.in, got, c.want)
+			}
+		}
+	}
+}

@@ -301,3 +301,41 @@ func TestClaudeDirChecks(t *testing.T) {
 		}
 	})
 }
+
+// TestClaudeSettingsNotCarried: an operator's settings.json agentjail
+// cannot stage (one with a comment, which it does not parse) is left out
+// with a warning, and the run goes on with an empty one in its place,
+// still read-only: the run is not refused by bubblewrap for the missing
+// file, and the agent cannot plant settings there for the rest of the run.
+func TestClaudeSettingsNotCarried(t *testing.T) {
+	jailed(t)
+	home := visibleDir(t)
+	os.MkdirAll(filepath.Join(home, ".claude"), 0o755)
+	settings := filepath.Join(home, ".claude", "settings.json")
+	if err := os.WriteFile(settings, []byte("{\"model\": \"opus\", // a comment\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := invocation{env: []string{"HOME=" + home}}.run(t, "run", "--profile", "tier1", "--user", "1000", "--",
+		"sh", "-c", `cat "$CLAUDE_CONFIG_DIR/settings.json"; echo; echo '{"hooks":{}}' > "$CLAUDE_CONFIG_DIR/settings.json" || echo read-only`)
+	if r.code != 0 || !strings.Contains(r.stderr, settings+" is not a settings file agentjail reads") || !strings.Contains(r.stdout, "{}") || !strings.Contains(r.stdout, "read-only") {
+		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestClaudeConfigurationTooLarge: a ~/.claude/skills larger than what a
+// run copies refuses the run (exit 125) with a message naming the way out.
+func TestClaudeConfigurationTooLarge(t *testing.T) {
+	jailed(t)
+	home := visibleDir(t)
+	big := filepath.Join(home, ".claude", "skills", "big")
+	os.MkdirAll(big, 0o755)
+	for i := range 20001 {
+		if err := os.WriteFile(filepath.Join(big, fmt.Sprint(i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := invocation{env: []string{"HOME=" + home}}.run(t, "run", "--profile", "tier1", "--", "true")
+	if r.code != 125 || !strings.Contains(r.stderr, "claude: {settings: false}") {
+		t.Errorf("exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+}

@@ -166,3 +166,30 @@ func onTerminal(t *testing.T, argv []string, end func(t *testing.T, pid int, out
 	r.out = out.String()
 	return r
 }
+
+// TestEscapeTerminalStdin: in a run with pipes (--no-tty, or agentjail's
+// stdout not a terminal), the jail's stdin is the operator's terminal, and
+// a shell's terminal is open for reading and writing: under plain bwrap the
+// agent writes a clipboard string (OSC 52) to it through fd 0, past any
+// filter on stdout and stderr. Under agentjail the jail's stdin is the
+// terminal opened anew for reading only, so the write fails and nothing
+// reaches the operator's terminal; the agent still reads what is typed, and
+// still sees a terminal on 0.
+func TestEscapeTerminalStdin(t *testing.T) {
+	jailed(t)
+	const attack = `printf '\033]52;c;RVNDQVBF\007' >&0; echo wrote=$?; test -t 0 && echo stdin-is-a-terminal; read line; echo "read=$line"`
+	c := atTerminal(t, 24, 80, "bwrap", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
+		"--unshare-pid", "--die-with-parent", "--new-session", "--", "sh", "-c", attack)
+	c.waitShown(t, "stdin-is-a-terminal")
+	c.typed(t, "typed\r")
+	_, out := c.wait(t)
+	holeShown(t, strings.Contains(out, "52;c;RVNDQVBF"), "the agent writes OSC 52 to the operator's terminal through its stdin", result{stdout: out})
+
+	o := atTerminal(t, 24, 80, agentjail, "run", "--no-tty", "--", "sh", "-c", attack)
+	o.waitShown(t, "stdin-is-a-terminal")
+	o.typed(t, "typed\r")
+	code, out := o.wait(t)
+	if code != 0 || strings.Contains(out, "52;c;RVNDQVBF") || strings.Contains(out, "wrote=0") || !strings.Contains(out, "read=typed") {
+		t.Errorf("exit %d; the terminal showed %q", code, out)
+	}
+}

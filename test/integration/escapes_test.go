@@ -26,6 +26,7 @@ package integration
 //	alternate ABIs and new syscalls   TestEscapeAlternateABIs
 //	TTY injection                     TestEscapeTTYInjection
 //	terminal modes, TIOCSETD, \e[8m    TestEscapeTerminal (escapes_terminal_test.go)
+//	writing the terminal on stdin     TestEscapeTerminalStdin (escapes_terminal_test.go)
 //	exit-code ambiguity               TestEscapeExitCodeAmbiguity
 //	inner user namespace              TestEscapeInnerUserNamespace
 //	fail closed                       TestEscapeFailClosed

@@ -338,7 +338,8 @@ func TestInteractiveKeepsControlStringsOff(t *testing.T) {
 	// One byte per write: printf each octal escape on its own.
 	oneByOne := `s=$(printf '\033]52;c;QUJD\007' | od -An -v -to1 | tr -s ' \n' '  '); for b in $s; do printf "\\$b"; done`
 	script := `printf '\033]52;c;QUJD\007'; printf '\033]52;c;?\007'; printf '\033Ptmux;\033\033]52;c;QUJD\007\033\\';
-printf '\302\23552;c;QUJD\302\234'; ` + oneByOne + `; printf '\033]0;a title\007'; echo done`
+printf '\302\23552;c;QUJD\302\234'; ` + oneByOne + `; printf '\033]0;a title\007'; echo done
+printf '\033\033]0\033\\]52;c;RVZJTA\007\033\007]52;c;RVZJTA\007\033\177]52;c;RVZJTA\007'`
 	for _, allow := range []bool{false, true} {
 		rec := recordPath(t)
 		args := []string{"run", "--record", rec}
@@ -351,13 +352,24 @@ printf '\302\23552;c;QUJD\302\234'; ` + oneByOne + `; printf '\033]0;a title\007
 			t.Fatalf("exit %d; the terminal showed %q", code, out)
 		}
 		r := readRecord(t, rec, code)
-		if n := strings.Count(out, "52;"); allow && n != 3 || !allow && n != 0 {
+		if n := strings.Count(out, "52;") - strings.Count(out, "52;c;RVZJTA"); allow && n != 3 || !allow && n != 0 {
 			// Allowed: the plain write, the C1 one and the one written
 			// byte by byte; never the read, nor tmux's passthrough.
 			t.Errorf("allow %v: %d clipboard strings reached the terminal:\n%q", allow, n, out)
 		}
 		if allow != strings.Contains(out, "QUJD") || r.Terminal == nil || r.Terminal.ClipboardAllowed != allow || r.Terminal.StringsDropped == 0 {
 			t.Errorf("allow %v: the terminal showed %q; record %+v", allow, out, r.Terminal)
+		}
+		// An ESC the filter passed alone, which a terminal still waits
+		// on after a BEL (executed) or a DEL (ignored), would make the
+		// plain text after it a clipboard write.
+		if shown := strings.Map(func(r rune) rune {
+			if r < 0x20 && r != 0x1b || r == 0x7f {
+				return -1
+			}
+			return r
+		}, out); !allow && strings.Contains(shown, "\x1b]52;c;RVZJTA") {
+			t.Errorf("allow %v: a lone ESC made plain text a clipboard write:\n%q", allow, out)
 		}
 		if !strings.Contains(r.Excerpt.Stdout.Head, "\x1b]52;c;QUJD") {
 			t.Errorf("the record does not hold what the agent wrote: %q", r.Excerpt.Stdout.Head)
