@@ -54,6 +54,7 @@ const (
 	CheckInnerUser = "inner-userns"
 	CheckInnerProc = "inner-proc"
 	CheckInnerNet  = "inner-netns"
+	CheckNetwork   = "network"
 	CheckClaude    = "claude-sandbox"
 	CheckCodex     = "codex-sandbox"
 	CheckInit      = "init"
@@ -69,6 +70,7 @@ func Diagnose(h Host, b bwrap.Info, bErr error, j Jail) Report {
 		cgroupCheck(h),
 		hostProcCheck(h, j),
 		jailCheck(h, j),
+		networkCheck(j),
 	}
 	checks = append(checks, innerChecks(h, j)...)
 	checks = append(checks, claudeCheck(j), codexCheck(j))
@@ -284,6 +286,35 @@ func jailCheck(h Host, j Jail) Check {
 		c.Fix = procFixContainer
 	default:
 		c.Status, c.Detail = Pass, "the "+j.Profile+" jail starts as "+j.User+" with a fresh /proc"
+	}
+	return c
+}
+
+// networkCheck judges a proxy jail's network: its own network namespace
+// (the jail started with one) and a request from inside reaching the
+// broker.
+func networkCheck(j Jail) Check {
+	c := Check{Name: CheckNetwork}
+	p, ok := j.Probes[ProbeBroker]
+	switch {
+	case j.NetMode != "proxy":
+		c.Status, c.Detail = Pass, "the "+j.Profile+" jail's network is "+j.NetMode+": no broker to reach"
+	case !j.Started:
+		c.Status, c.Detail = Fail, "not probed: the jail did not start (see jail)"
+		c.Cause, c.Fix = "the jail itself does not start", "fix what the jail check names"
+	case j.Broker == "":
+		c.Status, c.Detail = Fail, "the jail started in a network namespace of its own, but no listener of the exec stage reached the broker"
+		c.Cause = "the exec stage could not listen on the jail's loopback, or agentjail refused its listener (a warning of the run says why)"
+		c.Fix = "run `agentjail run -- true` and read its warnings; report it with them"
+	case !ok || p.Exit == 126 || p.Exit == 127:
+		c.Status, c.Detail = Warn, "a network namespace of the jail's own with the broker listening at "+j.Broker+"; not probed further: "+oneLine(p.Output)
+		c.Cause, c.Fix = "curl, which the probe uses, is not installed in the jail", "install curl"
+	case p.Exit == 0 && strings.Contains(p.Output, "agentjail broker"):
+		c.Status, c.Detail = Pass, "a network namespace of the jail's own, and a request from inside reached the broker at "+j.Broker
+	default:
+		c.Status, c.Detail = Fail, "a request from inside the jail did not reach the broker at "+j.Broker+": "+oneLine(p.Output)
+		c.Cause = "the broker did not answer on the jail's loopback"
+		c.Fix = "report it with `agentjail doctor --json`"
 	}
 	return c
 }

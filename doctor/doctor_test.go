@@ -85,10 +85,11 @@ func healthy() (Host, bwrap.Info, Jail) {
 	}
 	b := bwrap.Info{Path: "/usr/bin/bwrap", Version: bwrap.Version{Major: 0, Minor: 8}}
 	ok := Probe{Exit: 0}
-	j := Jail{Profile: "tier1", User: "nobody (uid 65534)", Started: true,
+	j := Jail{Profile: "tier1", User: "nobody (uid 65534)", Started: true, NetMode: "proxy", Broker: "127.0.0.1:3128",
 		Probes: map[string]Probe{ProbeUserns: ok, ProbeProc: ok, ProbeWeak: ok, ProbeNet: ok,
 			ProbeClaude: {0, "/usr/local/bin/claude"}, ProbeCodex: {1, ""}, ProbeBwrap: {0, "/usr/bin/bwrap\nbubblewrap 0.8.0"},
-			ProbeArgv0: {1, ""}, ProbeSocat: {0, "socat version 1.7.4.4"}, ProbeHome: {0, "/home/nobody\n/tmp"}}}
+			ProbeArgv0: {1, ""}, ProbeSocat: {0, "socat version 1.7.4.4"}, ProbeHome: {0, "/home/nobody\n/tmp"},
+			ProbeBroker: {0, "agentjail broker"}}}
 	return h, b, j
 }
 
@@ -132,6 +133,15 @@ func TestDiagnose(t *testing.T) {
 		{"init alone, older kernel", func(h *Host, _ *bwrap.Info, _ *error, _ *Jail) {
 			h.InitBinary, h.InitWhyNot, h.KernelReaps = "", "no agentjail-init next to agentjail (in /root/go/bin)", false
 		}, true, CheckInit, Warn, []string{"runs in agentjail itself", "reaps orphans with wait4", "no agentjail-init next to agentjail (in /root/go/bin)", "install agentjail-init from the same build next to agentjail"}},
+		{"broker reached", func(*Host, *bwrap.Info, *error, *Jail) {}, true, CheckNetwork, Pass, []string{"a request from inside reached the broker at 127.0.0.1:3128"}},
+		{"host network", func(_ *Host, _ *bwrap.Info, _ *error, j *Jail) { j.NetMode, j.Broker = "host", "" }, true, CheckNetwork, Pass, []string{"network is host: no broker"}},
+		{"no listener", func(_ *Host, _ *bwrap.Info, _ *error, j *Jail) { j.Broker = "" }, false, CheckNetwork, Fail, []string{"no listener of the exec stage reached the broker", "read its warnings"}},
+		{"broker silent", func(_ *Host, _ *bwrap.Info, _ *error, j *Jail) {
+			j.Probes[ProbeBroker] = Probe{7, "curl: (7) Failed to connect to 127.0.0.1 port 3128"}
+		}, false, CheckNetwork, Fail, []string{"did not reach the broker", "Failed to connect"}},
+		{"no curl", func(_ *Host, _ *bwrap.Info, _ *error, j *Jail) {
+			j.Probes[ProbeBroker] = Probe{127, "sh: 1: curl: not found"}
+		}, true, CheckNetwork, Warn, []string{"install curl"}},
 		{"setuid bwrap", func(_ *Host, b *bwrap.Info, _ *error, _ *Jail) { b.Setuid = true }, true, CheckBwrap, Warn, []string{"setuid root", "chmod u-s"}},
 		{"debian knob", func(h *Host, _ *bwrap.Info, _ *error, _ *Jail) { h.Sysctls["kernel.unprivileged_userns_clone"] = "0" }, false, CheckUserns, Fail,
 			[]string{"kernel.unprivileged_userns_clone=0", "sysctl -w kernel.unprivileged_userns_clone=1"}},

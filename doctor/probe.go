@@ -11,6 +11,7 @@ const (
 	ProbeProc   = "proc"   // the agent's own bwrap with a fresh /proc
 	ProbeWeak   = "weak"   // the agent's own bwrap binding /proc (Claude Code's weaker mode)
 	ProbeNet    = "net"    // loopback up in a new network namespace
+	ProbeBroker = "broker" // a request from a proxy jail to agentjail's broker
 	// What the agents' own sandboxes need (agents.go).
 	ProbeClaude = "claude" // command -v claude: is Claude Code on the jail's PATH
 	ProbeCodex  = "codex"  // command -v codex
@@ -55,6 +56,9 @@ probe bwrap sh -c 'command -v bwrap && bwrap --version'
 probe argv0 sh -c 'bwrap --help 2>&1 | grep -q -- --argv0'
 probe socat socat -V
 probe home sh -c 'printf "%s\n%s\n" "$HOME" "${TMPDIR:-/tmp}"'
+if [ -n "${HTTP_PROXY:-}" ]; then
+	probe broker curl -sS -m 10 --noproxy '*' "$HTTP_PROXY/agentjail/ping"
+fi
 [ -z "$d" ] || rm -rf "$d"
 `
 
@@ -109,4 +113,8 @@ type Jail struct {
 	Started bool
 	Stderr  string
 	Probes  map[string]Probe
+	// NetMode is the profile's network.mode; Broker, in proxy mode, the
+	// address the broker served in the jail ("" when no listener reached
+	// it).
+	NetMode, Broker string
 }

@@ -51,6 +51,9 @@ func (j *Jail) stage() (*hostfs.Staged, error) {
 		}
 		copies = append(copies, fc)
 	}
+	if cfg := j.codexConfig(); cfg != nil {
+		copies = append(copies, hostfs.FileCopy{Src: "agentjail's Codex configuration for a proxy jail", Dst: filepath.Join(j.Plan.Codex.Dir, "config.toml"), Data: cfg})
+	}
 	dirs := make([]hostfs.StageDir, len(j.Plan.Dirs))
 	for i, d := range j.Plan.Dirs {
 		dirs[i] = hostfs.StageDir{Path: d.Path, Size: d.Size}
@@ -125,7 +128,14 @@ func (j *Jail) config() (warning string) {
 		}
 		data, err := readClaudeFile(j.walker(), c.Src, claude.MaxConfig)
 		if err == nil {
-			data, err = claude.StageConfig(data, claude.APIKeyEnd(j.Env))
+			j.configKey(data) // before: the placeholder stands for the key
+			data, err = claude.StageConfig(data, claude.APIKeyEnd(j.realEnv()))
+			if err == nil {
+				data = j.approvePlaceholder(data)
+			}
+		}
+		if err == nil {
+			j.configKey(data)
 		}
 		if err != nil {
 			return fmt.Sprintf("%s %v: not copied in (claude starts without its onboarding and trust state)", c.Src, err)

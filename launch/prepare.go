@@ -48,6 +48,8 @@ type Jail struct {
 	// the record (login, codexLogin).
 	credentials      *record.ClaudeLogin
 	codexCredentials *record.Login
+	// net is a proxy jail's network (network.go), nil in other modes.
+	net *netPlan
 	// secrets are the staged logins' values, redacted from the record as
 	// the environment's are.
 	secrets []string
@@ -179,6 +181,15 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 			inputs = append(inputs, abs)
 		}
 	}
+	apiKey, err := readAPIKey(req.APIKeyFile, opt.Interrupt)
+	if err != nil {
+		j.Release()
+		return nil, err
+	}
+	var listen []string
+	if j.Policy.NetMode() == policy.NetProxy {
+		listen = brokerListen
+	}
 	stage := StageDir(j.RunID)
 	agents := map[string]string{}
 	if !opt.NoAgentHomes {
@@ -211,6 +222,7 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 		IsPlaceholder:   func(p string) bool { return runstate.IsMask(runstate.MaskDir(), p) },
 		Seccomp:         len(j.Seccomp),
 		Pty:             req.TTY == TTYOn,
+		Listen:          listen,
 		Argv:            j.Argv,
 		ProcCovers:      covers,
 		Inputs:          inputs,
@@ -227,6 +239,15 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 		defaults["CODEX_HOME"] = j.Plan.Codex.Jail
 	}
 	j.Env = j.Policy.Environment.Apply(os.Environ(), defaults, map[string]string{"AGENTJAIL_RUN": j.RunID})
+	switch {
+	case j.Policy.NetMode() == policy.NetProxy:
+		if j.Env, j.net, err = proxyEnv(j.Env, j.Policy, apiKey); err != nil {
+			j.Release()
+			return nil, err
+		}
+	case apiKey != "":
+		j.Env = setEnv(j.Env, "ANTHROPIC_API_KEY", apiKey)
+	}
 	return j, nil
 }
 

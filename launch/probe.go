@@ -3,6 +3,7 @@ package launch
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/agentjail/agentjail/mounts"
@@ -22,6 +23,9 @@ type Probe struct {
 	Started        bool
 	Stdout, Stderr string
 	Err            error
+	// Network is what the jail's network saw: in proxy mode, the
+	// broker's record (did the probe's request reach it).
+	Network *record.Network
 }
 
 // RunProbe launches req's jail as a run started with the current directory
@@ -51,7 +55,10 @@ func RunProbe(req Request, here string) Probe {
 	}
 	defer sess.remove()
 	spec.OnStarter = sess.onStarter
+	nr := j.startNetwork(&spec, func(l string) { fmt.Fprintf(&stderr, "agentjail: %s\n", l) })
 	out, err := supervise.Run(spec)
+	j.network(nr, &out.Record)
+	p.Network = out.Record.Network
 	if merr := sess.endJail(); merr != nil && err == nil {
 		err = merr
 	}

@@ -34,6 +34,13 @@ type Request struct {
 	// operator's terminal.
 	AllowClipboard bool
 	Argv           []string
+	// Net is network.mode (--net); AllowNet are more network.allow
+	// entries (--allow-net), which imply proxy when Net is empty.
+	Net      string
+	AllowNet []string
+	// APIKeyFile holds the Anthropic API key (--api-key-file): in a proxy
+	// jail the broker's, never the jail's.
+	APIKeyFile string
 	// Quiet leaves only errors and the run's ending line on stderr:
 	// warnings and degradations go to the record alone.
 	Quiet bool
@@ -102,6 +109,16 @@ func overlay(req Request) (policy.Policy, error) {
 	list("write", "filesystem.write", req.Write, &p.Filesystem.Write)
 	list("read", "filesystem.read", req.Read, &p.Filesystem.Read)
 	list("seccomp", "seccomp.files", req.Seccomp, &p.Seccomp.Files)
+	for i, a := range req.AllowNet {
+		p.Network.Allow = append(p.Network.Allow, a)
+		p.Origins[fmt.Sprintf("network.allow[%d]", i)] = "--allow-net"
+	}
+	switch {
+	case req.Net != "":
+		p.Network.Mode, p.Origins["network.mode"] = req.Net, "--net"
+	case len(req.AllowNet) > 0:
+		p.Network.Mode, p.Origins["network.mode"] = policy.NetProxy, "--allow-net"
+	}
 	for _, kv := range req.Env {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {

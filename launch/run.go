@@ -142,6 +142,9 @@ func run(req Request, stdio IO) (int, error) {
 	if err != nil {
 		return failed(err)
 	}
+	// In a proxy jail the logins go to the broker, not into the jail.
+	j.moveLogin()
+	j.moveCodexLogin()
 	for _, warning := range []string{warning, j.config(), j.settings(), codexWarning} {
 		if warning != "" {
 			fmt.Fprintf(notices, "agentjail: warning: %s\n", warning)
@@ -177,8 +180,19 @@ func run(req Request, stdio IO) (int, error) {
 	}
 	spec := j.baseSpec(stdin, stdout, stderr)
 	spec.Signals, spec.Record, spec.Secrets = sigs, rec, append(secretValues(j.Env), j.secrets...)
+	// The broker says what it refused while the agent runs: at a raw
+	// terminal (the agent's own pty) on a line of its own.
+	say := func(l string) { fmt.Fprintf(notices, "agentjail: %s\n", l) }
+	if termIO.pty != nil && tty != nil {
+		say = func(l string) { fmt.Fprintf(notices, "\r\n%sagentjail: %s\r\n", term.Reset, l) }
+	}
+	nr := j.startNetwork(&spec, say)
+	if j.net != nil {
+		spec.Secrets = append(spec.Secrets, j.net.secrets()...)
+	}
 	if termIO.pty != nil {
-		spec.Tty, spec.Control, spec.Warn = termIO.pty, termIO.control, termIO.warn(stdio.Stderr)
+		spec.Tty, spec.Warn = termIO.pty, termIO.warn(stdio.Stderr)
+		spec.Control = chainControl(spec.Control, termIO.control)
 	}
 	if log != nil {
 		spec.Log = log
@@ -219,6 +233,7 @@ func run(req Request, stdio IO) (int, error) {
 	outcome, runErr := supervise.Run(spec)
 	<-snapped
 	rec = outcome.Record
+	j.network(nr, &rec)
 	if staged := sess.staged; staged != nil {
 		rec.Degradations = append(rec.Degradations, staged.Degradations...)
 	}

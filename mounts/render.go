@@ -179,6 +179,7 @@ func Render(in Input) (Plan, error) {
 	r.credentials(roots)
 	r.claude(roots)
 	r.codex(roots)
+	r.network()
 	r.tail()
 	if n := len(r.plan.Args) + 1; n > bwrapMaxArgs {
 		r.errs = append(r.errs, fmt.Errorf("%w: %d, for %d protected paths under the writable roots, where bubblewrap takes %d; pass narrower writable roots",
@@ -328,7 +329,7 @@ func (r *renderer) namespaces() {
 		r.arg("--unshare-pid")
 	}
 	r.arg("--unshare-uts", "--unshare-ipc")
-	if n := r.p.Namespaces.Net; n != nil && *n {
+	if r.p.NetMode() != policy.NetHost {
 		r.arg("--unshare-net")
 	}
 	if r.sealed() {
@@ -545,7 +546,7 @@ func (r *renderer) protect(roots []string) {
 // read-only tmpfs over a directory, /dev/null over anything else.
 func (r *renderer) deny(roots []string) {
 	private := r.p.Filesystem.Home.Private != nil && *r.p.Filesystem.Home.Private
-	for _, d := range r.p.Filesystem.Deny {
+	for _, d := range r.denyList() {
 		fi, err := lstat(r.in.Disk, d)
 		if err != nil || !r.in.User.reachable(r.in.Disk, d) {
 			continue

@@ -457,8 +457,8 @@ func TestRenderEmitsOnlySupportedOptions(t *testing.T) {
 	minimal.Policy.Filesystem.Base = policy.BaseMinimal
 	bound := input(t, "tier1", "/srv/proj")
 	bound.ProcCovers, bound.Policy.Filesystem.Proc = []string{"/proc/kcore"}, policy.ProcFreshOrBind
-	offline := input(t, "tier2", "/srv/proj")
-	offline.Policy.Namespaces.Net = new(true)
+	offline := input(t, "tier3", "/srv/proj")
+	offline.Policy.Network.Mode = policy.NetNone
 	variants = append(variants, variant{"sealed as root", root}, variant{"minimal base", minimal}, variant{"bound /proc", bound}, variant{"no network", offline})
 
 	seen := map[string]bool{}

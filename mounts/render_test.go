@@ -118,7 +118,12 @@ func input(t *testing.T, profile string, write ...string) Input {
 		t.Fatal(err)
 	}
 	p = policy.Expand(p, policy.Vars{SecretHomes: []string{"/root", "/home/op", "/home/agent"}, RunHome: "/home/agent", PWD: "/srv/proj"})
+	var listen []string
+	if p.NetMode() == policy.NetProxy {
+		listen = []string{"127.0.0.1:3128", "[::1]:3128"} // launch's broker addresses
+	}
 	return Input{
+		Listen:          listen,
 		Policy:          p,
 		Disk:            host(),
 		User:            agent,
@@ -252,11 +257,12 @@ func TestRenderSpeaksTheStageProtocol(t *testing.T) {
 
 // TestRenderGivesThePtyTheControlChannel: a terminal of the agent's own
 // alone opens the control channel (the stage sends the master on it); a
-// plan without one has no channel and no --pty.
+// plan without one has no channel and no --pty (tier3: no broker's
+// listeners, which need the channel too).
 func TestRenderGivesThePtyTheControlChannel(t *testing.T) {
 	t.Parallel()
 	for _, pty := range []bool{true, false} {
-		in := input(t, "tier1", "/srv/proj")
+		in := input(t, "tier3", "/srv/proj")
 		in.Pty = pty
 		plan, err := Render(in)
 		if err != nil {

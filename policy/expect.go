@@ -12,7 +12,7 @@ import (
 )
 
 // The YAML library reports a value of the wrong type in terms of Go
-// ("cannot unmarshal string into Go struct field Policy.Namespaces of type
+// ("cannot unmarshal string into Go struct field Home.Private of type
 // bool"); a profile's author needs the field, what it takes and an example.
 // fieldError finds the field of a decoding error from its position
 // (fieldsAt) and says that, from the field's Go type.
@@ -22,6 +22,7 @@ var enums = map[string][]string{
 	"inner_sandbox":   {InnerFree, InnerSealed},
 	"filesystem.base": {BaseHost, BaseMinimal},
 	"filesystem.proc": {ProcFresh, ProcFreshOrBind},
+	"network.mode":    {NetHost, NetNone, NetProxy},
 }
 
 // samples are example values of string fields and of map keys, for the
@@ -36,6 +37,7 @@ var samples = map[string]string{
 	"filesystem.deny":        "~/.aws",
 	"filesystem.credentials": "~/.ssh",
 	"filesystem.tmpfs":       "/tmp",
+	"network.allow":          "api.example.com",
 	"environment.allow":      "LANG",
 	"environment.set":        "NAME",
 	"environment.set[]":      "value",
@@ -48,6 +50,7 @@ var samples = map[string]string{
 // profile that still has one is refused, not silently run otherwise.
 var retired = map[string]string{
 	"claude.write_back": "agentjail no longer writes a login back to the operator's credentials (whatever the agent wrote there would become the operator's login); remove the key",
+	"namespaces":        "network.mode replaces namespaces.net: write `network: {mode: none}` for a jail without a network (what net: true gave), or `network: {mode: proxy}` for egress through agentjail's broker (docs/network.md)",
 }
 
 var (

@@ -379,8 +379,8 @@ func checkNoLoosening(parent, child Policy) error {
 	if isFalse(child.Seccomp.Default) && !isFalse(parent.Seccomp.Default) {
 		refuse("seccomp.default", "false, but the profile it extends applies the default filter")
 	}
-	if isFalse(child.Namespaces.Net) && isTrue(parent.Namespaces.Net) {
-		refuse("namespaces.net", "false, but the profile it extends has no network")
+	if c, p := child.Network.Mode, parent.Network.Mode; c != "" && p != "" && netRank[c] < netRank[p] {
+		refuse("network.mode", fmt.Sprintf("%s, but the profile it extends has %s", c, p))
 	}
 	if isTrue(child.Filesystem.AcceptProtectedSymlinks) && isFalse(parent.Filesystem.AcceptProtectedSymlinks) {
 		refuse("filesystem.accept_protected_symlinks", "true, but the profile it extends refuses symlinked protected paths")

@@ -20,7 +20,7 @@ type Policy struct {
 	InnerSandbox string `yaml:"inner_sandbox,omitempty" json:"inner_sandbox,omitempty"`
 
 	Filesystem  Filesystem  `yaml:"filesystem,omitempty" json:"filesystem,omitempty"`
-	Namespaces  Namespaces  `yaml:"namespaces,omitempty" json:"namespaces,omitempty"`
+	Network     Network     `yaml:"network,omitempty" json:"network,omitempty"`
 	Environment Environment `yaml:"environment,omitempty" json:"environment,omitempty"`
 	Seccomp     Seccomp     `yaml:"seccomp,omitempty" json:"seccomp,omitempty"`
 	Limits      Limits      `yaml:"limits,omitempty" json:"limits,omitempty"`
@@ -113,12 +113,6 @@ type Home struct {
 	Private *bool `yaml:"private,omitempty" json:"private,omitempty"`
 	// Size caps it.
 	Size *Size `yaml:"size,omitempty" json:"size,omitempty"`
-}
-
-// Namespaces lists the optional namespaces; pid, uts and ipc are always new.
-type Namespaces struct {
-	// Net gives the jail its own network namespace (loopback only).
-	Net *bool `yaml:"net,omitempty" json:"net,omitempty"`
 }
 
 // Environment decides the jail's environment. Only allowed variables pass;

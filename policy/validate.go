@@ -104,6 +104,7 @@ func Validate(p Policy) error {
 			v.add(fmt.Sprintf("environment.unset[%d]", i), fmt.Sprintf("%q is not a variable name", u))
 		}
 	}
+	v.network(p.Network)
 	v.paths("seccomp.files", p.Seccomp.Files, false)
 	for _, k := range slices.Sorted(maps.Keys(p.Limits.Rlimits)) {
 		if !slices.Contains(RlimitNames, k) {

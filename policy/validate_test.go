@@ -93,14 +93,19 @@ func TestValidateAcceptsVariables(t *testing.T) {
 func TestNoLoosening(t *testing.T) {
 	t.Parallel()
 	l := testLoader(map[string]string{
-		"strict.yaml": "inner_sandbox: sealed\nnamespaces: {net: true}\nfilesystem:\n  home: {private: true}\n",
-		"loose.yaml":  "extends: strict\ninner_sandbox: free\nnamespaces: {net: false}\nseccomp: {default: false}\nfilesystem:\n  home: {private: false}\n",
+		"strict.yaml":  "inner_sandbox: sealed\nnetwork: {mode: none}\nfilesystem:\n  home: {private: true}\n",
+		"loose.yaml":   "extends: strict\ninner_sandbox: free\nnetwork: {mode: proxy}\nseccomp: {default: false}\nfilesystem:\n  home: {private: false}\n",
+		"proxied.yaml": "network: {mode: proxy}\n",
+		"open.yaml":    "extends: proxied\nnetwork: {mode: host}\n",
 	})
 	_, err := l.Load("loose")
-	for _, want := range []string{"inner_sandbox: free, but", "namespaces.net: false", "seccomp.default: false", "filesystem.home.private: false"} {
+	for _, want := range []string{"inner_sandbox: free, but", "network.mode: proxy, but the profile it extends has none", "seccomp.default: false", "filesystem.home.private: false"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Load(loose) = %v; want %q", err, want)
 		}
+	}
+	if _, err := l.Load("open"); err == nil || !strings.Contains(err.Error(), "network.mode: host, but the profile it extends has proxy") {
+		t.Errorf("Load(open) = %v", err)
 	}
 }
 
@@ -116,8 +121,8 @@ func TestDecodeReportsEveryWrongValue(t *testing.T) {
 filesystem:
   tmpfs:
     /cache: {size: big, mode: 99x}
-namespaces:
-  net: "yes"
+seccomp:
+  default: "yes"
 `
 	_, err := Decode("d.yaml", []byte(src))
 	if err == nil {
@@ -129,7 +134,7 @@ namespaces:
 		`d.yaml:4:20: limits.rlimits[nproc]: invalid limit "-1"`,
 		`d.yaml:7:20: filesystem.tmpfs[/cache].size: invalid size "big"`,
 		`d.yaml:7:31: filesystem.tmpfs[/cache].mode: invalid mode "99x"`,
-		"d.yaml:9:8: namespaces.net: expected true or false, got a string",
+		"d.yaml:9:12: seccomp.default: expected true or false, got a string",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("errors lack %q:\n%s", want, err)

@@ -113,6 +113,9 @@ type Record struct {
 	// nil for other commands. For claude it repeats Claude, which stays
 	// for readers of version 1.
 	Agent *Agent `json:"agent"`
+	// Network is the jail's network: its mode and, in proxy mode, what
+	// went through the broker. Null for a run that never started.
+	Network *Network `json:"network"`
 	// Error is agentjail's message for reason setup_failed.
 	Error string `json:"error,omitempty"`
 }

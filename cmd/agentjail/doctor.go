@@ -76,6 +76,10 @@ func probeJail(cmd *cli.Command) doctor.Jail {
 		dj.Covers = p.Covers
 		dj.Fallback = j.Policy.Filesystem.Proc == policy.ProcFreshOrBind
 		dj.Degraded = len(j.Plan.Degradations) > 0
+		dj.NetMode = j.Policy.NetMode()
+	}
+	if p.Network != nil {
+		dj.Broker = p.Network.Broker
 	}
 	dj.Probes = doctor.ParseProbes(p.Stdout)
 	return dj

@@ -48,6 +48,9 @@ func jailFlags() []cli.Flag {
 		&cli.StringFlag{Name: "chdir", Usage: "start the agent in `DIR` (default: the current directory)"},
 		&cli.StringSliceFlag{Name: "env", Usage: "set `K=V` in the jail; K alone passes agentjail's own value (repeatable)"},
 		&cli.StringSliceFlag{Name: "seccomp", Usage: "add a Docker/OCI seccomp `FILE` on top of the profile's filter (repeatable)"},
+		&cli.StringFlag{Name: "net", Usage: "network `MODE`: host, none, or proxy (out only through agentjail's broker; default: the profile's)"},
+		&cli.StringSliceFlag{Name: "allow-net", Usage: "let the jail reach `HOST[:PORT]` through the broker (*.DOMAIN, IP, CIDR; port 443 unless given; repeatable; implies --net proxy)"},
+		&cli.StringFlag{Name: "api-key-file", Usage: "the Anthropic API key, from `FILE` (with --net proxy only the broker holds it)"},
 		durationFlag("timeout", "wall-clock limit `D` (90s, 10m, or seconds; 0: none)"),
 		durationFlag("idle-timeout", "end the run after `D` without output (0: none)"),
 		durationFlag("grace", "time `D` between SIGTERM and SIGKILL"),
@@ -71,6 +74,7 @@ func request(cmd *cli.Command, argv []string) (launch.Request, error) {
 		Profile: cmd.String("profile"), User: cmd.String("user"), Chdir: cmd.String("chdir"),
 		Write: cmd.StringSlice("write"), Read: cmd.StringSlice("read"), Seccomp: cmd.StringSlice("seccomp"),
 		Env: cmd.StringSlice("env"), ClaudeDir: cmd.String("claude-dir"), Argv: argv,
+		Net: cmd.String("net"), AllowNet: cmd.StringSlice("allow-net"), APIKeyFile: cmd.String("api-key-file"),
 	}
 	switch {
 	case cmd.Bool("tty") && cmd.Bool("no-tty"):

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/agentjail/agentjail/launch"
+	"github.com/agentjail/agentjail/policy"
 	"github.com/agentjail/agentjail/record"
 	"github.com/agentjail/agentjail/runstate"
 	"github.com/urfave/cli/v3"
@@ -69,6 +70,9 @@ func (e appEnv) renderAction(ctx context.Context, cmd *cli.Command) error {
 	without := "agentjail's supervision: limits, cgroup, post-run checks"
 	if len(j.Seccomp) > 0 {
 		without = "the seccomp filter and " + without
+	}
+	if j.Policy.NetMode() == policy.NetProxy {
+		without += "; remove the --listen flags too: only agentjail run serves the broker, so the jail then has no way out"
 	}
 	fmt.Fprintf(e.stdout, "# fds: %s: pipes agentjail run passes; remove each flag with its value to run this line by hand; it then runs without %s\n",
 		strings.Join(fds, ", "), without)

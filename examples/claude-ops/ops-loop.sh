@@ -72,6 +72,10 @@
 #   CLAUDEOPS_TIERn_PROFILE agentjail profile per tier [tier1, tier2, tier3]
 #   CLAUDEOPS_TIERn_TIMEOUT, CLAUDEOPS_TIERn_IDLE
 #                           agentjail --timeout/--idle-timeout per tier [the profile's]
+#   CLAUDEOPS_TIERn_ALLOW_NET
+#                           hosts the tier's runs may reach besides the API, one
+#                           agentjail --allow-net each, space-separated: the
+#                           remote MCP servers' hosts (docs/network.md) [none]
 #   CLAUDEOPS_USER          agentjail --user (when the loop runs as root)
 #   CLAUDEOPS_DRY_RUN       told to the agent [false]
 #   ANTHROPIC_API_KEY_FILE  a file holding the API key (a Secret mounted read-only)
@@ -190,6 +194,7 @@ run_tier() {
 	n=$1 dir=$2 reports=$3
 	eval "model=\$CLAUDEOPS_TIER${n}_MODEL tools=\$CLAUDEOPS_TIER${n}_TOOLS"
 	eval "profile=\${CLAUDEOPS_TIER${n}_PROFILE:-tier$n} timeout=\${CLAUDEOPS_TIER${n}_TIMEOUT:-} idle=\${CLAUDEOPS_TIER${n}_IDLE:-}"
+	eval "allow=\${CLAUDEOPS_TIER${n}_ALLOW_NET:-}"
 	prompt=$(cat "$CLAUDEOPS_PROMPTS_DIR/tier$n.md") || return 1 # no run, no record: no violation either
 	if [ -n "$reports" ]; then
 		prompt=$(printf '%s\n\nThe earlier tiers escalated to you. Their reports:\n%s\n' "$prompt" "$reports")
@@ -212,6 +217,11 @@ run_tier() {
 	[ -n "${CLAUDEOPS_USER:-}" ] && set -- "$@" --user "$CLAUDEOPS_USER"
 	[ -n "$timeout" ] && set -- "$@" --timeout "$timeout"
 	[ -n "$idle" ] && set -- "$@" --idle-timeout "$idle"
+	set -f # *.example.com is an entry, not a glob
+	for a in $allow; do
+		set -- "$@" --allow-net "$a"
+	done
+	set +f
 	log "tier $n ($profile, $model)"
 	"$AGENTJAIL" "$@" -- "$CLAUDE" --print --output-format json --model "$model" \
 		--mcp-config "$dir/mcp.json" --strict-mcp-config --allowedTools "$tools" \

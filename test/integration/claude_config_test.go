@@ -59,10 +59,6 @@ func jsonOf(t *testing.T, v any) string {
 // and the home is writable: the checks above can fail.
 func TestClaudeOperatorSettings(t *testing.T) {
 	jailed(t)
-	hostNet, err := os.Readlink("/proc/self/ns/net")
-	if err != nil {
-		t.Fatal(err)
-	}
 	probe := `readlink /proc/self/ns/net; echo "env=[$FROM_SETTINGS]"; (echo x > ~/outside.txt) 2>&1; (echo '{}' > "$CLAUDE_CONFIG_DIR/settings.json") 2>&1; echo ok > inner.txt`
 	t.Run("carried", func(t *testing.T) {
 		t.Parallel()
@@ -81,7 +77,7 @@ func TestClaudeOperatorSettings(t *testing.T) {
 			"skills/opsskill/SKILL.md": "---\nname: opsskill\ndescription: SKILL-MARKER does\n---\nDo.\n",
 		})
 		srv := fakeapi.New(t, fakeapi.Tool("Bash", map[string]any{"command": probe, "description": "probe"}), fakeapi.Text("done"))
-		r, rec := claudeJail{profile: "tier1", dir: dir, home: home}.run(t, srv, "--print", "--output-format", "json", "probe")
+		r, rec := claudeJail{profile: "tier1", dir: dir, home: home, before: saveJailNet}.run(t, srv, "--print", "--output-format", "json", "probe")
 		wantCode(t, r, 0)
 		tr := srv.ToolResults()
 		if len(tr) != 1 {
@@ -91,8 +87,8 @@ func TestClaudeOperatorSettings(t *testing.T) {
 		if strings.Contains(out, "requires approval") || strings.Contains(out, "permission") {
 			t.Fatalf("the operator's permissions are not in effect: %+v", tr)
 		}
-		if inner := strings.SplitN(out, "\n", 2)[0]; !strings.HasPrefix(inner, "net:[") || inner == hostNet {
-			t.Errorf("the command runs in the jail's network namespace (%s): the operator's sandbox.enabled is not in effect:\n%s", hostNet, out)
+		if inner := strings.SplitN(out, "\n", 2)[0]; !strings.HasPrefix(inner, "net:[") || inner == jailNet(t, dir) {
+			t.Errorf("the command runs in the jail's network namespace (%s): the operator's sandbox.enabled is not in effect:\n%s", jailNet(t, dir), out)
 		}
 		if !strings.Contains(out, "env=[]") {
 			t.Errorf("the settings' env is set:\n%s", out)
@@ -133,10 +129,10 @@ func TestClaudeOperatorSettings(t *testing.T) {
 		dir := visibleDir(t)
 		marker := filepath.Join(dir, "hook-ran")
 		srv := fakeapi.New(t, fakeapi.Tool("Bash", map[string]any{"command": probe, "description": "probe"}), fakeapi.Text("done"))
-		r, _ := claudeJail{profile: "tier1", dir: dir}.run(t, srv, "--settings", jsonOf(t, hookSettings(marker)), "--allowedTools=Bash", "--print", "--output-format", "json", "probe")
+		r, _ := claudeJail{profile: "tier1", dir: dir, before: saveJailNet}.run(t, srv, "--settings", jsonOf(t, hookSettings(marker)), "--allowedTools=Bash", "--print", "--output-format", "json", "probe")
 		wantCode(t, r, 0)
 		tr := srv.ToolResults()
-		if len(tr) != 1 || !strings.HasPrefix(tr[0].Content, hostNet) || readOnly(tr[0].Content, "/outside.txt") {
+		if len(tr) != 1 || !strings.HasPrefix(tr[0].Content, jailNet(t, dir)+"\n") || readOnly(tr[0].Content, "/outside.txt") {
 			t.Errorf("without the operator's settings, no sandbox: %+v", tr)
 		}
 		if !fileExists(marker) {

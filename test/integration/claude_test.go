@@ -65,6 +65,22 @@ func (c claudeJail) run(t *testing.T, srv *fakeapi.Server, args ...string) (resu
 	return r, got
 }
 
+// saveJailNet, run in the jail before the agent (claudeJail.before,
+// codexJail.before), leaves the jail's network namespace in .jailnet of
+// the start directory: a proxy jail's is its own, not the host's, so a
+// test of the agent's own sandbox compares with this one (jailNet).
+const saveJailNet = "readlink /proc/self/ns/net > .jailnet"
+
+// jailNet is the network namespace saveJailNet left in dir.
+func jailNet(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, ".jailnet"))
+	if err != nil || !strings.HasPrefix(string(b), "net:[") {
+		t.Fatalf("the jail's network namespace: %q %v", b, err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
 // claudeRecord checks what every record of a claude run carries and
 // returns its claude object.
 func claudeOf(t *testing.T, rec runRecord, format string) claudeRecord {
@@ -230,10 +246,6 @@ func TestClaudeProtectedPaths(t *testing.T) {
 // its own and still writes to its working directory.
 func TestClaudeOwnSandbox(t *testing.T) {
 	jailed(t)
-	hostNet, err := os.Readlink("/proc/self/ns/net")
-	if err != nil {
-		t.Fatal(err)
-	}
 	settings := `{"sandbox":{"enabled":true,"failIfUnavailable":true,"allowUnsandboxedCommands":false}}`
 	for _, c := range []struct {
 		profile string
@@ -249,13 +261,13 @@ func TestClaudeOwnSandbox(t *testing.T) {
 			srv := fakeapi.New(t,
 				fakeapi.Tool("Bash", map[string]any{"command": "readlink /proc/self/ns/net; echo sandboxed > inner.txt", "description": "probe"}),
 				fakeapi.Text("done"))
-			r, _ := claudeJail{profile: c.profile, dir: dir}.run(t, srv, "--settings", settings, "--print", "--output-format", "json", "probe")
+			r, _ := claudeJail{profile: c.profile, dir: dir, before: saveJailNet}.run(t, srv, "--settings", settings, "--print", "--output-format", "json", "probe")
 			wantCode(t, r, 0)
 			tr := srv.ToolResults()
 			if len(tr) != 1 || tr[0].IsError || !strings.HasPrefix(tr[0].Content, "net:[") {
 				t.Fatalf("the sandboxed command failed: %+v", tr)
 			}
-			if inner := strings.TrimSpace(tr[0].Content); inner == hostNet {
+			if inner := strings.TrimSpace(tr[0].Content); inner == jailNet(t, dir) {
 				t.Errorf("the sandboxed command shares the jail's network namespace %s: Claude Code's sandbox is not in effect", inner)
 			}
 			if b, err := os.ReadFile(filepath.Join(dir, "inner.txt")); err != nil || string(b) != "sandboxed\n" {
@@ -339,7 +351,9 @@ func TestClaudeCopiedLogin(t *testing.T) {
 		fakeapi.Tool("Bash", map[string]any{"command": `cat "$CLAUDE_CONFIG_DIR/.credentials.json"`, "description": "show the login"}),
 		fakeapi.Text("logged in"))
 	srv.RefreshTo("sk-ant-oat01-fresh", "sk-ant-ort01-fresh", 8*time.Hour)
-	r, rec := claudeJail{profile: "tier1", dir: dir, noKey: true, home: home, env: srv.ProxyEnv(t, dir)}.run(t, srv,
+	// --net host: in a proxy jail the login stays with the broker
+	// (TestNetworkClaudeKeyStaysOut).
+	r, rec := claudeJail{profile: "tier1", dir: dir, noKey: true, home: home, env: srv.ProxyEnv(t, dir), flags: []string{"--net", "host"}}.run(t, srv,
 		"--allowedTools=Bash", "--print", "--output-format", "json", "hi")
 	wantCode(t, r, 0)
 	calls := 0
@@ -386,7 +400,9 @@ func TestClaudeExpiredAccessToken(t *testing.T) {
 		time.Now().Add(-time.Hour).UnixMilli())})
 	srv := fakeapi.New(t, fakeapi.Fail(http.StatusUnauthorized))
 	srv.RefreshTo("sk-ant-oat01-fresh", "sk-ant-ort01-fresh", 8*time.Hour)
-	cj := claudeJail{profile: "tier1", dir: dir, noKey: true, env: append(srv.ProxyEnv(t, dir), "CLAUDE_CODE_MAX_RETRIES=0"),
+	// --net host: a proxy jail's broker would drop the agent's own token
+	// (the API route carries the operator's credential or none).
+	cj := claudeJail{profile: "tier1", dir: dir, noKey: true, env: append(srv.ProxyEnv(t, dir), "CLAUDE_CODE_MAX_RETRIES=0"), flags: []string{"--net", "host"},
 		before: `cp expired.json "$CLAUDE_CONFIG_DIR/.credentials.json"`}
 	r, rec := cj.run(t, srv, "--print", "--output-format", "json", "hi")
 	if r.code != 1 || rec.AgentExitCode == nil || *rec.AgentExitCode != 1 {
@@ -457,6 +473,9 @@ func TestClaudeLoginChecks(t *testing.T) {
 	os.Chmod(filepath.Join(bin, "claude"), 0o755)
 	fake := []string{filepath.Join(bin, "claude"), "--print", "hi"}
 	probe := []string{"sh", "-c", `test -e "$CLAUDE_CONFIG_DIR/.credentials.json" && echo copied || echo absent`}
+	// In a proxy jail (tier1's default) the login goes to the broker, and
+	// the jail holds a placeholder of it (docs/network.md).
+	placeholder := []string{"sh", "-c", `test -e "$CLAUDE_CONFIG_DIR/.credentials.json" && echo copied || echo absent; case "$CLAUDE_CODE_OAUTH_TOKEN" in sk-ant-oat01-agentjail-placeholder-*) echo placeholder;; esac`}
 	for _, c := range []struct {
 		name    string
 		expires time.Duration // from now
@@ -466,19 +485,25 @@ func TestClaudeLoginChecks(t *testing.T) {
 		stdout  string
 		stderr  string // what stderr says after the credentials file's path; "" for nothing
 		copied  bool
+		net     string // --net; "" for the profile's (proxy)
 	}{
 		{"expired", -time.Hour, nil, fake, 125, "",
-			" holds a Claude Code login that expired at ", false},
-		{"expired with an API key", -time.Hour, []string{"ANTHROPIC_API_KEY=sk-ant-test"}, fake, 0, "fake claude ran\n", "", false},
-		{"expired, not claude", -time.Hour, nil, probe, 0, "absent\n", " holds a Claude Code login that expired at ", false},
-		{"expires before the wall limit", 2 * time.Minute, nil, probe, 0, "copied\n", ": its access token expires at ", true},
-		{"valid", 8 * time.Hour, nil, probe, 0, "copied\n", "", true},
+			" holds a Claude Code login that expired at ", false, ""},
+		{"expired with an API key", -time.Hour, []string{"ANTHROPIC_API_KEY=sk-ant-test"}, fake, 0, "fake claude ran\n", "", false, ""},
+		{"expired, not claude", -time.Hour, nil, probe, 0, "absent\n", " holds a Claude Code login that expired at ", false, ""},
+		{"expires before the wall limit", 2 * time.Minute, nil, probe, 0, "copied\n", ": its access token expires at ", true, "host"},
+		{"valid", 8 * time.Hour, nil, probe, 0, "copied\n", "", true, "host"},
+		{"valid, in a proxy jail", 8 * time.Hour, nil, placeholder, 0, "absent\nplaceholder\n", "", false, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			home, creds := operatorLogin(t, "sk-ant-oat01-operator", time.Now().Add(c.expires))
 			ws, rec := workspace(t), recordPath(t)
-			args := append([]string{"run", "--user", "1000", "--write", ws, "--timeout", "10m", "--record", rec, "--"}, c.argv...)
+			args := []string{"run", "--user", "1000", "--write", ws, "--timeout", "10m", "--record", rec}
+			if c.net != "" {
+				args = append(args, "--net", c.net)
+			}
+			args = append(append(args, "--"), c.argv...)
 			r := invocation{env: append([]string{"HOME=" + home}, c.env...), dir: ws}.run(t, args...)
 			got := readRecord(t, rec, c.code)
 			if r.code != c.code || r.stdout != c.stdout {
@@ -517,7 +542,9 @@ func TestClaudeLoginChecks(t *testing.T) {
 			if got.Claude == nil || got.Claude.Credentials == nil {
 				t.Fatalf("the record has no claude.credentials")
 			}
-			if cr := got.Claude.Credentials; cr.Source != creds || cr.Copied != c.copied || (cr.ExpiresAt != nil) != c.copied {
+			brokered := c.stdout == "absent\nplaceholder\n"
+			if cr := got.Claude.Credentials; cr.Source != creds || cr.Copied != c.copied || (cr.ExpiresAt != nil) != (c.copied || brokered) ||
+				brokered != strings.Contains(cr.Detail, "broker holds its access token") {
 				t.Errorf("record.claude.credentials %+v", cr)
 			}
 		})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,8 +26,17 @@ type codexJail struct {
 	dir      string   // start directory and writable root (a visibleDir)
 	env      []string // more environment for agentjail
 	home     string   // the operator's $HOME ("" for an empty one)
-	provider []string // codex's -c options for the stand-in ("" : srv.Args())
+	provider []string // codex's -c options for the stand-in (nil: viaBroker's, or srv.Args() with the host's network)
+	flags    []string // more agentjail flags
+	before   string   // shell commands the jail runs before it execs codex
 }
+
+// viaBroker are codex's options in a proxy jail (tier1 and tier2): the
+// provider agentjail stages in CODEX_HOME/config.toml already points at
+// the broker's API route, whose upstream is the stand-in (OPENAI_BASE_URL
+// in agentjail's environment, which run adds); only the stand-in's model
+// and its retries off.
+var viaBroker = []string{"-c", "model_providers.agentjail.request_max_retries=0", "-c", "model_providers.agentjail.stream_max_retries=0", "-c", "model=stub-model"}
 
 // run jails `codex exec --json -s workspace-write ARGS` (Codex's own
 // sandbox on) and returns the result and the record.
@@ -36,14 +46,26 @@ func (c codexJail) run(t *testing.T, srv *fakeopenai.Server, args ...string) (re
 	if c.home == "" {
 		c.home = visibleDir(t)
 	}
+	hostNet := c.profile == "tier3" || slices.Contains(c.flags, "host")
 	if c.provider == nil {
-		c.provider = srv.Args()
+		c.provider = viaBroker
+		if hostNet {
+			c.provider = srv.Args()
+		}
 	}
 	rec := recordPath(t)
-	aj := []string{"run", "--profile", c.profile, "--user", "1000", "--write", c.dir, "--chdir", c.dir, "--record", rec,
-		"--", bin, "exec", "--json", "--skip-git-repo-check", "-s", "workspace-write"}
+	aj := append([]string{"run", "--profile", c.profile, "--user", "1000", "--write", c.dir, "--chdir", c.dir, "--record", rec}, c.flags...)
+	if c.before != "" {
+		// A script named codex, so that agentjail still knows the run
+		// for codex's (by its program's base name).
+		wrap := visibleDir(t)
+		write(t, wrap, map[string]string{"codex": "#!/bin/sh\n" + c.before + "\nexec " + bin + ` "$@"` + "\n"})
+		os.Chmod(filepath.Join(wrap, "codex"), 0o755)
+		bin = filepath.Join(wrap, "codex")
+	}
+	aj = append(aj, "--", bin, "exec", "--json", "--skip-git-repo-check", "-s", "workspace-write")
 	aj = append(append(aj, c.provider...), args...)
-	env := append([]string{"HOME=" + c.home}, c.env...)
+	env := append([]string{"HOME=" + c.home, "OPENAI_BASE_URL=" + srv.URL}, c.env...)
 	r := invocation{env: env, dir: c.dir}.run(t, aj...)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -96,10 +118,6 @@ func threadID(t *testing.T, stdout string) string {
 // usage and the command.
 func TestCodexJailed(t *testing.T) {
 	jailed(t)
-	hostNet, err := os.Readlink("/proc/self/ns/net")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, profile := range []string{"tier1", "tier2", "tier3"} {
 		t.Run(profile, func(t *testing.T) {
 			t.Parallel()
@@ -108,7 +126,7 @@ func TestCodexJailed(t *testing.T) {
 			srv := fakeopenai.New(t,
 				fakeopenai.Exec(`printf made-by-codex > out.txt; id -u; echo "home=$CODEX_HOME"; readlink /proc/self/ns/net; env | grep -c CODEX_REFRESH_TOKEN_URL_OVERRIDE; echo PWNED >> .env; echo x > ~/outside.txt`),
 				fakeopenai.Text("done-codex"))
-			r, rec := codexJail{profile: profile, dir: dir,
+			r, rec := codexJail{profile: profile, dir: dir, before: saveJailNet,
 				env: append(srv.Env(), "CODEX_HOME=/root/.codex", "CODEX_REFRESH_TOKEN_URL_OVERRIDE=http://127.0.0.1:9/token")}.run(t, srv, "write a file")
 			wantCode(t, r, 0)
 			p := filepath.Join(dir, "out.txt")
@@ -134,8 +152,8 @@ func TestCodexJailed(t *testing.T) {
 			if strings.Contains(o, "home=/tmp") || strings.Contains(o, "home=/root") {
 				t.Errorf("CODEX_HOME is not the private one:\n%s", o)
 			}
-			if !strings.Contains(o, "net:[") || strings.Contains(o, hostNet) {
-				t.Errorf("the command shares the jail's network namespace %s: Codex's sandbox is not in effect:\n%s", hostNet, o)
+			if jail := jailNet(t, dir); !strings.Contains(o, "net:[") || strings.Contains(o, jail) {
+				t.Errorf("the command shares the jail's network namespace %s: Codex's sandbox is not in effect:\n%s", jail, o)
 			}
 			if strings.Contains(r.stderr, "gitdir pointer") || strings.Contains(r.stderr, "gitdir path") {
 				t.Errorf("codex misreads the .git mask:\n%s", r.stderr)
@@ -205,7 +223,8 @@ func chatGPTLogin(exp time.Time) (auth, access string) {
 // codex logs in with the operator's ~/.codex/auth.json (root's, 0600): an
 // API key as it is, a ChatGPT login without its refresh token; the
 // operator's file is never written. An expired login stops codex before it
-// runs, as claude's does.
+// runs, as claude's does. With the host's network (--net host): in a proxy
+// jail the login stays with the broker (TestNetworkCodexKeyStaysOut).
 func TestCodexOperatorLogin(t *testing.T) {
 	jailed(t)
 	// The stand-in's provider with OpenAI's own login (auth.json), not a key
@@ -225,7 +244,7 @@ func TestCodexOperatorLogin(t *testing.T) {
 			t.Parallel()
 			home, file := operatorCodex(t, c.auth)
 			srv := fakeopenai.New(t, fakeopenai.Exec(`cat "$CODEX_HOME/auth.json"`), fakeopenai.Text("logged in"))
-			r, rec := codexJail{profile: "tier1", dir: visibleDir(t), home: home, provider: provider(srv)}.run(t, srv, "hi")
+			r, rec := codexJail{profile: "tier1", dir: visibleDir(t), home: home, provider: provider(srv), flags: []string{"--net", "host"}}.run(t, srv, "hi")
 			wantCode(t, r, 0)
 			for _, q := range srv.Requests() {
 				if auth := q.Header.Get("Authorization"); q.Method == "POST" && auth != "Bearer "+c.bearer {
@@ -250,7 +269,7 @@ func TestCodexOperatorLogin(t *testing.T) {
 		expired, _ := chatGPTLogin(time.Now().Add(-time.Hour))
 		home, file := operatorCodex(t, expired)
 		srv := fakeopenai.New(t)
-		r, rec := codexJail{profile: "tier1", dir: visibleDir(t), home: home, provider: provider(srv)}.run(t, srv, "hi")
+		r, rec := codexJail{profile: "tier1", dir: visibleDir(t), home: home, provider: provider(srv), flags: []string{"--net", "host"}}.run(t, srv, "hi")
 		if r.code != 125 || rec.Reason != "setup_failed" || !strings.Contains(r.stderr, file+" holds a Codex login that expired at ") || srv.Responses() != 0 {
 			t.Errorf("exit %d, reason %s, %d requests; stderr:\n%s", r.code, rec.Reason, srv.Responses(), r.stderr)
 		}

@@ -76,7 +76,7 @@ func TestDoctorPassesHere(t *testing.T) {
 			if !rep.OK {
 				t.Fatalf("doctor fails here: %+v", rep)
 			}
-			for _, name := range []string{"bwrap", "userns-sysctls", "seccomp", "host-proc", "jail", "inner-userns", "inner-proc", "inner-netns", "init"} {
+			for _, name := range []string{"bwrap", "userns-sysctls", "seccomp", "host-proc", "jail", "network", "inner-userns", "inner-proc", "inner-netns", "init"} {
 				if got := check(t, rep, name); got.Status != doctor.Pass {
 					t.Errorf("%s = %s: %+v", name, got.Status, got)
 				}

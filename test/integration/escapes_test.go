@@ -42,6 +42,9 @@ package integration
 //	input files in a writable root    TestEscapeInputFilesInAWritableRoot (escapes_fs_test.go)
 //	processes and memory exhausted    TestEscapeExhaustion (escapes_exhaustion_test.go)
 //	the compiled-filter cache         TestEscapeSeccompCache (escapes_cache_test.go)
+//	egress: host loopback, the host's TestEscapeNetworkEgress (escapes_network_test.go;
+//	  address, cloud metadata          TestNetworkProxy, TestNetworkHostSockets and
+//	                                    TestNetworkFloodAndKill in network_test.go)
 //	symlinked protected paths         TestSymlinkedProtectedPaths (jail_test.go)
 
 import (

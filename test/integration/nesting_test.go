@@ -86,7 +86,7 @@ func refused(output string) bool {
 func TestNestingMatrix(t *testing.T) {
 	jailed(t)
 	profiles := visibleDir(t)
-	write(t, profiles, map[string]string{"tier1-net.yaml": "extends: tier1\nnamespaces:\n  net: true\n"})
+	write(t, profiles, map[string]string{"tier1-net.yaml": "extends: tier1\nnetwork:\n  mode: none\n"})
 	rows := []struct {
 		name, profile string
 		sealed        bool
@@ -94,7 +94,7 @@ func TestNestingMatrix(t *testing.T) {
 		{"tier1", "tier1", false},
 		{"tier2", "tier2", false},
 		{"tier3", "tier3", false},
-		{"tier1 with its own network namespace", filepath.Join(profiles, "tier1-net.yaml"), false},
+		{"tier1 without a network (network.mode none)", filepath.Join(profiles, "tier1-net.yaml"), false},
 		{"sealed", "sealed", true},
 	}
 	callers := []struct {

@@ -90,6 +90,7 @@ type runRecord struct {
 	Warnings     []string      `json:"warnings"`
 	Claude       *claudeRecord `json:"claude"`
 	Agent        *agentRecord  `json:"agent"`
+	Network      *netRecord    `json:"network"` // network_test.go
 	Error        string        `json:"error"`
 }
 

@@ -19,11 +19,11 @@ func TestOpsLoopAPIKeyFile(t *testing.T) {
 		t.Skip("the ops loop needs node (installed with Claude Code)")
 	}
 	dir := t.TempDir()
-	key, seen := filepath.Join(dir, "api-key"), filepath.Join(dir, "seen-env")
+	key, seen, args := filepath.Join(dir, "api-key"), filepath.Join(dir, "seen-env"), filepath.Join(dir, "seen-args")
 	stub := filepath.Join(dir, "agentjail")
 	for path, content := range map[string]string{
 		key:  "sk-from-the-secret\n",
-		stub: "#!/bin/sh\nenv >\"" + seen + "\"\n",
+		stub: "#!/bin/sh\nenv >\"" + seen + "\"\nprintf '%s\\n' \"$@\" >>\"" + args + "\"\n",
 	} {
 		if err := os.WriteFile(path, []byte(content), 0o755); err != nil {
 			t.Fatal(err)
@@ -39,7 +39,7 @@ func TestOpsLoopAPIKeyFile(t *testing.T) {
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "AGENTJAIL=" + stub, "CLAUDE=claude",
 			"CLAUDEOPS_CYCLES=1", "CLAUDEOPS_INTERVAL=0", "CLAUDEOPS_STATE_DIR=" + filepath.Join(dir, "state"),
 			"CLAUDEOPS_REPOS_DIR=" + filepath.Join(dir, "repos"), "CLAUDEOPS_RESULTS_DIR=" + filepath.Join(dir, "results"),
-			"ANTHROPIC_API_KEY_FILE=" + keyFile}
+			"ANTHROPIC_API_KEY_FILE=" + keyFile, "CLAUDEOPS_TIER1_ALLOW_NET=mcp.internal.example *.svc.example:8443"}
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
@@ -52,6 +52,10 @@ func TestOpsLoopAPIKeyFile(t *testing.T) {
 	}
 	if !strings.Contains("\n"+string(env), "\nANTHROPIC_API_KEY=sk-from-the-secret\n") {
 		t.Errorf("agentjail run did not get the key from the file:\n%s", env)
+	}
+	// CLAUDEOPS_TIER1_ALLOW_NET: one --allow-net each, not globbed.
+	if a, _ := os.ReadFile(args); !strings.Contains(string(a), "\n--allow-net\nmcp.internal.example\n--allow-net\n*.svc.example:8443\n") {
+		t.Errorf("agentjail run's arguments lack the tier's --allow-net entries:\n%s", a)
 	}
 	out, err := run(filepath.Join(dir, "missing"))
 	if err == nil || !strings.Contains(out, "cannot read ANTHROPIC_API_KEY_FILE") {

@@ -1,0 +1,396 @@
+package broker
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agentjail/agentjail/policy"
+	"github.com/agentjail/agentjail/record"
+)
+
+// Caps on what one jail may make the broker hold.
+const (
+	// DefaultMaxConns bounds the connections open at once; one more is
+	// answered 503 at once, never left in the listen backlog.
+	DefaultMaxConns = 512
+	// fdReserve is the descriptors kept for agentjail's own work (the
+	// record, the log, the results) whatever the jail does.
+	fdReserve = 256
+	// headerWait bounds a request's first line and headers, and the first
+	// byte of a connection.
+	headerWait = 10 * time.Second
+	// maxHeader bounds a request's headers.
+	maxHeader = 64 << 10
+	// dialWait bounds a dial out.
+	dialWait = 10 * time.Second
+)
+
+// Route is an API route: a request for http://BROKER/NAME/REST goes to
+// Upstream joined with REST, with the operator's credential in place of
+// the jail's placeholder.
+type Route struct {
+	Name     string
+	Upstream *url.URL
+	// Secrets maps each placeholder the jail holds to the value it stands
+	// for. A credential header (X-Api-Key, Authorization: Bearer) holding
+	// a placeholder gets its value; any other credential header is
+	// dropped: the route never carries a credential of the agent's own.
+	Secrets map[string]string
+}
+
+// Config is one broker.
+type Config struct {
+	// Rules are network.allow, parsed.
+	Rules []policy.NetRule
+	// Routes are the API routes.
+	Routes []Route
+	// Port is the broker's port in the jail: a request in absolute form
+	// for 127.0.0.1, ::1 or localhost on it is for an API route.
+	Port int
+	// Proxy is the operator's proxy for a URL (httpproxy's ProxyFunc),
+	// nil for none: egress and the API routes go out through it.
+	Proxy func(*url.URL) (*url.URL, error)
+	// Resolve looks a host name up; nil: the host's resolver.
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// HostAddrs are the host's own addresses, refused as host-address.
+	HostAddrs []netip.Addr
+	// MaxConns bounds the connections open at once; 0: DefaultMaxConns,
+	// at most (the soft RLIMIT_NOFILE - 256) / 2.
+	MaxConns int
+	// Refused, when set, is called once for each host:port refused, with
+	// the explanation the 403 carries (agentjail says it on stderr).
+	Refused func(hostPort, why string)
+}
+
+// Broker is agentjail's proxy for one jail: HTTP CONNECT, plain HTTP
+// forwarding, SOCKS5, and the API routes, on listeners in the jail's
+// network namespace, dialing out from agentjail's.
+type Broker struct {
+	cfg   Config
+	srv   *http.Server
+	conns *chanListener // connections sniffed as HTTP, for srv
+	slots chan struct{}
+
+	forward, api *http.Transport
+
+	mu        sync.Mutex
+	rec       *record.Network
+	said      map[string]bool
+	active    map[net.Conn]bool
+	listeners []net.Listener
+	closed    bool
+	wg        sync.WaitGroup // accept loops, sniffers, the HTTP server
+	handlers  sync.WaitGroup // HTTP handlers (a tunnel outlives its connection's server)
+}
+
+// New makes a broker; Serve hands it its listeners.
+func New(cfg Config) *Broker {
+	if cfg.Resolve == nil {
+		cfg.Resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		}
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	cfg.MaxConns = max(1, min(cfg.MaxConns, (softNofile()-fdReserve)/2))
+	b := &Broker{
+		cfg:    cfg,
+		conns:  &chanListener{c: make(chan net.Conn), done: make(chan struct{})},
+		slots:  make(chan struct{}, cfg.MaxConns),
+		rec:    record.NewNetwork(policy.NetProxy, nil),
+		said:   map[string]bool{},
+		active: map[net.Conn]bool{},
+	}
+	b.forward = &http.Transport{
+		Proxy:                 func(r *http.Request) (*url.URL, error) { return verdictOf(r.Context()).proxy, nil },
+		DialContext:           b.dialChecked,
+		MaxIdleConnsPerHost:   4,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: 0, // a long poll is the agent's business
+	}
+	b.api = &http.Transport{
+		Proxy: func(r *http.Request) (*url.URL, error) {
+			return b.proxyFor(r.URL.Scheme, r.URL.Hostname(), portOf(r.URL)), nil
+		},
+		DialContext:         (&net.Dialer{Timeout: dialWait}).DialContext,
+		ForceAttemptHTTP2:   true,
+		MaxIdleConnsPerHost: 8,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: dialWait,
+	}
+	b.srv = &http.Server{
+		Handler:           b,
+		ReadHeaderTimeout: headerWait,
+		MaxHeaderBytes:    maxHeader,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          nil,
+	}
+	b.wg.Go(func() { b.srv.Serve(b.conns) })
+	return b
+}
+
+// Serve accepts the jail's connections on l until Close.
+func (b *Broker) Serve(l net.Listener) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		l.Close()
+		return
+	}
+	b.listeners = append(b.listeners, l)
+	if b.rec.Broker == "" {
+		b.rec.Broker = l.Addr().String()
+	}
+	b.wg.Go(func() { b.accept(l) })
+}
+
+func (b *Broker) accept(l net.Listener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// EMFILE and the like: the caps keep agentjail's own
+			// descriptors; wait for one to be given back.
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		select {
+		case b.slots <- struct{}{}:
+		default:
+			b.overLimit(c)
+			continue
+		}
+		if !b.track(c, true) {
+			<-b.slots
+			c.Close()
+			continue
+		}
+		b.wg.Go(func() { b.sniff(c) })
+	}
+}
+
+// overLimit answers a connection past MaxConns with a 503 and closes it.
+func (b *Broker) overLimit(c net.Conn) {
+	b.mu.Lock()
+	if !slices.Contains(b.rec.LimitsHit, "max_connections") {
+		b.rec.LimitsHit = append(b.rec.LimitsHit, "max_connections")
+	}
+	b.mu.Unlock()
+	c.SetWriteDeadline(time.Now().Add(time.Second))
+	body := fmt.Sprintf("agentjail: the jail has %d connections open through the broker, its most at once; close some and retry\n", b.cfg.MaxConns)
+	fmt.Fprintf(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
+	c.Close()
+}
+
+// sniff reads a connection's first byte: SOCKS5 (5) is served here, any
+// other goes to the HTTP server.
+func (b *Broker) sniff(c net.Conn) {
+	c.SetReadDeadline(time.Now().Add(headerWait))
+	br := bufio.NewReader(c)
+	first, err := br.Peek(1)
+	if err != nil {
+		b.release(c)
+		return
+	}
+	c.SetReadDeadline(time.Time{})
+	pc := &peeked{Conn: c, r: br, b: b}
+	if first[0] == socksVersion {
+		b.socks(pc)
+		pc.Close()
+		return
+	}
+	select {
+	case b.conns.c <- pc:
+	case <-b.conns.done:
+		pc.Close()
+	}
+}
+
+// track adds or removes an open connection of the jail's; it refuses to
+// add one once the broker is closing.
+func (b *Broker) track(c net.Conn, add bool) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if add && b.closed {
+		return false
+	}
+	if add {
+		b.active[c] = true
+	} else {
+		delete(b.active, c)
+	}
+	return true
+}
+
+// release closes a connection of the jail's and gives its slot back.
+func (b *Broker) release(c net.Conn) {
+	c.Close()
+	b.track(c, false)
+	<-b.slots
+}
+
+// peeked is a connection of the jail's whose first bytes sit in r; its
+// Close gives the slot back, once.
+type peeked struct {
+	net.Conn
+	r    *bufio.Reader
+	b    *Broker
+	once sync.Once
+}
+
+func (p *peeked) Read(buf []byte) (int, error) { return p.r.Read(buf) }
+
+func (p *peeked) Close() error {
+	p.once.Do(func() { p.b.release(p.Conn) })
+	return nil
+}
+
+// chanListener hands the HTTP server the connections sniff passes it.
+type chanListener struct {
+	c    chan net.Conn
+	done chan struct{}
+	once sync.Once
+}
+
+func (l *chanListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.c:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *chanListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *chanListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
+
+// Close stops the broker: its listeners, then every connection still
+// open, and returns its report for the record. Call it once the jail has
+// ended.
+func (b *Broker) Close() *record.Network {
+	b.mu.Lock()
+	b.closed = true
+	for _, l := range b.listeners {
+		l.Close()
+	}
+	for c := range b.active {
+		c.Close()
+	}
+	b.mu.Unlock()
+	b.conns.Close()
+	b.srv.Close()
+	b.wg.Wait()
+	b.handlers.Wait()
+	b.forward.CloseIdleConnections()
+	b.api.CloseIdleConnections()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.rec
+}
+
+// note records one connection or request, and says a refused host once.
+func (b *Broker) note(c record.Connection, why string) {
+	b.mu.Lock()
+	t := &b.rec.Totals
+	t.Connections++
+	t.BytesUp += c.BytesUp
+	t.BytesDown += c.BytesDown
+	if c.Allowed {
+		t.Allowed++
+	} else {
+		t.Refused++
+	}
+	if len(b.rec.Connections) < record.MaxConnections {
+		b.rec.Connections = append(b.rec.Connections, c)
+	} else {
+		b.rec.ConnectionsDropped++
+	}
+	hp := hostPort(c.Host, c.Port)
+	first := !c.Allowed && why != "" && !b.said[hp]
+	if first {
+		b.said[hp] = true
+		b.rec.RefusedHosts = append(b.rec.RefusedHosts, hp)
+	}
+	b.mu.Unlock()
+	if first && b.cfg.Refused != nil {
+		b.cfg.Refused(hp, why)
+	}
+}
+
+// finish completes a connection's record: its duration, and err.
+func finish(c *record.Connection, start time.Time, err error) {
+	c.Start = record.Time(start)
+	c.DurationMS = time.Since(start).Milliseconds()
+	if err != nil && c.Error == "" {
+		c.Error = err.Error()
+	}
+}
+
+// copyCounted copies src to dst and half-closes dst after: one direction
+// of a tunnel. Between two TCP connections io.Copy splices.
+func copyCounted(dst, src net.Conn, n *int64, done chan<- struct{}) {
+	*n, _ = io.Copy(dst, src)
+	if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	} else {
+		dst.Close()
+	}
+	done <- struct{}{}
+}
+
+// tunnel joins the jail's connection and the upstream one until both
+// directions end; pre is what the jail sent that was read already.
+func tunnel(jail net.Conn, pre []byte, up net.Conn, c *record.Connection) {
+	if len(pre) > 0 {
+		n, err := up.Write(pre)
+		c.BytesUp += int64(n)
+		if err != nil {
+			return
+		}
+	}
+	var upN, downN int64
+	done := make(chan struct{}, 2)
+	go copyCounted(up, jail, &upN, done)
+	go copyCounted(jail, up, &downN, done)
+	<-done
+	<-done
+	c.BytesUp += upN
+	c.BytesDown += downN
+}
+
+// raw returns the jail's TCP connection under c and the bytes already
+// read from it (by bufs, then by the sniffer), so that a tunnel splices.
+func raw(c net.Conn, bufs ...*bufio.Reader) (net.Conn, []byte) {
+	var pre []byte
+	for _, r := range bufs {
+		if r != nil && r.Buffered() > 0 {
+			p, _ := r.Peek(r.Buffered())
+			pre = append(pre, p...)
+		}
+	}
+	if p, ok := c.(*peeked); ok {
+		if n := p.r.Buffered(); n > 0 {
+			b, _ := p.r.Peek(n)
+			pre = append(pre, b...)
+		}
+		return p.Conn, pre
+	}
+	return c, pre
+}

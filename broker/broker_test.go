@@ -1,0 +1,444 @@
+package broker
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/net/proxy"
+
+	"github.com/agentjail/agentjail/policy"
+	"github.com/agentjail/agentjail/record"
+)
+
+func TestClassify(t *testing.T) {
+	t.Parallel()
+	host := []netip.Addr{netip.MustParseAddr("203.0.113.7")}
+	for addr, want := range map[string]string{
+		"169.254.169.254":        "link-local",
+		"127.0.0.53":             "loopback",
+		"0.0.0.0":                "unspecified",
+		"10.1.2.3":               "private",
+		"172.31.255.255":         "private",
+		"192.168.1.1":            "private",
+		"100.100.100.200":        "cgnat",
+		"168.63.129.16":          "metadata",
+		"192.0.0.192":            "reserved",
+		"255.255.255.255":        "reserved",
+		"224.0.0.251":            "multicast",
+		"::":                     "unspecified",
+		"::1":                    "loopback",
+		"fe80::1":                "link-local",
+		"fd00:ec2::254":          "private",
+		"::ffff:169.254.169.254": "link-local",
+		"::ffff:127.0.0.1":       "loopback",
+		"64:ff9b::a9fe:a9fe":     "link-local", // NAT64 of 169.254.169.254
+		"2002:7f00:1::":          "loopback",   // 6to4 of 127.0.0.1
+		"::127.0.0.1":            "reserved",
+		"203.0.113.7":            "host-address",
+		"::ffff:203.0.113.7":     "host-address",
+		"93.184.216.34":          "",
+		"2606:2800:220:1::":      "",
+		"::ffff:93.184.216.34":   "",
+	} {
+		if got := classify(netip.MustParseAddr(addr), host); got != want {
+			t.Errorf("classify(%s) = %q, want %q", addr, got, want)
+		}
+	}
+}
+
+// world is a broker in front of servers on the test's loopback, with a
+// resolver of its own: allowed.test and sub.wild.test are the servers
+// (their address named by an entry, as a loopback address must be);
+// meta.test resolves to the metadata address, loop.test to loopback.
+type world struct {
+	b       *Broker
+	addr    string // the broker's
+	plain   *httptest.Server
+	tlsSrv  *httptest.Server
+	refused []string
+	mu      sync.Mutex
+}
+
+func newWorld(t *testing.T, extra func(*Config)) *world {
+	t.Helper()
+	w := &world{}
+	w.plain = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(rw, "plain %s %s key=%s auth=%s", r.Method, r.URL.Path, r.Header.Get("X-Api-Key"), r.Header.Get("Authorization"))
+	}))
+	w.tlsSrv = httptest.NewTLSServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(rw, "tls %s", r.Host)
+	}))
+	t.Cleanup(w.plain.Close)
+	t.Cleanup(w.tlsSrv.Close)
+	_, plainPort, _ := net.SplitHostPort(w.plain.Listener.Addr().String())
+	_, tlsPort, _ := net.SplitHostPort(w.tlsSrv.Listener.Addr().String())
+	var rules []policy.NetRule
+	for _, e := range []string{"allowed.test:" + plainPort, "allowed.test:" + tlsPort, "*.wild.test:" + tlsPort,
+		"127.0.0.1:" + plainPort, "127.0.0.1:" + tlsPort, "meta.test:80", "loop.test:" + plainPort} {
+		r, err := policy.ParseNetRule(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules = append(rules, r)
+	}
+	upstream, _ := url.Parse(w.plain.URL + "/base")
+	cfg := Config{
+		Rules: rules,
+		Routes: []Route{{Name: "anthropic", Upstream: upstream,
+			Secrets: map[string]string{"placeholder-key": "REAL-KEY", "placeholder-token": "REAL-TOKEN"}}},
+		Resolve: func(ctx context.Context, host string) ([]netip.Addr, error) {
+			switch host {
+			case "allowed.test", "sub.wild.test":
+				return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+			case "meta.test":
+				return []netip.Addr{netip.MustParseAddr("169.254.169.254")}, nil
+			case "loop.test":
+				return []netip.Addr{netip.MustParseAddr("127.0.0.2")}, nil
+			}
+			return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+		},
+		Refused: func(hp, why string) {
+			w.mu.Lock()
+			w.refused = append(w.refused, hp+" "+why)
+			w.mu.Unlock()
+		},
+	}
+	if extra != nil {
+		extra(&cfg)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, bp, _ := net.SplitHostPort(l.Addr().String())
+	cfg.Port, _ = strconv.Atoi(bp)
+	w.b = New(cfg)
+	w.b.Serve(l)
+	w.addr = l.Addr().String()
+	return w
+}
+
+// client is an HTTP client that uses the broker as its proxy and trusts
+// the TLS test server.
+func (w *world) client() *http.Client {
+	pool := w.tlsSrv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	return &http.Client{Transport: &http.Transport{
+		Proxy:           http.ProxyURL(&url.URL{Scheme: "http", Host: w.addr}),
+		TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "example.com"},
+	}, Timeout: 30 * time.Second}
+}
+
+func get(t *testing.T, c *http.Client, u string) (int, string) {
+	t.Helper()
+	resp, err := c.Get(u)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func port(s *httptest.Server) string {
+	_, p, _ := net.SplitHostPort(s.Listener.Addr().String())
+	return p
+}
+
+// TestBrokerAllowsAndRefuses: allowed names are tunnelled (CONNECT) and
+// forwarded (plain HTTP) to the address checked; a name no entry covers,
+// and names that resolve to metadata or loopback addresses, get 403 with
+// the entry to add, said once each; the record has every one.
+func TestBrokerAllowsAndRefuses(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil)
+	c := w.client()
+	if code, body := get(t, c, "https://allowed.test:"+port(w.tlsSrv)+"/"); code != 200 || body != "tls allowed.test:"+port(w.tlsSrv) {
+		t.Errorf("CONNECT allowed.test: %d %q", code, body)
+	}
+	if code, body := get(t, c, "https://sub.wild.test:"+port(w.tlsSrv)+"/"); code != 200 {
+		t.Errorf("CONNECT sub.wild.test: %d %q", code, body)
+	}
+	if code, body := get(t, c, "http://allowed.test:"+port(w.plain)+"/x"); code != 200 || body != "plain GET /x key= auth=" {
+		t.Errorf("GET http://allowed.test: %d %q", code, body)
+	}
+	for _, c2 := range []struct{ url, says string }{
+		{"http://other.test:" + port(w.plain) + "/", `other.test:` + port(w.plain) + ` is not allowed; to allow it, add network.allow: ["other.test:` + port(w.plain) + `"] to the profile, or pass --allow-net other.test:` + port(w.plain)},
+		{"http://meta.test/latest/meta-data", `meta.test resolves to 169.254.169.254, a link-local address`},
+		{"http://loop.test:" + port(w.plain) + "/", `loop.test resolves to 127.0.0.2, a loopback address`},
+		{"http://169.254.169.254/", `169.254.169.254 is a link-local address, which a jail reaches only where an entry names it; to allow it, add network.allow: ["169.254.169.254:80"]`},
+		{"http://[::1]:" + port(w.plain) + "/", `::1 is a loopback address`},
+	} {
+		code, body := get(t, c, c2.url)
+		if code != http.StatusForbidden || !strings.Contains(body, c2.says) {
+			t.Errorf("GET %s: %d %q; want 403 saying %q", c2.url, code, body, c2.says)
+		}
+	}
+	// CONNECT to a refused host: the client sees the 403.
+	if _, err := c.Get("https://other.test/"); err == nil || !strings.Contains(err.Error(), "Forbidden") {
+		t.Errorf("CONNECT other.test: %v", err)
+	}
+	get(t, c, "http://other.test:"+port(w.plain)+"/again")
+	rec := w.b.Close()
+	if len(w.refused) != 6 || !strings.HasPrefix(w.refused[0], "other.test:"+port(w.plain)+" ") {
+		t.Errorf("said refused: %q", w.refused)
+	}
+	if rec.Totals.Connections != 10 || rec.Totals.Allowed != 3 || rec.Totals.Refused != 7 || len(rec.Connections) != 10 || len(rec.RefusedHosts) != 6 {
+		t.Errorf("totals %+v, %d recorded, refused hosts %q", rec.Totals, len(rec.Connections), rec.RefusedHosts)
+	}
+	byRule := map[string]int{}
+	for _, x := range rec.Connections {
+		byRule[x.Proto+" "+x.Rule]++
+		if x.Allowed && (x.Addr != "127.0.0.1" || x.BytesDown == 0) {
+			t.Errorf("allowed connection %+v: no address or bytes", x)
+		}
+	}
+	for k, n := range map[string]int{"connect allowed.test:" + port(w.tlsSrv): 1, "connect *.wild.test:" + port(w.tlsSrv): 1, "http allowed.test:" + port(w.plain): 1,
+		"http not-allowed": 2, "http link-local": 2, "http loopback": 2, "connect not-allowed": 1} {
+		if byRule[k] != n {
+			t.Errorf("%d records %q, want %d; all: %v", byRule[k], k, n, byRule)
+		}
+	}
+}
+
+// TestBrokerAPIRoute: a request for the broker itself goes to the route's
+// upstream, under its base path, with the placeholders swapped for the
+// real credentials and any other credential dropped.
+func TestBrokerAPIRoute(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil)
+	for _, c := range []struct {
+		header, value, want string
+	}{
+		{"X-Api-Key", "placeholder-key", "key=REAL-KEY auth="},
+		{"Authorization", "Bearer placeholder-token", "key= auth=Bearer REAL-TOKEN"},
+		{"X-Api-Key", "sk-ant-the-agents-own", "key= auth="},
+		{"Authorization", "Bearer the-agents-own", "key= auth="},
+	} {
+		req, _ := http.NewRequest("POST", "http://"+w.addr+"/anthropic/v1/messages?beta=true", strings.NewReader("{}"))
+		req.Header.Set(c.header, c.value)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if want := "plain POST /base/v1/messages " + c.want; string(body) != want {
+			t.Errorf("%s: %s: upstream saw %q, want %q", c.header, c.value, body, want)
+		}
+	}
+	// Through the proxy variables too (absolute form, for the broker).
+	if code, body := get(t, w.client(), "http://"+w.addr+"/anthropic/x"); code != 200 || body != "plain GET /base/x key= auth=" {
+		t.Errorf("absolute form for the broker: %d %q", code, body)
+	}
+	if code, body := get(t, http.DefaultClient, "http://"+w.addr+"/nothing/here"); code != 404 || !strings.Contains(body, "/anthropic/") {
+		t.Errorf("no route: %d %q", code, body)
+	}
+	if code, _ := get(t, http.DefaultClient, "http://"+w.addr+PingPath); code != 200 {
+		t.Errorf("ping: %d", code)
+	}
+	// An upstream without a path of its own.
+	w.b.cfg.Routes[0].Upstream, _ = url.Parse(w.plain.URL)
+	if code, body := get(t, http.DefaultClient, "http://"+w.addr+"/anthropic/v1/models"); code != 200 || body != "plain GET /v1/models key= auth=" {
+		t.Errorf("an upstream without a path: %d %q", code, body)
+	}
+	rec := w.b.Close()
+	if rec.Totals.Connections != 6 || rec.Connections[0].Proto != "api" || rec.Connections[0].Rule != "api:anthropic" || rec.Connections[0].Status != 200 || rec.Connections[0].BytesUp != 2 {
+		t.Errorf("record: %+v", rec)
+	}
+}
+
+// TestBrokerSOCKS5: SOCKS5 CONNECT with the name resolved by the broker,
+// judged like a CONNECT.
+func TestBrokerSOCKS5(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil)
+	d, err := proxy.SOCKS5("tcp", w.addr, nil, proxy.Direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := d.Dial("tcp", "allowed.test:"+port(w.plain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c, "GET /s HTTP/1.0\r\nHost: x\r\n\r\n")
+	got, _ := io.ReadAll(c)
+	c.Close()
+	if !strings.Contains(string(got), "plain GET /s") {
+		t.Errorf("through SOCKS5: %q", got)
+	}
+	if _, err := d.Dial("tcp", "meta.test:80"); err == nil || !strings.Contains(err.Error(), "not allowed") {
+		t.Errorf("SOCKS5 to meta.test: %v", err)
+	}
+	rec := w.b.Close()
+	if rec.Totals.Connections != 2 || rec.Connections[0].Proto != "socks5" || rec.Connections[0].BytesDown == 0 || rec.Connections[1].Rule != "link-local" {
+		t.Errorf("record: %+v", rec.Connections)
+	}
+}
+
+// TestBrokerUpstreamProxy: with the operator's proxy, tunnels and the API
+// route go through it (it resolves the names), and the record says so.
+func TestBrokerUpstreamProxy(t *testing.T) {
+	t.Parallel()
+	var seen []string
+	var mu sync.Mutex
+	corp := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Method+" "+r.Host+" "+r.Header.Get("Proxy-Authorization"))
+		mu.Unlock()
+		if r.Method != http.MethodConnect {
+			http.Error(rw, "not here", 500)
+			return
+		}
+		up, err := net.Dial("tcp", r.Host)
+		if err != nil {
+			http.Error(rw, err.Error(), 502)
+			return
+		}
+		jail, _, _ := http.NewResponseController(rw).Hijack()
+		jail.Write([]byte("HTTP/1.1 200 OK\r\n\r\n"))
+		go io.Copy(up, jail)
+		io.Copy(jail, up)
+		jail.Close()
+		up.Close()
+	}))
+	defer corp.Close()
+	corpURL, _ := url.Parse(corp.URL)
+	corpURL.User = url.UserPassword("op", "secret")
+	w := newWorld(t, func(c *Config) {
+		c.Proxy = func(u *url.URL) (*url.URL, error) {
+			if u.Hostname() == "127.0.0.1" {
+				return nil, nil // loopback is never proxied (httpproxy)
+			}
+			return corpURL, nil
+		}
+	})
+	// The operator's proxy reaches the loopback server as "allowed.test"
+	// only through its own resolver: here, by address.
+	c := w.client()
+	if code, body := get(t, c, "https://127.0.0.1:"+port(w.tlsSrv)+"/"); code != 200 {
+		t.Errorf("direct by address: %d %q", code, body)
+	}
+	_, err := c.Get("https://allowed.test:" + port(w.tlsSrv) + "/")
+	rec := w.b.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 1 || seen[0] != "CONNECT allowed.test:"+port(w.tlsSrv)+" Basic b3A6c2VjcmV0" {
+		t.Errorf("the operator's proxy saw %q (%v)", seen, err)
+	}
+	for _, x := range rec.Connections {
+		if (x.Host == "allowed.test") != (x.Via == "upstream-proxy") || x.Via != "" && x.Addr != "" || !x.Allowed {
+			t.Errorf("record: %+v", x)
+		}
+	}
+}
+
+// TestBrokerCapsConnections: past MaxConns a connection gets 503 at once,
+// and the broker keeps serving the others.
+func TestBrokerCapsConnections(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, func(c *Config) { c.MaxConns = 3 })
+	var held []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", w.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte("G")) // a request that never ends
+		held = append(held, c)
+	}
+	time.Sleep(100 * time.Millisecond) // let the broker take them (no timing is asserted)
+	c, err := net.Dial("tcp", w.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != 503 {
+		t.Fatalf("over the cap: %v, %v", resp, err)
+	}
+	c.Close()
+	held[0].Close()
+	// A slot is free again once the broker notices.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, _ := get(t, http.DefaultClient, "http://"+w.addr+PingPath)
+		if code == 200 || time.Now().After(deadline) {
+			if code != 200 {
+				t.Errorf("after a slot was freed: %d", code)
+			}
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, h := range held[1:] {
+		h.Close()
+	}
+	if rec := w.b.Close(); !slices.Equal(rec.LimitsHit, []string{"max_connections"}) {
+		t.Errorf("limits hit: %q", rec.LimitsHit)
+	}
+}
+
+// TestBrokerCloseEndsTunnels: Close ends a tunnel still open and returns.
+func TestBrokerCloseEndsTunnels(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil)
+	c, err := net.Dial("tcp", w.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "CONNECT 127.0.0.1:%s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", port(w.plain))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	done := make(chan *record.Network)
+	go func() { done <- w.b.Close() }()
+	select {
+	case rec := <-done:
+		if rec.Totals.Connections != 1 || rec.Connections[0].Rule != "127.0.0.1:"+port(w.plain) {
+			t.Errorf("record %+v", rec.Connections)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Close did not return with a tunnel open")
+	}
+}
+
+// TestListenerRefusesAgentjailsOwnNamespace: a listener in agentjail's own
+// network namespace, or on the wrong address, is never served.
+func TestListenerRefusesAgentjailsOwnNamespace(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	f, _ := l.(*net.TCPListener).File()
+	defer f.Close()
+	p, _ := strconv.Atoi(port(&httptest.Server{Listener: l}))
+	if _, err := Listener(f, p); !errors.Is(err, ErrListener) || !strings.Contains(err.Error(), "agentjail's own network namespace") {
+		t.Errorf("Listener(own namespace) = %v", err)
+	}
+	if _, err := Listener(f, p+1); !errors.Is(err, ErrListener) || !strings.Contains(err.Error(), "it listens on 127.0.0.1:") {
+		t.Errorf("Listener(wrong port) = %v", err)
+	}
+	if _, err := Listener(os.Stdin, p); !errors.Is(err, ErrListener) {
+		t.Errorf("Listener(stdin) = %v", err)
+	}
+}

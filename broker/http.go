@@ -1,0 +1,311 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentjail/agentjail/record"
+)
+
+// PingPath answers 200 on the broker's own address: what `agentjail
+// doctor` asks from inside a jail.
+const PingPath = "/agentjail/ping"
+
+// ServeHTTP serves the jail's HTTP requests: CONNECT tunnels, requests
+// in absolute form for other hosts (plain HTTP forwarding), and requests
+// for the broker itself (the API routes).
+func (b *Broker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		http.Error(w, "agentjail: the run is ending", http.StatusServiceUnavailable)
+		return
+	}
+	b.handlers.Add(1)
+	b.mu.Unlock()
+	defer b.handlers.Done()
+	switch {
+	case r.Method == http.MethodConnect:
+		b.connect(w, r)
+	case r.URL.IsAbs() && !b.isSelf(r.URL):
+		b.forwardHTTP(w, r)
+	default:
+		b.route(w, r)
+	}
+}
+
+// isSelf says whether an absolute URL names the broker itself.
+func (b *Broker) isSelf(u *url.URL) bool {
+	h := strings.ToLower(u.Hostname())
+	return portOf(u) == b.cfg.Port && (h == "localhost" || h == "127.0.0.1" || h == "::1")
+}
+
+// portOf is a URL's port, the scheme's default when it names none.
+func portOf(u *url.URL) int {
+	if p, err := strconv.Atoi(u.Port()); err == nil {
+		return p
+	}
+	if u.Scheme == "https" {
+		return 443
+	}
+	return 80
+}
+
+// refuse answers 403 with why, the entry to add.
+func refuse(w http.ResponseWriter, why string) {
+	http.Error(w, "agentjail: "+why, http.StatusForbidden)
+}
+
+// connect serves CONNECT host:port: a tunnel to a checked address.
+func (b *Broker) connect(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	host, ps, err := net.SplitHostPort(r.Host)
+	port, perr := strconv.Atoi(ps)
+	if err != nil || perr != nil || port < 1 || port > 65535 {
+		http.Error(w, "agentjail: CONNECT needs HOST:PORT, got "+strconv.Quote(r.Host), http.StatusBadRequest)
+		return
+	}
+	c := record.Connection{Proto: "connect", Host: strings.Trim(host, "[]"), Port: port}
+	v := b.decide(r.Context(), "https", host, port)
+	c.Allowed, c.Rule = v.allowed, v.rule
+	if !v.allowed {
+		c.Status = http.StatusForbidden
+		refuse(w, v.why)
+		finish(&c, start, nil)
+		b.note(c, v.why)
+		return
+	}
+	up, err := b.dial(r.Context(), v, host, port, &c)
+	if err != nil {
+		c.Status = http.StatusBadGateway
+		http.Error(w, fmt.Sprintf("agentjail: cannot reach %s: %v", hostPort(c.Host, port), err), http.StatusBadGateway)
+		finish(&c, start, err)
+		b.note(c, "")
+		return
+	}
+	defer up.Close()
+	jail, rw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		finish(&c, start, err)
+		b.note(c, "")
+		return
+	}
+	defer jail.Close()
+	c.Status = http.StatusOK
+	if _, err := rw.WriteString("HTTP/1.1 200 Connection established\r\n\r\n"); err == nil {
+		err = rw.Flush()
+	}
+	if err == nil {
+		conn, pre := raw(jail, rw.Reader)
+		b.hold(up)
+		tunnel(conn, pre, up, &c)
+		b.track(up, false)
+	}
+	finish(&c, start, err)
+	b.note(c, "")
+}
+
+// hold tracks an upstream connection, so that Close ends it.
+func (b *Broker) hold(c net.Conn) {
+	if !b.track(c, true) {
+		c.Close()
+	}
+}
+
+// dial reaches host:port as v says: through the operator's proxy, or at
+// the first checked address that answers. It notes what it dialed in c.
+func (b *Broker) dial(ctx context.Context, v verdict, host string, port int, c *record.Connection) (net.Conn, error) {
+	if v.err != nil {
+		return nil, v.err
+	}
+	ctx, cancel := context.WithTimeout(ctx, dialWait)
+	defer cancel()
+	if v.proxy != nil {
+		c.Via = "upstream-proxy"
+		return dialVia(ctx, v.proxy, hostPort(strings.Trim(host, "[]"), port))
+	}
+	var errs []error
+	d := net.Dialer{}
+	for _, a := range v.addrs {
+		conn, err := d.DialContext(ctx, "tcp", netip.AddrPortFrom(a, uint16(port)).String())
+		if err == nil {
+			c.Addr = a.String()
+			return conn, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
+}
+
+// verdictKey carries a forwarded request's verdict to the transport's
+// dial, so that it dials exactly the addresses checked.
+type verdictKey struct{}
+
+func verdictOf(ctx context.Context) verdict {
+	v, _ := ctx.Value(verdictKey{}).(verdict)
+	return v
+}
+
+// dialChecked is the forwarding transport's dial: to the checked
+// addresses of the request's verdict (the operator's proxy, when the
+// transport goes through one, is dialed as it is).
+func (b *Broker) dialChecked(ctx context.Context, network, addr string) (net.Conn, error) {
+	v := verdictOf(ctx)
+	if v.proxy != nil {
+		return (&net.Dialer{Timeout: dialWait}).DialContext(ctx, network, addr)
+	}
+	host, ps, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(ps)
+	var c record.Connection
+	return b.dial(ctx, v, host, port, &c)
+}
+
+// counter counts the bytes that pass through a body.
+type counter struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (c counter) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// proxied runs one request through a reverse proxy and records it.
+func (b *Broker) proxied(w http.ResponseWriter, r *http.Request, c record.Connection, rewrite func(*httputil.ProxyRequest), t http.RoundTripper) {
+	start := time.Now()
+	var up, down atomic.Int64
+	var failed error
+	rp := &httputil.ReverseProxy{
+		Transport: t,
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			if pr.Out.Body != nil && pr.Out.Body != http.NoBody {
+				pr.Out.Body = counter{pr.Out.Body, &up}
+			}
+			pr.Out.Header.Del("Proxy-Authorization")
+			rewrite(pr)
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			c.Status = resp.StatusCode
+			resp.Body = counter{resp.Body, &down}
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			failed = err
+			c.Status = http.StatusBadGateway
+			http.Error(w, fmt.Sprintf("agentjail: cannot reach %s: %v", hostPort(c.Host, c.Port), err), http.StatusBadGateway)
+		},
+		ErrorLog: discardLog,
+	}
+	rp.ServeHTTP(w, r)
+	c.BytesUp, c.BytesDown = up.Load(), down.Load()
+	finish(&c, start, failed)
+	b.note(c, "")
+}
+
+// forwardHTTP forwards a plain HTTP request for another host.
+func (b *Broker) forwardHTTP(w http.ResponseWriter, r *http.Request) {
+	c := record.Connection{Proto: "http", Host: r.URL.Hostname(), Port: portOf(r.URL)}
+	if r.URL.Scheme != "http" {
+		http.Error(w, "agentjail: the broker forwards http:// URLs; for https:// use CONNECT (HTTPS_PROXY)", http.StatusBadRequest)
+		return
+	}
+	v := b.decide(r.Context(), "http", c.Host, c.Port)
+	c.Allowed, c.Rule = v.allowed, v.rule
+	if !v.allowed {
+		c.Status = http.StatusForbidden
+		refuse(w, v.why)
+		finish(&c, time.Now(), nil)
+		b.note(c, v.why)
+		return
+	}
+	if v.proxy != nil {
+		c.Via = "upstream-proxy"
+	} else if len(v.addrs) > 0 {
+		c.Addr = v.addrs[0].String()
+	}
+	r = r.WithContext(context.WithValue(r.Context(), verdictKey{}, v))
+	b.proxied(w, r, c, func(pr *httputil.ProxyRequest) {
+		pr.Out.URL = pr.In.URL
+		pr.Out.Host = pr.In.Host
+	}, b.forward)
+}
+
+// route serves a request for the broker itself: an API route, or the ping.
+func (b *Broker) route(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == PingPath {
+		fmt.Fprintln(w, "agentjail broker")
+		return
+	}
+	name, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	var rt *Route
+	for i := range b.cfg.Routes {
+		if b.cfg.Routes[i].Name == name {
+			rt = &b.cfg.Routes[i]
+		}
+	}
+	if rt == nil {
+		var names []string
+		for _, x := range b.cfg.Routes {
+			names = append(names, "/"+x.Name+"/")
+		}
+		http.Error(w, fmt.Sprintf("agentjail: the broker serves the API routes %s here, not %s; for other hosts set HTTP_PROXY", strings.Join(names, ", "), r.URL.Path), http.StatusNotFound)
+		return
+	}
+	up := rt.Upstream
+	c := record.Connection{Proto: "api", Host: up.Hostname(), Port: portOf(up), Allowed: true, Rule: "api:" + rt.Name}
+	if b.proxyFor(up.Scheme, up.Hostname(), portOf(up)) != nil {
+		c.Via = "upstream-proxy"
+	}
+	b.proxied(w, r, c, func(pr *httputil.ProxyRequest) {
+		pr.SetURL(up)
+		pr.Out.URL.Path, pr.Out.URL.RawPath = joinPath(up, rest)
+		pr.Out.URL.RawQuery = pr.In.URL.RawQuery
+		pr.Out.Host = up.Host
+		swap(pr.Out.Header, rt.Secrets)
+	}, b.api)
+}
+
+// joinPath is the upstream's path with rest (the request's path after the
+// route's name) appended.
+func joinPath(up *url.URL, rest string) (string, string) {
+	u := up.JoinPath(rest)
+	if !strings.HasPrefix(u.Path, "/") { // an upstream without a path of its own
+		u.Path = "/" + u.Path
+		if u.RawPath != "" {
+			u.RawPath = "/" + u.RawPath
+		}
+	}
+	return u.Path, u.RawPath
+}
+
+// swap puts the operator's credentials in place of the jail's
+// placeholders, and drops every credential that is not one.
+func swap(h http.Header, secrets map[string]string) {
+	if v := h.Get("X-Api-Key"); v != "" {
+		h.Del("X-Api-Key")
+		if real, ok := secrets[v]; ok {
+			h.Set("X-Api-Key", real)
+		}
+	}
+	if v := h.Get("Authorization"); v != "" {
+		h.Del("Authorization")
+		if tok, ok := strings.CutPrefix(v, "Bearer "); ok {
+			if real, ok := secrets[tok]; ok {
+				h.Set("Authorization", "Bearer "+real)
+			}
+		}
+	}
+}

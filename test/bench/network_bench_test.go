@@ -1,0 +1,120 @@
+package bench
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// gib1 is what the broker benchmark downloads.
+const gib1 = 1 << 30
+
+// loopbackServer serves GET /big (1 GiB of zeros, 1 MiB writes) and GET /
+// (one byte) on the host's loopback; it returns the port.
+func loopbackServer(b *testing.B) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	chunk := make([]byte, 1<<20)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/big" {
+			w.Write([]byte("x"))
+			return
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(gib1))
+		for range gib1 / len(chunk) {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})}
+	go srv.Serve(l)
+	b.Cleanup(func() { srv.Close() })
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// BenchmarkBrokerDownload: 1 GiB from a server on the host's loopback,
+// fetched by curl in a tier1 jail through the broker (a CONNECT tunnel,
+// which splices, and a plain HTTP request, which the broker forwards),
+// against the same download in a jail on the host's network (--net host).
+// The launch is included on both sides. Target: ≥ 0.8× the direct MB/s.
+func BenchmarkBrokerDownload(b *testing.B) {
+	if os.Getuid() != 0 {
+		b.Skip("needs root: agentjail run drops to the run user")
+	}
+	port := loopbackServer(b)
+	url := fmt.Sprintf("http://127.0.0.1:%d/big", port)
+	allow := fmt.Sprintf("127.0.0.1:%d", port)
+	direct := func() error {
+		return devNull(agentjail, "run", "--net", "host", "--", "curl", "-sSf", "-o", "/dev/null", url)
+	}
+	for range b.N {
+		ref, subj := compare(b, "download 1 GiB, CONNECT", samples(5), "--net host, direct", direct,
+			"through the broker (CONNECT)", func() error {
+				return devNull(agentjail, "run", "--allow-net", allow, "--", "curl", "-sSf", "--noproxy", "", "-p", "-o", "/dev/null", url)
+			})
+		reportGiB(ref, subj, "CONNECT")
+		b.ReportMetric(float64(ref)/float64(subj), "x-connect")
+		ref, subj = compare(b, "download 1 GiB, plain HTTP", samples(5), "--net host, direct", direct,
+			"through the broker (plain HTTP)", func() error {
+				return devNull(agentjail, "run", "--allow-net", allow, "--", "curl", "-sSf", "--noproxy", "", "-o", "/dev/null", url)
+			})
+		reportGiB(ref, subj, "plain HTTP")
+		b.ReportMetric(float64(ref)/float64(subj), "x-plain")
+	}
+}
+
+func reportGiB(ref, subj time.Duration, how string) {
+	mb := func(d time.Duration) float64 { return float64(gib1) / 1e6 / d.Seconds() }
+	fmt.Printf("%-28s direct %.0f MB/s, broker (%s) %.0f MB/s: %.3f× (target ≥ 0.8×)\n", "", mb(ref), how, mb(subj), mb(subj)/mb(ref))
+}
+
+// BenchmarkBrokerFirstByte: connect and first byte of 200 requests in one
+// jail, each a new curl: through the broker (a CONNECT tunnel) against
+// direct in a jail on the host's network; curl's own time_starttransfer,
+// so that process start-up is left out. Target: adds < 1 ms.
+func BenchmarkBrokerFirstByte(b *testing.B) {
+	if os.Getuid() != 0 {
+		b.Skip("needs root: agentjail run drops to the run user")
+	}
+	port := loopbackServer(b)
+	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	n := samples(200)
+	times := func(flags []string, curl ...string) ([]time.Duration, error) {
+		script := fmt.Sprintf(`i=0; while [ $i -lt %d ]; do curl -sSf -o /dev/null -w '%%{time_starttransfer}\n' "$@"; i=$((i+1)); done`, n)
+		args := append(append(append([]string{"run"}, flags...), "--", "sh", "-c", script, "sh"), curl...)
+		cmd := exec.Command(agentjail, args...)
+		cmd.Env, cmd.Dir = []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8"}, "/"
+		out, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("%v: %s", err, out)
+		}
+		var ds []time.Duration
+		for _, f := range strings.Fields(string(out)) {
+			s, _ := strconv.ParseFloat(f, 64)
+			ds = append(ds, time.Duration(s*float64(time.Second)))
+		}
+		return ds, nil
+	}
+	for range b.N {
+		direct, err := times([]string{"--net", "host"}, url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		broker, err := times([]string{"--allow-net", fmt.Sprintf("127.0.0.1:%d", port)}, "--noproxy", "", "-p", url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		md, mb := median(direct), median(broker)
+		fmt.Printf("%-28s direct median %.3f ms, through the broker %.3f ms: adds %.3f ms (target < 1 ms, n=%d)\n",
+			"connect + first byte", ms2(md), ms2(mb), ms2(mb-md), n)
+		b.ReportMetric(ms2(mb-md), "ms-added")
+	}
+}

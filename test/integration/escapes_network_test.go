@@ -1,0 +1,67 @@
+package integration
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestEscapeNetworkEgress: under plain bubblewrap the agent shares the
+// host's network: a service on the host's loopback, and on the host's own
+// address, answers it (the hole; cloud metadata at 169.254.169.254 would
+// too, on a cloud VM, which this host is not). Under tier1 (proxy) neither
+// answers, directly or through the broker, and the metadata address, also
+// in its IPv4-mapped form, is refused by the broker.
+func TestEscapeNetworkEgress(t *testing.T) {
+	jailed(t)
+	l, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "host-service") })}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	port := l.Addr().(*net.TCPAddr).Port
+	var hostIP string
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if ip, ok := a.(*net.IPNet); ok && ip.IP.To4() != nil && !ip.IP.IsLoopback() {
+			hostIP = ip.IP.String()
+			break
+		}
+	}
+	if hostIP == "" {
+		t.Fatal("this host has no IPv4 address besides loopback")
+	}
+	script := fmt.Sprintf(`
+for u in http://127.0.0.1:%[1]d/ http://%[2]s:%[1]d/; do
+  echo "direct $u $(curl -sS -m 10 --noproxy '*' $u 2>&1 | head -c 80)"
+done
+if [ -n "${HTTP_PROXY:-}" ]; then
+  for u in http://127.0.0.1:%[1]d/ http://%[2]s:%[1]d/ http://169.254.169.254/latest/meta-data/ 'http://[::ffff:169.254.169.254]/'; do
+    echo "broker $u $(curl -sS -m 10 --noproxy '' "$u" 2>&1 | head -c 80)"
+  done
+fi
+`, port, hostIP)
+	plain := plainBwrap{cred: uid1000}.run(t, "sh", "-c", script)
+	holeShown(t, strings.Count(plain.stdout, "host-service") == 2, "the host's loopback and address answer", plain)
+
+	r := aj(t, "run", "--user", "1000", "--", "sh", "-c", script)
+	wantCode(t, r, 0)
+	if strings.Contains(r.stdout, "host-service") {
+		t.Errorf("a host service answered in the jail:\n%s", r.stdout)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("broker http://127.0.0.1:%d/ agentjail: 127.0.0.1 is a loopback address", port),
+		fmt.Sprintf("broker http://%s:%d/ agentjail: %s is a ", hostIP, port, hostIP),
+		"broker http://169.254.169.254/latest/meta-data/ agentjail: 169.254.169.254 is a link-local address",
+		"broker http://[::ffff:169.254.169.254]/ agentjail: ::ffff:169.254.169.254 is a link-local address",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the jail's output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
