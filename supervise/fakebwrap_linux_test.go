@@ -40,6 +40,8 @@ import (
 const (
 	fakeBwrapEnv   = "AGENTJAIL_TEST_FAKE_BWRAP"
 	fakeSandboxEnv = "AGENTJAIL_TEST_FAKE_SANDBOX"
+	// fakeMountFailsEnv makes the fake bwrap's sandbox fail its mounts.
+	fakeMountFailsEnv = "AGENTJAIL_TEST_FAKE_MOUNT_FAILS"
 	fakeStageEnv   = "AGENTJAIL_TEST_STAGE"
 )
 
@@ -84,6 +86,17 @@ func fakeBwrap(args []string) int {
 	}
 	if len(args) < 2 {
 		fmt.Fprintln(os.Stderr, "fake bwrap: no command")
+		return 1
+	}
+	if os.Getenv(fakeMountFailsEnv) != "" {
+		// Real bwrap's child does the mounts: one that fails ends it, and
+		// bwrap may reap it before the supervisor reads the child-pid
+		// line (here always).
+		gone := exec.Command("/bin/true")
+		gone.Run()
+		fmt.Fprintln(os.Stderr, "bwrap: Can't mkdir parents for /x: Read-only file system")
+		data, _ := json.Marshal(map[string]int{"child-pid": gone.Process.Pid})
+		unix.Write(status, append(data, '\n'))
 		return 1
 	}
 	sandbox := exec.Command(os.Args[0], args[1:]...)

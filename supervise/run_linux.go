@@ -687,6 +687,10 @@ func (s *supervisor) adopt(pid int, blockW *os.File) error {
 	s.childPID = pid
 	s.mu.Unlock()
 	box, err := openSandbox(s.spec.ProcRoot, pid, s.cmd.Process.Pid, s.spec.RunID)
+	if errors.Is(err, errSandboxGone) {
+		blockW.Close() // nothing runs: bwrap's exit tells the rest
+		return nil
+	}
 	if err != nil {
 		return err
 	}

@@ -195,6 +195,22 @@ func TestRunSetupFailure(t *testing.T) {
 	}
 }
 
+// TestRunSandboxGoneBeforeAdoption: when bwrap's child fails a mount and
+// is gone before the supervisor opens its pidfd, the run is bwrap's setup
+// failure (its message above), not a pidfd_open error.
+func TestRunSandboxGoneBeforeAdoption(t *testing.T) {
+	t.Parallel()
+	spec := fakeSpec(t, "true")
+	spec.Env = append(spec.Env, fakeMountFailsEnv+"=1")
+	var stderr bytes.Buffer
+	spec.Stdin, spec.Stdout, spec.Stderr = strings.NewReader(""), &bytes.Buffer{}, &stderr
+	out, err := Run(spec)
+	r := out.Record
+	if err == nil || r.Reason != record.ReasonSetupFailed || !strings.Contains(err.Error(), "bubblewrap could not set up the jail (exit 1)") {
+		t.Errorf("err %v, reason %s; stderr: %s", err, r.Reason, stderr.String())
+	}
+}
+
 // TestRunHandsTheControlChannelOver: with Spec.Control, the exec stage
 // (the Go one, in the fake jail) finds its channel at execstage.FDControl
 // and the listener it makes reaches Control before Run returns; without

@@ -23,12 +23,20 @@ type sandbox struct {
 	pidfd int
 }
 
+// errSandboxGone: bwrap's child exited before the supervisor could open
+// its pidfd, as it does when one of its mounts fails; bwrap's exit then
+// says why.
+var errSandboxGone = errors.New("the sandbox exited before it was adopted")
+
 // openSandbox takes a pidfd on pid, then checks that the process behind it
 // is bwrap's child and carries this run's marker. The check comes after
 // the pidfd is open and the pidfd is then checked alive, so the /proc data
 // read belongs to the process the pidfd names, never to a reused pid.
 func openSandbox(procRoot string, pid, bwrapPID int, runID string) (*sandbox, error) {
 	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return nil, errSandboxGone
+	}
 	if err != nil {
 		return nil, fmt.Errorf("pidfd_open(%d): %w", pid, err)
 	}
@@ -37,8 +45,11 @@ func openSandbox(procRoot string, pid, bwrapPID int, runID string) (*sandbox, er
 	// sandbox, in its own user namespace) is readable by root only; then
 	// the parent check stands alone.
 	env, envErr := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "environ"))
-	if err == nil {
-		err = unix.PidfdSendSignal(fd, 0, nil, 0)
+	if alive := unix.PidfdSendSignal(fd, 0, nil, 0); errors.Is(alive, unix.ESRCH) {
+		unix.Close(fd)
+		return nil, errSandboxGone
+	} else if err == nil {
+		err = alive
 	}
 	if err == nil && (p.PPID != bwrapPID || envErr == nil && procs.MarkerIn(env) != runID) {
 		err = fmt.Errorf("%w: pid %d has parent %d and marker %q", procs.ErrNotOurs, pid, p.PPID, procs.MarkerIn(env))
