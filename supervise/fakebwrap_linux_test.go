@@ -42,7 +42,7 @@ const (
 	fakeSandboxEnv = "AGENTJAIL_TEST_FAKE_SANDBOX"
 	// fakeMountFailsEnv makes the fake bwrap's sandbox fail its mounts.
 	fakeMountFailsEnv = "AGENTJAIL_TEST_FAKE_MOUNT_FAILS"
-	fakeStageEnv   = "AGENTJAIL_TEST_STAGE"
+	fakeStageEnv      = "AGENTJAIL_TEST_STAGE"
 )
 
 func TestMain(m *testing.M) {
