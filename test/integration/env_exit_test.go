@@ -15,7 +15,8 @@ func TestEnvironmentIsAllowlistedAndNeverOnTheCommandLine(t *testing.T) {
 	jailed(t)
 	const secret = "sk-ant-integration-secret-value"
 	ready := filepath.Join(workspace(t), "ready")
-	cmd := exec.Command(agentjail, "run", "--write", filepath.Dir(ready), "--chdir", filepath.Dir(ready), "--", "sh", "-c", "env; touch "+ready+"; sleep 30")
+	// The host's network: a proxy jail gets placeholders for the agents' keys.
+	cmd := exec.Command(agentjail, "run", "--net", "host", "--write", filepath.Dir(ready), "--chdir", filepath.Dir(ready), "--", "sh", "-c", "env; touch "+ready+"; sleep 30")
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "ANTHROPIC_API_KEY=" + secret, "AWS_SECRET_ACCESS_KEY=aws-secret", "CLAUDECODE=1", "DATABASE_URL=postgres://x", "LANG=C.UTF-8",
 		// An enclosing Claude Code session's and Codex's own.
 		"CLAUDE_CODE_CHILD_SESSION=1", "CLAUDE_CODE_SESSION_ID=outer", "CLAUDE_CODE_ENTRYPOINT=sdk-cli", "CLAUDE_CODE_EXECPATH=/opt/claude",

@@ -34,7 +34,7 @@ func TestEscapeClaudeLogin(t *testing.T) {
 	run := func(script string) (result, runRecord) {
 		t.Helper()
 		rec := recordPath(t)
-		r := invocation{env: []string{"HOME=" + home}, dir: ws}.run(t, "run", "--user", "1000", "--write", ws, "--record", rec, "--", "sh", "-c", script)
+		r := invocation{env: []string{"HOME=" + home}, dir: ws}.run(t, "run", "--net", "host", "--user", "1000", "--write", ws, "--record", rec, "--", "sh", "-c", script) // the login is copied in only with the host's network
 		wantCode(t, r, 0)
 		return r, readRecord(t, rec, 0)
 	}

@@ -22,7 +22,7 @@ func TestStagedLoginsRedacted(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := recordPath(t)
-	r := invocation{env: []string{"HOME=" + home}}.run(t, "run", "--profile", "tier1", "--user", "1000", "--record", rec, "--",
+	r := invocation{env: []string{"HOME=" + home}}.run(t, "run", "--profile", "tier1", "--net", "host", "--user", "1000", "--record", rec, "--", // logins are staged into the jail only with the host's network
 		"sh", "-c", `cat "$CLAUDE_CONFIG_DIR/.credentials.json" "$CODEX_HOME/auth.json"`)
 	wantCode(t, r, 0)
 	if !strings.Contains(r.stdout, "sk-ant-oat01-operator-staged") || !strings.Contains(r.stdout, "sk-operator-codex-staged") {

@@ -449,7 +449,8 @@ func TestRecordInEveryOutcome(t *testing.T) {
 		code   int
 		reason string
 	}{
-		{"exit", "", []string{"--", "sh", "-c", "echo $ANTHROPIC_API_KEY; exit 7"}, 7, "exit"},
+		// The host's network: a proxy jail gets a placeholder, not the key.
+		{"exit", "", []string{"--net", "host", "--", "sh", "-c", "echo $ANTHROPIC_API_KEY; exit 7"}, 7, "exit"},
 		{"signal", "", []string{"--", "sh", "-c", "kill -SEGV $$"}, 139, "signal"},
 		{"exec failed", "", []string{"--", "no-such-command-anywhere"}, 127, "exec_failed"},
 		{"bad profile", "", []string{"--profile", filepath.Join(dir, "bad.yaml"), "--", "true"}, 125, "setup_failed"},
