@@ -217,8 +217,8 @@ func drain(streams []*stream, d time.Duration, done <-chan struct{}, cut *atomic
 		for _, s := range streams {
 			since := s.reading.Load()
 			if since != 0 && time.Since(s.activity.start)-time.Duration(max(since, begun)) >= d {
+				cut.Store(true) // before the cut: whoever sees the stream end sees it
 				s.src.SetReadDeadline(time.Now())
-				cut.Store(true)
 			}
 		}
 	}
