@@ -15,7 +15,7 @@ STARTED   := $(shell date +%s)
 # recommended libc6-dev cannot build cgo; the go command fetches modules over
 # TLS), then what the tests and benchmarks drive.
 RUNTIME_PKGS := bubblewrap libseccomp-dev gcc libc6-dev pkg-config ca-certificates
-TEST_PKGS    := runc tini dumb-init catatonit socat ripgrep ruby iproute2 procps util-linux file acl zsh fish bash-completion git
+TEST_PKGS    := runc tini dumb-init catatonit socat ripgrep ruby iproute2 procps util-linux file acl zsh fish bash-completion git curl
 BENCH_PKGS   := hyperfine
 # make release and make test-release cross-build arm64 with cgo (Debian's
 # multiarch archive only; adds dpkg's arm64 architecture): never make test.

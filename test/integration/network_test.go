@@ -175,7 +175,7 @@ echo "getent=$(getent hosts registry.npmjs.org; echo " rc=$?")"
 		}
 		plain = append(plain, c)
 	}
-	if protos := []string{plain[0].Proto, plain[len(plain)-1].Proto}; len(plain) != 2 || !slices.Contains(protos, "http") || !slices.Contains(protos, "socks5") {
+	if len(plain) != 2 || !slices.Contains([]string{plain[0].Proto, plain[1].Proto}, "http") || !slices.Contains([]string{plain[0].Proto, plain[1].Proto}, "socks5") {
 		t.Errorf("connections to the allowed host %+v, want one http, one socks5", plain)
 	}
 	if c := n.conns("127.0.0.1", allowedTLS); len(c) != 1 || c[0].Proto != "connect" || !c[0].Allowed || c[0].BytesUp == 0 || c[0].BytesDown == 0 {
