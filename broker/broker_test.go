@@ -90,7 +90,7 @@ func newWorld(t *testing.T, extra func(*Config)) *world {
 	_, tlsPort, _ := net.SplitHostPort(w.tlsSrv.Listener.Addr().String())
 	var rules []policy.NetRule
 	for _, e := range []string{"allowed.test:" + plainPort, "allowed.test:" + tlsPort, "*.wild.test:" + tlsPort,
-		"127.0.0.1:" + plainPort, "127.0.0.1:" + tlsPort, "meta.test:80", "loop.test:" + plainPort} {
+		"127.0.0.1:" + plainPort, "127.0.0.1:" + tlsPort, "meta.test:80", "loop.test:" + plainPort, "localhost:80", "app.localhost:80"} {
 		r, err := policy.ParseNetRule(e)
 		if err != nil {
 			t.Fatal(err)
@@ -212,6 +212,21 @@ func TestBrokerAllowsAndRefuses(t *testing.T) {
 		"http not-allowed": 2, "http link-local": 2, "http loopback": 2, "connect not-allowed": 1} {
 		if byRule[k] != n {
 			t.Errorf("%d records %q, want %d; all: %v", byRule[k], k, n, byRule)
+		}
+	}
+}
+
+// TestDecideLocalhost: localhost and the names under it are loopback
+// without the resolver (which knows neither here), RFC 6761: allowed by
+// name, they are still refused as loopback.
+func TestDecideLocalhost(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil)
+	for _, host := range []string{"localhost", "app.localhost", "LOCALHOST."} {
+		v := w.b.decide(context.Background(), "http", host, 80)
+		want := strings.TrimSuffix(strings.ToLower(host), ".") + " resolves to 127.0.0.1, a loopback address"
+		if v.allowed || !strings.Contains(v.why, want) {
+			t.Errorf("%s: allowed %v, why %q; want refused: %q", host, v.allowed, v.why, want)
 		}
 	}
 }

@@ -134,7 +134,7 @@ func (b *Broker) decide(ctx context.Context, scheme, host string, port int) verd
 	if p := b.proxyFor(scheme, host, port); p != nil {
 		return verdict{allowed: true, rule: r, proxy: p}
 	}
-	addrs, err := b.cfg.Resolve(ctx, host)
+	addrs, err := b.resolve(ctx, host)
 	if err != nil || len(addrs) == 0 {
 		if err == nil {
 			err = fmt.Errorf("no address")
@@ -160,6 +160,17 @@ func (b *Broker) decide(ctx context.Context, scheme, host string, port int) verd
 			addHint(refusedAddr.String(), port)}
 	}
 	return v
+}
+
+// resolve looks host up on the host's resolver, but for localhost and the
+// names under it, which are loopback without asking anyone (RFC 6761 6.3):
+// a host whose /etc/hosts lacks localhost, or a resolver that answers for
+// it, must not make it anything else.
+func (b *Broker) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return []netip.Addr{netip.AddrFrom4([4]byte{127, 0, 0, 1}), netip.IPv6Loopback()}, nil
+	}
+	return b.cfg.Resolve(ctx, host)
 }
 
 // ruleFor returns the entry that allows name (or any host, for an IP
