@@ -92,8 +92,11 @@ func TestEscapeExhaustion(t *testing.T) {
 		if rec.Reason != "pids_limit" || rec.Limits.PidsMax == nil || *rec.Limits.PidsMax != defaultCap {
 			t.Fatalf("reason %q, pids_max %v; want pids_limit at %d\n%s", rec.Reason, rec.Limits.PidsMax, defaultCap, r.stderr)
 		}
+		// The bomb says how many it made once a fork fails, which is when
+		// agentjail ends the run: the SIGKILL may come first, and then the
+		// record's peak and refusals below say it.
 		var forked int
-		if _, err := fmt.Sscanf(r.stdout, "forked %d\n", &forked); err != nil || forked >= defaultCap {
+		if _, err := fmt.Sscanf(r.stdout, "forked %d\n", &forked); r.stdout != "" && (err != nil || forked >= defaultCap) {
 			t.Errorf("the bomb made %d of %d (stdout %q), want fewer than the cap", forked, defaultCap+1, r.stdout)
 		}
 		if rec.Limits.PidsRefused == nil || *rec.Limits.PidsRefused == 0 || rec.Limits.PidsPeak == nil || *rec.Limits.PidsPeak != defaultCap {
