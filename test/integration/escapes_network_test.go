@@ -2,9 +2,6 @@ package integration
 
 import (
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"strings"
 	"testing"
 )
@@ -17,25 +14,7 @@ import (
 // in its IPv4-mapped form, is refused by the broker.
 func TestEscapeNetworkEgress(t *testing.T) {
 	jailed(t)
-	l, err := net.Listen("tcp", "0.0.0.0:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "host-service") })}
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	port := l.Addr().(*net.TCPAddr).Port
-	var hostIP string
-	addrs, _ := net.InterfaceAddrs()
-	for _, a := range addrs {
-		if ip, ok := a.(*net.IPNet); ok && ip.IP.To4() != nil && !ip.IP.IsLoopback() {
-			hostIP = ip.IP.String()
-			break
-		}
-	}
-	if hostIP == "" {
-		t.Fatal("this host has no IPv4 address besides loopback")
-	}
+	hostIP, port := hostService(t, "host-service")
 	script := fmt.Sprintf(`
 for u in http://127.0.0.1:%[1]d/ http://%[2]s:%[1]d/; do
   echo "direct $u $(curl -sS -m 10 --noproxy '*' $u 2>&1 | head -c 80)"

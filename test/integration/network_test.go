@@ -478,25 +478,7 @@ echo "refused=$(curl -sS -m 20 --cacert %[1]s/ca.pem -o /dev/null -w '%%{http_co
 // name gets through both proxies, and the broker records it.
 func TestNetworkClaudeSandboxChains(t *testing.T) {
 	jailed(t)
-	l, err := net.Listen("tcp", "0.0.0.0:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "through-both") })}
-	go hs.Serve(l)
-	t.Cleanup(func() { hs.Close() })
-	port := l.Addr().(*net.TCPAddr).Port
-	var hostIP string
-	addrs, _ := net.InterfaceAddrs()
-	for _, a := range addrs {
-		if ip, ok := a.(*net.IPNet); ok && ip.IP.To4() != nil && !ip.IP.IsLoopback() {
-			hostIP = ip.IP.String()
-			break
-		}
-	}
-	if hostIP == "" {
-		t.Fatal("this host has no IPv4 address besides loopback")
-	}
+	hostIP, port := hostService(t, "through-both")
 	target := fmt.Sprintf("http://%s:%d/", hostIP, port)
 	settings := fmt.Sprintf(`{"sandbox":{"enabled":true,"failIfUnavailable":true,"allowUnsandboxedCommands":false,"network":{"allowedDomains":[%q]}}}`, hostIP)
 	srv := fakeapi.New(t,
@@ -584,4 +566,25 @@ func TestNetworkCodexSandbox(t *testing.T) {
 	if c := rec.Network.conns("127.0.0.1", port); len(c) != 1 || !c[0].Allowed {
 		t.Errorf("the broker's record of it: %+v", rec.Network.Connections)
 	}
+}
+
+// hostService serves body on every address of the host and returns the
+// host's first IPv4 address other than loopback, and the port.
+func hostService(t *testing.T, body string) (string, int) {
+	t.Helper()
+	l, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, body) })}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if ip, ok := a.(*net.IPNet); ok && ip.IP.To4() != nil && !ip.IP.IsLoopback() {
+			return ip.IP.String(), l.Addr().(*net.TCPAddr).Port
+		}
+	}
+	t.Fatal("this host has no IPv4 address besides loopback")
+	return "", 0
 }
