@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/agentjail/agentjail/record"
 )
@@ -23,15 +22,14 @@ const (
 // prints.
 const MaxLine = 8 << 20
 
-// ExcerptBytes is how much of the result text the record keeps.
-const ExcerptBytes = 4 << 10
-
-// What the record keeps of the rest of a result line, which the jailed
-// program writes as it likes: a session id and a subtype of at most maxID
-// bytes, usage that is a JSON object of at most MaxUsage bytes.
+// What the record keeps of a result line, which the jailed program writes
+// as it likes (record.Cut, record.KeepsUsage): the result text's head of
+// ExcerptBytes, a session id and a subtype of at most maxID bytes, usage
+// that is a JSON object of at most MaxUsage bytes.
 const (
-	maxID    = 256
-	MaxUsage = 64 << 10
+	ExcerptBytes = record.ExcerptBytes
+	maxID        = record.MaxID
+	MaxUsage     = record.MaxUsage
 )
 
 // Command reports the output format of a command line that runs Claude
@@ -188,15 +186,15 @@ func (p *Parser) endLine(eof bool) {
 		case "result":
 			p.result, p.resultSize, p.problem = &r, size, ""
 			if r.SessionID != nil {
-				p.session = excerpt(*r.SessionID, maxID)
+				p.session = record.Cut(*r.SessionID, maxID)
 			}
 			if r.Subtype != nil {
-				sub := excerpt(*r.Subtype, maxID)
+				sub := record.Cut(*r.Subtype, maxID)
 				r.Subtype = &sub
 			}
 		case "system":
 			if r.Subtype != nil && *r.Subtype == "init" && r.SessionID != nil && p.session == "" {
-				p.session = excerpt(*r.SessionID, maxID)
+				p.session = record.Cut(*r.SessionID, maxID)
 			}
 		}
 	}
@@ -239,12 +237,12 @@ func (p *Parser) Summary() record.Claude {
 	if r := p.result; r != nil {
 		s.Subtype, s.IsError, s.NumTurns, s.TotalCostUSD = r.Subtype, r.IsError, r.NumTurns, r.TotalCostUSD
 		s.APIErrorStatus = r.APIErrorStatus
-		if len(r.Usage) > 0 && len(r.Usage) <= MaxUsage && r.Usage[0] == '{' {
+		if record.KeepsUsage(r.Usage) {
 			s.Usage = r.Usage
 		}
 		if r.Result != nil {
 			s.ResultBytes = len(*r.Result)
-			ex := excerpt(*r.Result, ExcerptBytes)
+			ex := record.Cut(*r.Result, ExcerptBytes)
 			s.Result = &ex
 		}
 	}
@@ -258,15 +256,4 @@ func (p *Parser) Summary() record.Claude {
 		s.ParseError = &msg
 	}
 	return s
-}
-
-// excerpt cuts s to at most n bytes on a character boundary.
-func excerpt(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

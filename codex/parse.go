@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path"
 	"slices"
-	"unicode/utf8"
 
 	"github.com/agentjail/agentjail/record"
 )
@@ -22,18 +21,16 @@ const (
 // the outcome depends on. Memory stays bounded whatever codex prints.
 const MaxLine = 8 << 20
 
-// ExcerptBytes is how much of the last agent message the record keeps,
-// and of an error message.
-const ExcerptBytes = 4 << 10
-
-// What the record keeps of the rest of the events, which the jailed
-// program writes as it likes: a thread id of at most maxID bytes, usage
-// that is a JSON object of at most MaxUsage bytes; and the parser
-// remembers at most maxCommandIDs command ids (of maxID bytes), to count
-// each command once (beyond them, every item counts).
+// What the record keeps of the events, which the jailed program writes as
+// it likes (record.Cut, record.KeepsUsage): the last agent message's and
+// an error message's head of ExcerptBytes, a thread id of at most maxID
+// bytes, usage that is a JSON object of at most MaxUsage bytes; and the
+// parser remembers at most maxCommandIDs command ids (of maxID bytes), to
+// count each command once (beyond them, every item counts).
 const (
-	maxID         = 256
-	MaxUsage      = 64 << 10
+	ExcerptBytes  = record.ExcerptBytes
+	maxID         = record.MaxID
+	MaxUsage      = record.MaxUsage
 	maxCommandIDs = 100000
 )
 
@@ -168,7 +165,7 @@ func (p *Parser) endLine(eof bool) {
 	switch ev.Type {
 	case "thread.started":
 		if p.thread == "" {
-			p.thread = excerpt(ev.ThreadID, maxID)
+			p.thread = record.Cut(ev.ThreadID, maxID)
 		}
 	case "item.completed":
 		it := ev.Item
@@ -176,9 +173,9 @@ func (p *Parser) endLine(eof bool) {
 		case it == nil:
 		case it.Type == "agent_message" && it.Text != nil:
 			p.message = it.Text
-		case it.Type == "command_execution" && !p.seen[excerpt(it.ID, maxID)]:
+		case it.Type == "command_execution" && !p.seen[record.Cut(it.ID, maxID)]:
 			if len(p.seen) < maxCommandIDs {
-				p.seen[excerpt(it.ID, maxID)] = true
+				p.seen[record.Cut(it.ID, maxID)] = true
 			}
 			p.run++
 			if it.Status == "failed" || it.Status == "declined" || it.ExitCode != nil && *it.ExitCode != 0 {
@@ -187,19 +184,19 @@ func (p *Parser) endLine(eof bool) {
 		}
 	case "turn.completed":
 		p.ended, p.problem = true, ""
-		if len(ev.Usage) > 0 && len(ev.Usage) <= MaxUsage && ev.Usage[0] == '{' {
+		if record.KeepsUsage(ev.Usage) {
 			p.usage = slices.Clone(ev.Usage)
 		}
 	case "turn.failed":
 		p.ended, p.problem = true, ""
 		msg := "turn failed"
 		if ev.Error != nil {
-			msg = excerpt(ev.Error.Message, ExcerptBytes)
+			msg = record.Cut(ev.Error.Message, ExcerptBytes)
 		}
 		p.failed = &msg
 	case "error":
 		if ev.Message != nil {
-			msg := excerpt(*ev.Message, ExcerptBytes)
+			msg := record.Cut(*ev.Message, ExcerptBytes)
 			p.errMsg = &msg
 		}
 	}
@@ -222,7 +219,7 @@ func (p *Parser) Summary() record.Agent {
 	}
 	if m := p.message; m != nil {
 		a.ResultBytes = len(*m)
-		ex := excerpt(*m, ExcerptBytes)
+		ex := record.Cut(*m, ExcerptBytes)
 		a.Result = &ex
 	}
 	a.Usage = p.usage
@@ -246,15 +243,4 @@ func (p *Parser) Summary() record.Agent {
 		a.ParseError = &msg
 	}
 	return a
-}
-
-// excerpt cuts s to at most n bytes on a character boundary.
-func excerpt(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
