@@ -177,6 +177,7 @@ type supervisor struct {
 
 	cause     string         // the first of wall/idle/stopped/interrupted/pids_limit/memory_limit
 	causeSig  syscall.Signal // the signal agentjail received, for interrupted
+	hurried   syscall.Signal // an ending signal that came while the run was ending or after the jail ended
 	killed    bool           // SIGKILL was sent
 	exitCode  *int           // bwrap's exit-code line
 	childPID  int
@@ -426,10 +427,21 @@ const stallWait = 30 * time.Second
 // SIGINT, SIGTERM, SIGHUP or SIGQUIT to agentjail meanwhile, ends the wait:
 // the copy is abandoned (still blocked in its write, which only the exit
 // ends), the record says how much went undelivered, and the run ends.
+// "Meanwhile" starts when the run began ending (a timeout, a limit, a
+// first signal): a signal that came while bwrap was still exiting must not
+// be lost to watch, which took it.
 func (s *supervisor) awaitDelivery(copied <-chan struct{}) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	give := ""
+	if s.hurried != 0 {
+		select {
+		case <-copied:
+			return
+		default:
+			give = "on " + procs.SignalName(s.hurried)
+		}
+	}
 	for give == "" {
 		select {
 		case <-copied:
@@ -647,6 +659,19 @@ func (s *supervisor) watch(done <-chan syscall.WaitStatus, childPIDs <-chan int,
 			}
 			switch {
 			case ends(n):
+				select {
+				case ws := <-done:
+					// The jail had ended already: the signal is for what
+					// follows, the delivery of its output.
+					s.waitState, s.hurried = &ws, n
+					return
+				default:
+				}
+				if s.cause != "" && s.hurried == 0 {
+					// Ending already: the operator wants agentjail gone,
+					// output delivery included (awaitDelivery).
+					s.hurried = n
+				}
 				if s.cause != "" && (n == syscall.SIGINT || n == syscall.SIGTERM) && !s.killed {
 					// A second SIGINT or SIGTERM: no more grace.
 					s.kill()

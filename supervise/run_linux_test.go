@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -163,6 +164,56 @@ func TestRunForwardsSignals(t *testing.T) {
 	}
 	if got := sent(r); len(got) < 2 || got[0] != "SIGUSR1>group" || got[1] != "SIGTERM>group" {
 		t.Errorf("signals sent %v", got)
+	}
+}
+
+// TestRunHurriedDeliveryGivesUp: a second SIGTERM while the run is
+// already ending (here in the grace of the first, which the agent
+// ignores) asks for agentjail gone now: once the jail has ended, a reader
+// of agentjail's stdout that takes nothing is given up on at once, not
+// after stallWait. watch takes that signal, not the delivery wait, so the
+// run must remember it (the race TestStalledReaderDoesNotHangTheRun met).
+func TestRunHurriedDeliveryGivesUp(t *testing.T) {
+	t.Parallel()
+	signals := make(chan os.Signal, 2)
+	spec := fakeSpec(t, "sh", "-c", "trap '' TERM; head -c 300000 /dev/zero; while :; do sleep 0.05; done")
+	spec.Signals, spec.Grace = signals, 30*time.Second
+	stalled, release := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	var once sync.Once
+	spec.Stdin, spec.Stderr = strings.NewReader(""), &bytes.Buffer{}
+	spec.Stdout = writerFunc(func([]byte) {
+		once.Do(func() { close(stalled) })
+		<-release // a reader that never reads
+	})
+	go func() {
+		<-stalled
+		signals <- syscall.SIGTERM // ignored by the agent: the grace runs
+		signals <- syscall.SIGTERM // no more grace, and no more waiting
+	}()
+	type result struct {
+		out Outcome
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := Run(spec)
+		done <- result{out, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(2 * stallWait):
+		t.Fatalf("the run hangs on a stalled reader") // a hang detector
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	// A run that forgot the second SIGTERM gives up only after stallWait,
+	// and says so.
+	w := strings.Join(r.out.Record.Warnings, "\n")
+	if !r.out.Abandoned[0] || !strings.Contains(w, "agentjail's stdout stopped taking output; gave up on SIGTERM") {
+		t.Errorf("abandoned %v, warnings:\n%s", r.out.Abandoned, w)
 	}
 }
 
