@@ -178,7 +178,11 @@ func (b *Broker) accept(l net.Listener) {
 			c.Close()
 			continue
 		}
-		b.wg.Go(func() { b.sniff(c) })
+		// This goroutine serves c, at once, and a new one takes the next
+		// connection: no hand-off between the accept and the first read.
+		b.wg.Go(func() { b.accept(l) })
+		b.sniff(c)
+		return
 	}
 }
 
@@ -195,23 +199,37 @@ func (b *Broker) overLimit(c net.Conn) {
 	c.Close()
 }
 
-// sniff reads a connection's first byte: SOCKS5 (5) is served here, any
-// other goes to the HTTP server.
+// sniff reads a connection's first bytes: SOCKS5 (5) and a first
+// request that is a CONNECT (what every proxy client sends first) are
+// served on this goroutine, anything else goes to the HTTP server. A
+// CONNECT served here is a tunnel one hand-off sooner: no server
+// goroutine between the jail's request and its dial.
 func (b *Broker) sniff(c net.Conn) {
 	c.SetReadDeadline(time.Now().Add(headerWait))
-	br := bufio.NewReader(c)
+	cr := &cappedReader{r: c, left: maxHeader}
+	br := bufio.NewReader(cr)
 	first, err := br.Peek(1)
 	if err != nil {
 		b.release(c)
 		return
 	}
-	c.SetReadDeadline(time.Time{})
 	pc := &peeked{Conn: c, r: br, b: b}
 	if first[0] == socksVersion {
+		cr.left = -1
+		c.SetReadDeadline(time.Time{})
 		b.socks(pc)
 		pc.Close()
 		return
 	}
+	// Every request line is longer than "CONNECT " (a client sends it
+	// whole before it waits for an answer).
+	if method, _ := br.Peek(len("CONNECT ")); string(method) == "CONNECT " {
+		b.connectFirst(pc, cr)
+		pc.Close()
+		return
+	}
+	cr.left = -1 // the HTTP server has its own cap
+	c.SetReadDeadline(time.Time{})
 	select {
 	case b.conns.c <- pc:
 	case <-b.conns.done:
@@ -256,6 +274,27 @@ func (p *peeked) Read(buf []byte) (int, error) { return p.r.Read(buf) }
 func (p *peeked) Close() error {
 	p.once.Do(func() { p.b.release(p.Conn) })
 	return nil
+}
+
+// cappedReader reads at most left bytes from r (a request's headers),
+// any number once left is negative.
+type cappedReader struct {
+	r    io.Reader
+	left int
+}
+
+var errHeaderTooLarge = errors.New("request headers too large")
+
+func (c *cappedReader) Read(p []byte) (int, error) {
+	if c.left < 0 {
+		return c.r.Read(p)
+	}
+	if c.left == 0 {
+		return 0, errHeaderTooLarge
+	}
+	n, err := c.r.Read(p[:min(len(p), c.left)])
+	c.left -= n
+	return n, err
 }
 
 // chanListener hands the HTTP server the connections sniff passes it.
@@ -367,8 +406,8 @@ func tunnel(jail net.Conn, pre []byte, up net.Conn, c *record.Connection) {
 	}
 	var upN, downN int64
 	done := make(chan struct{}, 2)
-	go copyCounted(up, jail, &upN, done)
 	go copyCounted(jail, up, &downN, done)
+	copyCounted(up, jail, &upN, done) // on this goroutine: one start fewer
 	<-done
 	<-done
 	c.BytesUp += upN

@@ -75,7 +75,7 @@ type world struct {
 	mu      sync.Mutex
 }
 
-func newWorld(t *testing.T, extra func(*Config)) *world {
+func newWorld(t testing.TB, extra func(*Config)) *world {
 	t.Helper()
 	w := &world{}
 	w.plain = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
@@ -406,6 +406,77 @@ func TestBrokerCapsConnections(t *testing.T) {
 	}
 	if rec := w.b.Close(); !slices.Equal(rec.LimitsHit, []string{"max_connections"}) {
 		t.Errorf("limits hit: %q", rec.LimitsHit)
+	}
+}
+
+// TestBrokerConnectFirstAndLater: a CONNECT that opens a connection is
+// served as it arrives (sniff), with the bytes sent behind it (a request
+// pipelined into the tunnel) passed on, a bad target answered 400 and
+// headers past the cap 431; a CONNECT after another request on the same
+// connection goes through the HTTP server, and tunnels too.
+func TestBrokerConnectFirstAndLater(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil)
+	target := "127.0.0.1:" + port(w.plain)
+	exchange := func(send string) (*bufio.Reader, net.Conn) {
+		t.Helper()
+		c, err := net.Dial("tcp", w.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(30 * time.Second))
+		go io.WriteString(c, send) // a large send would fill the buffers before the answer is read
+		return bufio.NewReader(c), c
+	}
+	answer := func(br *bufio.Reader, method string) (int, string) {
+		t.Helper()
+		resp, err := http.ReadResponse(br, &http.Request{Method: method})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if method == http.MethodConnect && resp.StatusCode == 200 {
+			return 200, ""
+		}
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	get := "GET /through HTTP/1.1\r\nHost: " + target + "\r\n\r\n"
+
+	br, _ := exchange("CONNECT " + target + " HTTP/1.1\r\nHost: " + target + "\r\n\r\n" + get)
+	if code, _ := answer(br, http.MethodConnect); code != 200 {
+		t.Fatalf("CONNECT %s: %d", target, code)
+	}
+	if code, body := answer(br, http.MethodGet); code != 200 || body != "plain GET /through key= auth=" {
+		t.Errorf("the request pipelined behind the CONNECT: %d %q", code, body)
+	}
+
+	br, _ = exchange("CONNECT nowhere HTTP/1.1\r\nHost: nowhere\r\n\r\n")
+	if code, body := answer(br, http.MethodConnect); code != 400 || !strings.Contains(body, `CONNECT needs HOST:PORT, got "nowhere"`) {
+		t.Errorf("CONNECT nowhere: %d %q", code, body)
+	}
+
+	br, _ = exchange("CONNECT " + target + " HTTP/1.1\r\nX-Big: " + strings.Repeat("x", maxHeader) + "\r\n\r\n")
+	if code, _ := answer(br, http.MethodConnect); code != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("CONNECT with %d bytes of headers: %d", maxHeader, code)
+	}
+
+	br, c := exchange("GET " + PingPath + " HTTP/1.1\r\nHost: " + w.addr + "\r\n\r\n")
+	if code, _ := answer(br, http.MethodGet); code != 200 {
+		t.Fatalf("ping: %d", code)
+	}
+	io.WriteString(c, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\n")
+	if code, _ := answer(br, http.MethodConnect); code != 200 {
+		t.Fatalf("CONNECT after a request: %d", code)
+	}
+	io.WriteString(c, get)
+	if code, body := answer(br, http.MethodGet); code != 200 || body != "plain GET /through key= auth=" {
+		t.Errorf("through the CONNECT after a request: %d %q", code, body)
+	}
+	rec := w.b.Close()
+	if rec.Totals.Allowed != 2 || rec.Totals.Connections != 2 {
+		t.Errorf("totals %+v", rec.Totals)
 	}
 }
 

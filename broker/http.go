@@ -10,8 +10,10 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -67,53 +69,136 @@ func refuse(w http.ResponseWriter, why string) {
 	http.Error(w, "agentjail: "+why, http.StatusForbidden)
 }
 
-// connect serves CONNECT host:port: a tunnel to a checked address.
+// connect serves a CONNECT that comes after other requests on a
+// connection of the HTTP server's (sniff serves a first one).
 func (b *Broker) connect(w http.ResponseWriter, r *http.Request) {
+	rep := &hijackReply{w: w}
+	defer rep.close()
+	b.tunnelTo(r.Context(), r.Host, rep)
+}
+
+// tunnelTo serves CONNECT host:port: a tunnel to a checked address,
+// answered through rep.
+func (b *Broker) tunnelTo(ctx context.Context, target string, rep connectReply) {
 	start := time.Now()
-	host, ps, err := net.SplitHostPort(r.Host)
+	host, ps, err := net.SplitHostPort(target)
 	port, perr := strconv.Atoi(ps)
 	if err != nil || perr != nil || port < 1 || port > 65535 {
-		http.Error(w, "agentjail: CONNECT needs HOST:PORT, got "+strconv.Quote(r.Host), http.StatusBadRequest)
+		rep.fail(http.StatusBadRequest, "agentjail: CONNECT needs HOST:PORT, got "+strconv.Quote(target))
 		return
 	}
 	c := record.Connection{Proto: "connect", Host: strings.Trim(host, "[]"), Port: port}
-	v := b.decide(r.Context(), "https", host, port)
+	v := b.decide(ctx, "https", host, port)
 	c.Allowed, c.Rule = v.allowed, v.rule
 	if !v.allowed {
 		c.Status = http.StatusForbidden
-		refuse(w, v.why)
+		rep.fail(http.StatusForbidden, "agentjail: "+v.why)
 		finish(&c, start, nil)
 		b.note(c, v.why)
 		return
 	}
-	up, err := b.dial(r.Context(), v, host, port, &c)
+	up, err := b.dial(ctx, v, host, port, &c)
 	if err != nil {
 		c.Status = http.StatusBadGateway
-		http.Error(w, fmt.Sprintf("agentjail: cannot reach %s: %v", hostPort(c.Host, port), err), http.StatusBadGateway)
+		rep.fail(http.StatusBadGateway, fmt.Sprintf("agentjail: cannot reach %s: %v", hostPort(c.Host, port), err))
 		finish(&c, start, err)
 		b.note(c, "")
 		return
 	}
 	defer up.Close()
-	jail, rw, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		finish(&c, start, err)
-		b.note(c, "")
-		return
-	}
-	defer jail.Close()
-	c.Status = http.StatusOK
-	if _, err := rw.WriteString("HTTP/1.1 200 Connection established\r\n\r\n"); err == nil {
-		err = rw.Flush()
-	}
+	conn, pre, err := rep.establish()
 	if err == nil {
-		conn, pre := raw(jail, rw.Reader)
+		c.Status = http.StatusOK
 		b.hold(up)
 		tunnel(conn, pre, up, &c)
 		b.track(up, false)
 	}
 	finish(&c, start, err)
 	b.note(c, "")
+}
+
+// established is a CONNECT's answer when the tunnel is open.
+const established = "HTTP/1.1 200 Connection established\r\n\r\n"
+
+// connectReply answers a CONNECT: on a connection of the HTTP server's
+// (hijackReply) or on one sniff serves itself (rawReply).
+type connectReply interface {
+	// fail answers code, with msg as the body.
+	fail(code int, msg string)
+	// establish answers 200 and returns the jail's TCP connection and
+	// what was read from it already.
+	establish() (net.Conn, []byte, error)
+}
+
+type hijackReply struct {
+	w    http.ResponseWriter
+	jail net.Conn // once hijacked
+}
+
+func (h *hijackReply) fail(code int, msg string) { http.Error(h.w, msg, code) }
+
+func (h *hijackReply) establish() (net.Conn, []byte, error) {
+	jail, rw, err := http.NewResponseController(h.w).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	h.jail = jail
+	if _, err := rw.WriteString(established); err != nil {
+		return nil, nil, err
+	}
+	if err := rw.Flush(); err != nil {
+		return nil, nil, err
+	}
+	conn, pre := raw(jail, rw.Reader)
+	return conn, pre, nil
+}
+
+func (h *hijackReply) close() {
+	if h.jail != nil {
+		h.jail.Close()
+	}
+}
+
+// connectFirst serves a connection whose first request is a CONNECT; cr
+// caps what its headers may take.
+func (b *Broker) connectFirst(pc *peeked, cr *cappedReader) {
+	rep := rawReply{pc}
+	req, err := http.ReadRequest(pc.r)
+	if err != nil {
+		if errors.Is(err, errHeaderTooLarge) {
+			rep.fail(http.StatusRequestHeaderFieldsTooLarge, "agentjail: "+err.Error())
+		} else if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) {
+			rep.fail(http.StatusBadRequest, "agentjail: cannot read the request: "+err.Error())
+		}
+		return
+	}
+	cr.left = -1
+	pc.SetReadDeadline(time.Time{})
+	b.mu.Lock()
+	closed := b.closed
+	b.mu.Unlock()
+	if closed {
+		rep.fail(http.StatusServiceUnavailable, "agentjail: the run is ending")
+		return
+	}
+	b.tunnelTo(context.Background(), req.Host, rep)
+}
+
+// rawReply answers on a connection sniff serves: a failure closes it.
+type rawReply struct{ pc *peeked }
+
+func (r rawReply) fail(code int, msg string) {
+	r.pc.SetWriteDeadline(time.Now().Add(time.Second))
+	fmt.Fprintf(r.pc, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s\n",
+		code, http.StatusText(code), len(msg)+1, msg)
+}
+
+func (r rawReply) establish() (net.Conn, []byte, error) {
+	if _, err := io.WriteString(r.pc.Conn, established); err != nil {
+		return nil, nil, err
+	}
+	conn, pre := raw(r.pc)
+	return conn, pre, nil
 }
 
 // hold tracks an upstream connection, so that Close ends it.
@@ -183,6 +268,24 @@ func (c counter) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// copyBuffers are the reverse proxy's copy buffers: large, so that a big
+// body passes in few reads and writes (its own default is 32 KiB).
+var copyBuffers = &bufferPool{size: 256 << 10}
+
+type bufferPool struct {
+	size int
+	pool sync.Pool
+}
+
+func (p *bufferPool) Get() []byte {
+	if b, ok := p.pool.Get().(*[]byte); ok {
+		return *b
+	}
+	return make([]byte, p.size)
+}
+
+func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
+
 // proxied runs one request through a reverse proxy and records it.
 func (b *Broker) proxied(w http.ResponseWriter, r *http.Request, c record.Connection, rewrite func(*httputil.ProxyRequest), t http.RoundTripper) {
 	start := time.Now()
@@ -207,7 +310,8 @@ func (b *Broker) proxied(w http.ResponseWriter, r *http.Request, c record.Connec
 			c.Status = http.StatusBadGateway
 			http.Error(w, fmt.Sprintf("agentjail: cannot reach %s: %v", hostPort(c.Host, c.Port), err), http.StatusBadGateway)
 		},
-		ErrorLog: discardLog,
+		ErrorLog:   discardLog,
+		BufferPool: copyBuffers,
 	}
 	rp.ServeHTTP(w, r)
 	c.BytesUp, c.BytesDown = up.Load(), down.Load()
