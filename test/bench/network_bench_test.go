@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -40,11 +41,47 @@ func loopbackServer(b *testing.B) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// freePort is a port on the loopback nothing listens on now.
+func freePort(b *testing.B) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// floor starts a relay or proxy that is not agentjail's (socat, tinyproxy)
+// on the host's loopback for the rest of the benchmark, once it listens on
+// port.
+func floor(b *testing.B, port int, name string, args ...string) {
+	path, err := exec.LookPath(name)
+	if err != nil {
+		b.Fatalf("%s (make deps-bench installs it): %v", name, err)
+	}
+	cmd := exec.Command(path, args...)
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for range 100 {
+		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	b.Fatalf("%s does not listen on %d", name, port)
+}
+
 // BenchmarkBrokerDownload: 1 GiB from a server on the host's loopback,
 // fetched by curl in a tier1 jail through the broker (a CONNECT tunnel,
 // which splices, and a plain HTTP request, which the broker forwards),
 // against the same download in a jail on the host's network (--net host).
 // The launch is included on both sides. Target: ≥ 0.8× the direct MB/s.
+// Beside it, the floor of any relay: socat with 1 MiB buffers between
+// curl in a --net host jail and the server (no code of agentjail's on the
+// path but the launch).
 func BenchmarkBrokerDownload(b *testing.B) {
 	if os.Getuid() != 0 {
 		b.Skip("needs root: agentjail run drops to the run user")
@@ -52,6 +89,8 @@ func BenchmarkBrokerDownload(b *testing.B) {
 	port := loopbackServer(b)
 	url := fmt.Sprintf("http://127.0.0.1:%d/big", port)
 	allow := fmt.Sprintf("127.0.0.1:%d", port)
+	relay := freePort(b)
+	floor(b, relay, "socat", "-b", "1048576", fmt.Sprintf("TCP-LISTEN:%d,bind=127.0.0.1,reuseaddr,fork", relay), fmt.Sprintf("TCP:127.0.0.1:%d", port))
 	direct := func() error {
 		return devNull(agentjail, "run", "--net", "host", "--", "curl", "-sSf", "-o", "/dev/null", url)
 	}
@@ -60,26 +99,33 @@ func BenchmarkBrokerDownload(b *testing.B) {
 			"through the broker (CONNECT)", func() error {
 				return devNull(agentjail, "run", "--allow-net", allow, "--", "curl", "-sSf", "--noproxy", "", "-p", "-o", "/dev/null", url)
 			})
-		reportGiB(ref, subj, "CONNECT")
+		reportGiB(ref, subj, "broker (CONNECT)")
 		b.ReportMetric(float64(ref)/float64(subj), "x-connect")
 		ref, subj = compare(b, "download 1 GiB, plain HTTP", samples(5), "--net host, direct", direct,
 			"through the broker (plain HTTP)", func() error {
 				return devNull(agentjail, "run", "--allow-net", allow, "--", "curl", "-sSf", "--noproxy", "", "-o", "/dev/null", url)
 			})
-		reportGiB(ref, subj, "plain HTTP")
+		reportGiB(ref, subj, "broker (plain HTTP)")
 		b.ReportMetric(float64(ref)/float64(subj), "x-plain")
+		ref, subj = compare(b, "download 1 GiB, a relay", samples(5), "--net host, direct", direct,
+			"through socat -b 1048576", func() error {
+				return devNull(agentjail, "run", "--net", "host", "--", "curl", "-sSf", "--connect-to", fmt.Sprintf("127.0.0.1:%d:127.0.0.1:%d", port, relay), "-o", "/dev/null", url)
+			})
+		reportGiB(ref, subj, "socat (the floor of a relay)")
+		b.ReportMetric(float64(ref)/float64(subj), "x-socat")
 	}
 }
 
 func reportGiB(ref, subj time.Duration, how string) {
 	mb := func(d time.Duration) float64 { return float64(gib1) / 1e6 / d.Seconds() }
-	fmt.Printf("%-28s direct %.0f MB/s, broker (%s) %.0f MB/s: %.3f× (target ≥ 0.8×)\n", "", mb(ref), how, mb(subj), mb(subj)/mb(ref))
+	fmt.Printf("%-28s direct %.0f MB/s, %s %.0f MB/s: %.3f× (target ≥ 0.8×)\n", "", mb(ref), how, mb(subj), mb(subj)/mb(ref))
 }
 
 // BenchmarkBrokerFirstByte: connect and first byte of 200 requests in one
 // jail, each a new curl: through the broker (a CONNECT tunnel) against
 // direct in a jail on the host's network; curl's own time_starttransfer,
-// so that process start-up is left out. Target: adds < 1 ms.
+// so that process start-up is left out. Target: adds < 1 ms. Beside it,
+// the floor of a CONNECT proxy here: tinyproxy (C), in a --net host jail.
 func BenchmarkBrokerFirstByte(b *testing.B) {
 	if os.Getuid() != 0 {
 		b.Skip("needs root: agentjail run drops to the run user")
@@ -103,6 +149,13 @@ func BenchmarkBrokerFirstByte(b *testing.B) {
 		}
 		return ds, nil
 	}
+	// The floor: a CONNECT proxy that is not agentjail's, in C.
+	tiny := freePort(b)
+	conf := filepath.Join(b.TempDir(), "tinyproxy.conf")
+	if err := os.WriteFile(conf, fmt.Appendf(nil, "Port %d\nListen 127.0.0.1\nAllow 127.0.0.1\nTimeout 600\nMaxClients 100\nLogLevel Critical\n", tiny), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	floor(b, tiny, "tinyproxy", "-d", "-c", conf)
 	for range b.N {
 		direct, err := times([]string{"--net", "host"}, url)
 		if err != nil {
@@ -112,9 +165,14 @@ func BenchmarkBrokerFirstByte(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		md, mb := median(direct), median(broker)
-		fmt.Printf("%-28s direct median %.3f ms, through the broker %.3f ms: adds %.3f ms (target < 1 ms, n=%d)\n",
-			"connect + first byte", ms2(md), ms2(mb), ms2(mb-md), n)
+		other, err := times([]string{"--net", "host"}, "-x", fmt.Sprintf("http://127.0.0.1:%d", tiny), "-p", url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		md, mb, mt := median(direct), median(broker), median(other)
+		fmt.Printf("%-28s direct median %.3f ms, through the broker %.3f ms: adds %.3f ms (target < 1 ms, n=%d); through tinyproxy %.3f ms: adds %.3f ms\n",
+			"connect + first byte", ms2(md), ms2(mb), ms2(mb-md), n, ms2(mt), ms2(mt-md))
 		b.ReportMetric(ms2(mb-md), "ms-added")
+		b.ReportMetric(ms2(mt-md), "ms-added-tinyproxy")
 	}
 }
