@@ -25,6 +25,15 @@ func run(t *testing.T, spec Spec) (Outcome, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	spec.Stdin, spec.Stdout, spec.Stderr = strings.NewReader(""), &stdout, &stderr
+	out := runWithin(t, spec, time.Minute, &stderr)
+	return out, stdout.String(), stderr.String()
+}
+
+// runWithin runs spec as it is; a run that fails, or does not end within
+// limit (a hang detector), fails the test, saying what stderr (when not
+// nil) holds.
+func runWithin(t *testing.T, spec Spec, limit time.Duration, stderr *bytes.Buffer) Outcome {
+	t.Helper()
 	type result struct {
 		out Outcome
 		err error
@@ -34,14 +43,20 @@ func run(t *testing.T, spec Spec) (Outcome, string, string) {
 		out, err := Run(spec)
 		done <- result{out, err}
 	}()
+	said := func() string {
+		if stderr == nil {
+			return ""
+		}
+		return stderr.String()
+	}
 	select {
 	case r := <-done:
 		if r.err != nil {
-			t.Fatalf("Run: %v\nstderr: %s", r.err, stderr.String())
+			t.Fatalf("Run: %v\nstderr: %s", r.err, said())
 		}
-		return r.out, stdout.String(), stderr.String()
-	case <-time.After(time.Minute):
-		t.Fatalf("the run did not end within a minute; stderr so far: %s", stderr.String())
+		return r.out
+	case <-time.After(limit):
+		t.Fatalf("the run did not end within %v; stderr so far: %s", limit, said())
 	}
 	panic("unreachable")
 }
@@ -191,29 +206,12 @@ func TestRunHurriedDeliveryGivesUp(t *testing.T) {
 		signals <- syscall.SIGTERM // ignored by the agent: the grace runs
 		signals <- syscall.SIGTERM // no more grace, and no more waiting
 	}()
-	type result struct {
-		out Outcome
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		out, err := Run(spec)
-		done <- result{out, err}
-	}()
-	var r result
-	select {
-	case r = <-done:
-	case <-time.After(2 * stallWait):
-		t.Fatalf("the run hangs on a stalled reader") // a hang detector
-	}
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
+	out := runWithin(t, spec, 2*stallWait, nil)
 	// A run that forgot the second SIGTERM gives up only after stallWait,
 	// and says so.
-	w := strings.Join(r.out.Record.Warnings, "\n")
-	if !r.out.Abandoned[0] || !strings.Contains(w, "agentjail's stdout stopped taking output; gave up on SIGTERM") {
-		t.Errorf("abandoned %v, warnings:\n%s", r.out.Abandoned, w)
+	w := strings.Join(out.Record.Warnings, "\n")
+	if !out.Abandoned[0] || !strings.Contains(w, "agentjail's stdout stopped taking output; gave up on SIGTERM") {
+		t.Errorf("abandoned %v, warnings:\n%s", out.Abandoned, w)
 	}
 }
 
