@@ -16,7 +16,7 @@ STARTED   := $(shell date +%s)
 # TLS), then what the tests and benchmarks drive.
 RUNTIME_PKGS := bubblewrap libseccomp-dev gcc libc6-dev pkg-config ca-certificates
 TEST_PKGS    := runc tini dumb-init catatonit socat ripgrep ruby iproute2 procps util-linux file acl zsh fish bash-completion git curl
-BENCH_PKGS   := hyperfine tinyproxy
+BENCH_PKGS   := hyperfine tinyproxy-bin
 # make release and make test-release cross-build arm64 with cgo (Debian's
 # multiarch archive only; adds dpkg's arm64 architecture): never make test.
 RELEASE_PKGS := gcc-aarch64-linux-gnu libc6-dev-arm64-cross libseccomp-dev:arm64
