@@ -53,7 +53,12 @@ type stream struct {
 	// dstErr and logErr end passing through and logging; the stream keeps
 	// counting.
 	dstErr, logErr error
+	// started and ended: copy was started, and has returned.
+	started, ended atomic.Bool
 }
+
+// running reports whether copy was started and has not returned.
+func (s *stream) running() bool { return s.started.Load() && !s.ended.Load() }
 
 func newStream(src *os.File, dst, log io.Writer, headCap, tailCap int, act *activity) *stream {
 	return &stream{src: src, dst: dst, log: log, headCap: headCap, tailCap: tailCap, activity: act}
@@ -71,6 +76,7 @@ const firstRead = 32 << 10
 // copy runs until src ends (EOF, or the read deadline set by the
 // supervisor once the jail is gone).
 func (s *stream) copy() {
+	defer s.ended.Store(true)
 	size := max(s.tailCap, minChunk)
 	for {
 		b := s.bufs[s.cur]

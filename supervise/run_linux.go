@@ -288,7 +288,7 @@ func (s *supervisor) run() error {
 			s.streams[i].tap = sp.StdoutTap
 		}
 		if p.r != nil {
-			s.copying.Go(s.streams[i].copy)
+			s.startCopy(s.streams[i])
 		}
 	}
 	if sp.Live != nil {
@@ -421,49 +421,54 @@ var streamNames = [2]string{"stdout", "stderr"}
 // a hung log shipper) before it gives up delivering the rest.
 const stallWait = 30 * time.Second
 
+// hurryWait is how long a reader of agentjail's output may take nothing
+// once agentjail was told to end (a signal after the jail ended, or while
+// it was ending) before it is given up on.
+const hurryWait = time.Second
+
 // awaitDelivery waits, once the jail has ended, until what was read from
 // it has reached agentjail's stdout and stderr. A slow reader is waited
-// for as long as it takes bytes; one that takes none for stallWait, or a
-// SIGINT, SIGTERM, SIGHUP or SIGQUIT to agentjail meanwhile, ends the wait:
-// the copy is abandoned (still blocked in its write, which only the exit
-// ends), the record says how much went undelivered, and the run ends.
-// "Meanwhile" starts when the run began ending (a timeout, a limit, a
-// first signal): a signal that came while bwrap was still exiting must not
-// be lost to watch, which took it.
+// for as long as it takes bytes; one whose pending write has taken nothing
+// for stallWait is given up on: its copy is abandoned (still blocked in
+// the write, which only the exit ends), and the record says how much went
+// undelivered. A SIGINT, SIGTERM, SIGHUP or SIGQUIT to agentjail shortens
+// that to hurryWait, from the start when one came while the run was
+// ending (watch took it). A stream that is still moving is waited for
+// either way.
 func (s *supervisor) awaitDelivery(copied <-chan struct{}) {
-	tick := time.NewTicker(time.Second)
+	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	give := ""
+	limit, why := stallWait, fmt.Sprintf("after %v without a byte taken", stallWait)
+	hurry := func(n syscall.Signal) { limit, why = hurryWait, "on "+procs.SignalName(n) }
 	if s.hurried != 0 {
-		select {
-		case <-copied:
-			return
-		default:
-			give = "on " + procs.SignalName(s.hurried)
-		}
+		hurry(s.hurried)
 	}
-	for give == "" {
+	for {
 		select {
 		case <-copied:
 			return
 		case sig := <-s.spec.Signals:
-			n, ok := s.received(sig)
-			if ok && ends(n) {
-				give = "on " + procs.SignalName(n)
+			if n, ok := s.received(sig); ok && ends(n) {
+				hurry(n)
 			}
+			continue
 		case <-tick.C:
-			for _, st := range s.streams {
-				if w := st.writing.Load(); w != 0 && time.Since(st.activity.start)-time.Duration(w) >= stallWait {
-					give = fmt.Sprintf("after %v without a byte taken", stallWait)
-				}
-			}
 		}
-	}
-	for i, st := range s.streams {
-		if left := st.n.Load() - st.written.Load(); st.writing.Load() != 0 && left > 0 {
-			s.rec.Warnings = append(s.rec.Warnings, fmt.Sprintf("agentjail's %s stopped taking output; gave up %s with %d bytes undelivered (--log has them)",
-				streamNames[i], give, left))
-			s.abandoned[i] = true
+		settled := true
+		for i, st := range s.streams {
+			if s.abandoned[i] || !st.running() {
+				continue
+			}
+			if w := st.writing.Load(); w != 0 && time.Since(st.activity.start)-time.Duration(w) >= limit {
+				s.rec.Warnings = append(s.rec.Warnings, fmt.Sprintf("agentjail's %s stopped taking output; gave up %s with %d bytes undelivered (--log has them)",
+					streamNames[i], why, st.n.Load()-st.written.Load()))
+				s.abandoned[i] = true
+				continue
+			}
+			settled = false
+		}
+		if settled {
+			return
 		}
 	}
 }
@@ -778,13 +783,19 @@ func (s *supervisor) signalGroup(sig syscall.Signal) bool {
 	return true
 }
 
+// startCopy starts copying a stream.
+func (s *supervisor) startCopy(st *stream) {
+	st.started.Store(true)
+	s.copying.Go(st.copy)
+}
+
 // attach starts the agent's terminal: its output read as the jail's
 // stdout, the operator's input copied to it.
 func (s *supervisor) attach(a *agentTerminal) {
 	s.tty = a
 	st := s.streams[0]
 	st.src = a.master
-	s.copying.Go(st.copy)
+	s.startCopy(st)
 	if s.spec.Stdin == nil {
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -212,6 +213,30 @@ func TestRunHurriedDeliveryGivesUp(t *testing.T) {
 	w := strings.Join(out.Record.Warnings, "\n")
 	if !out.Abandoned[0] || !strings.Contains(w, "agentjail's stdout stopped taking output; gave up on SIGTERM") {
 		t.Errorf("abandoned %v, warnings:\n%s", out.Abandoned, w)
+	}
+}
+
+// TestRunHurriedDeliveryWaitsForALiveReader: told to hurry the same way,
+// agentjail still delivers everything to a reader that is slow but keeps
+// taking bytes (150 ms a piece here, under hurryWait): only a reader that
+// takes nothing is given up on.
+func TestRunHurriedDeliveryWaitsForALiveReader(t *testing.T) {
+	t.Parallel()
+	signals := make(chan os.Signal, 1)
+	spec := fakeSpec(t, "sh", "-c", "trap '' TERM; head -c 300000 /dev/zero; while :; do sleep 0.05; done")
+	spec.Signals, spec.Wall, spec.Grace = signals, 300*time.Millisecond, 30*time.Second
+	var got atomic.Int64
+	spec.Stdin, spec.Stderr = strings.NewReader(""), &bytes.Buffer{}
+	spec.Stdout = writerFunc(func(p []byte) {
+		time.Sleep(150 * time.Millisecond)
+		got.Add(int64(len(p)))
+	})
+	// After the wall limit: a signal while the run is ending. (Were it to
+	// come first, it would only start the ending; delivery is the same.)
+	time.AfterFunc(600*time.Millisecond, func() { signals <- syscall.SIGTERM })
+	out := runWithin(t, spec, time.Minute, nil)
+	if got.Load() != 300000 || out.Abandoned[0] || strings.Contains(strings.Join(out.Record.Warnings, "\n"), "stopped taking") {
+		t.Errorf("delivered %d of 300000 bytes, abandoned %v, warnings %q", got.Load(), out.Abandoned, out.Record.Warnings)
 	}
 }
 
