@@ -83,6 +83,11 @@ type Broker struct {
 
 	forward, api *http.Transport
 
+	// ctx is cancelled by Close: the lookups and dials of connections
+	// served outside the HTTP server end with it.
+	ctx    context.Context
+	cancel context.CancelFunc
+
 	mu        sync.Mutex
 	rec       *record.Network
 	said      map[string]bool
@@ -112,6 +117,7 @@ func New(cfg Config) *Broker {
 		said:   map[string]bool{},
 		active: map[net.Conn]bool{},
 	}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.forward = &http.Transport{
 		Proxy:                 func(r *http.Request) (*url.URL, error) { return verdictOf(r.Context()).proxy, nil },
 		DialContext:           b.dialChecked,
@@ -206,7 +212,8 @@ func (b *Broker) overLimit(c net.Conn) {
 // goroutine between the jail's request and its dial.
 func (b *Broker) sniff(c net.Conn) {
 	c.SetReadDeadline(time.Now().Add(headerWait))
-	cr := &cappedReader{r: c, left: maxHeader}
+	// The cap is the HTTP server's: the headers and a read's worth more.
+	cr := &cappedReader{r: c, left: maxHeader + 4096}
 	br := bufio.NewReader(cr)
 	first, err := br.Peek(1)
 	if err != nil {
@@ -333,6 +340,7 @@ func (b *Broker) Close() *record.Network {
 		c.Close()
 	}
 	b.mu.Unlock()
+	b.cancel()
 	b.conns.Close()
 	b.srv.Close()
 	b.wg.Wait()

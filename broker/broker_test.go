@@ -457,9 +457,9 @@ func TestBrokerConnectFirstAndLater(t *testing.T) {
 		t.Errorf("CONNECT nowhere: %d %q", code, body)
 	}
 
-	br, _ = exchange("CONNECT " + target + " HTTP/1.1\r\nX-Big: " + strings.Repeat("x", maxHeader) + "\r\n\r\n")
+	br, _ = exchange("CONNECT " + target + " HTTP/1.1\r\nX-Big: " + strings.Repeat("x", maxHeader+8192) + "\r\n\r\n")
 	if code, _ := answer(br, http.MethodConnect); code != http.StatusRequestHeaderFieldsTooLarge {
-		t.Errorf("CONNECT with %d bytes of headers: %d", maxHeader, code)
+		t.Errorf("CONNECT with %d bytes of headers: %d", maxHeader+8192, code)
 	}
 
 	br, c := exchange("GET " + PingPath + " HTTP/1.1\r\nHost: " + w.addr + "\r\n\r\n")
@@ -477,6 +477,43 @@ func TestBrokerConnectFirstAndLater(t *testing.T) {
 	rec := w.b.Close()
 	if rec.Totals.Allowed != 2 || rec.Totals.Connections != 2 {
 		t.Errorf("totals %+v", rec.Totals)
+	}
+}
+
+// TestBrokerCloseEndsLookups: Close ends a CONNECT still waiting on its
+// name's lookup (a resolver that answers only when asked to stop), on the
+// sniffed path as on the HTTP server's.
+func TestBrokerCloseEndsLookups(t *testing.T) {
+	t.Parallel()
+	asked := make(chan struct{}, 2)
+	w := newWorld(t, func(c *Config) {
+		r, err := policy.ParseNetRule("slow.test:443")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Rules = append(c.Rules, r)
+		c.Resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			asked <- struct{}{}
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+	})
+	for _, first := range []string{"", "GET " + PingPath + " HTTP/1.1\r\nHost: x\r\n\r\n"} {
+		c, err := net.Dial("tcp", w.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		io.WriteString(c, first+"CONNECT slow.test:443 HTTP/1.1\r\nHost: slow.test:443\r\n\r\n")
+	}
+	<-asked
+	<-asked
+	done := make(chan struct{})
+	go func() { w.b.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("Close waits on a lookup") // a hang detector
 	}
 }
 

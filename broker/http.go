@@ -181,7 +181,7 @@ func (b *Broker) connectFirst(pc *peeked, cr *cappedReader) {
 		rep.fail(http.StatusServiceUnavailable, "agentjail: the run is ending")
 		return
 	}
-	b.tunnelTo(context.Background(), req.Host, rep)
+	b.tunnelTo(b.ctx, req.Host, rep)
 }
 
 // rawReply answers on a connection sniff serves: a failure closes it.

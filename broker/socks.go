@@ -87,7 +87,7 @@ func (b *Broker) socks(pc *peeked) {
 	}
 	start := time.Now()
 	c := record.Connection{Proto: "socks5", Host: host, Port: port}
-	ctx, cancel := context.WithTimeout(context.Background(), dialWait) // the lookup's bound
+	ctx, cancel := context.WithTimeout(b.ctx, dialWait) // the lookup's bound
 	v := b.decide(ctx, "https", host, port)
 	cancel()
 	c.Allowed, c.Rule = v.allowed, v.rule
@@ -97,7 +97,7 @@ func (b *Broker) socks(pc *peeked) {
 		b.note(c, v.why)
 		return
 	}
-	up, err := b.dial(context.Background(), v, host, port, &c)
+	up, err := b.dial(b.ctx, v, host, port, &c)
 	if err != nil {
 		code := byte(socksUnreachable)
 		if opErr, ok := err.(*net.OpError); ok && opErr.Op == "dial" {
