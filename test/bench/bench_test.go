@@ -26,6 +26,9 @@ import (
 var agentjail string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(warmEnv) != "" {
+		os.Exit(warmLaunches())
+	}
 	dir, err := os.MkdirTemp("", "agentjail-bench-")
 	if err != nil {
 		panic(err)
