@@ -297,11 +297,11 @@ func networkCheck(j Jail) Check {
 	c := Check{Name: CheckNetwork}
 	p, ok := j.Probes[ProbeBroker]
 	switch {
-	case j.NetMode != "proxy":
-		c.Status, c.Detail = Pass, "the "+j.Profile+" jail's network is "+j.NetMode+": no broker to reach"
 	case !j.Started:
 		c.Status, c.Detail = Fail, "not probed: the jail did not start (see jail)"
 		c.Cause, c.Fix = "the jail itself does not start", "fix what the jail check names"
+	case j.NetMode != "proxy":
+		c.Status, c.Detail = Pass, "the "+j.Profile+" jail's network is "+j.NetMode+": no broker to reach"
 	case j.Broker == "":
 		c.Status, c.Detail = Fail, "the jail started in a network namespace of its own, but no listener of the exec stage reached the broker"
 		c.Cause = "the exec stage could not listen on the jail's loopback, or agentjail refused its listener (a warning of the run says why)"

@@ -135,6 +135,9 @@ func TestDiagnose(t *testing.T) {
 		}, true, CheckInit, Warn, []string{"runs in agentjail itself", "reaps orphans with wait4", "no agentjail-init next to agentjail (in /root/go/bin)", "install agentjail-init from the same build next to agentjail"}},
 		{"broker reached", func(*Host, *bwrap.Info, *error, *Jail) {}, true, CheckNetwork, Pass, []string{"a request from inside reached the broker at 127.0.0.1:3128"}},
 		{"host network", func(_ *Host, _ *bwrap.Info, _ *error, j *Jail) { j.NetMode, j.Broker = "host", "" }, true, CheckNetwork, Pass, []string{"network is host: no broker"}},
+		{"no jail, no network mode", func(_ *Host, _ *bwrap.Info, _ *error, j *Jail) {
+			*j = Jail{Profile: "tier1", Err: errors.New("agentjail's run directory /tmp/agentjail-1000: read-only file system")}
+		}, false, CheckNetwork, Fail, []string{"not probed: the jail did not start"}},
 		{"no listener", func(_ *Host, _ *bwrap.Info, _ *error, j *Jail) { j.Broker = "" }, false, CheckNetwork, Fail, []string{"no listener of the exec stage reached the broker", "read its warnings"}},
 		{"broker silent", func(_ *Host, _ *bwrap.Info, _ *error, j *Jail) {
 			j.Probes[ProbeBroker] = Probe{7, "curl: (7) Failed to connect to 127.0.0.1 port 3128"}

@@ -102,7 +102,9 @@ func TestDoctorInsideDisableUserns(t *testing.T) {
 	inv := invocation{
 		env:  []string{"HOME=/"},
 		cred: &syscall.Credential{Uid: runUID, Gid: runUID},
-		wrap: []string{"bwrap", "--ro-bind", "/", "/", "--unshare-user", "--disable-userns", "--unshare-pid", "--proc", "/proc", "--dev", "/dev", "--die-with-parent", "--"},
+		// A writable /tmp, as a sandbox has: agentjail's run directory
+		// (/tmp/agentjail-UID) must not be what fails on a fresh host.
+		wrap: []string{"bwrap", "--ro-bind", "/", "/", "--bind", "/tmp", "/tmp", "--unshare-user", "--disable-userns", "--unshare-pid", "--proc", "/proc", "--dev", "/dev", "--die-with-parent", "--"},
 	}
 	text := inv.run(t, "doctor")
 	wantCode(t, text, 1)
