@@ -229,11 +229,14 @@ func (b *Broker) sniff(c net.Conn) {
 		return
 	}
 	// Every request line is longer than "CONNECT " (a client sends it
-	// whole before it waits for an answer).
-	if method, _ := br.Peek(len("CONNECT ")); string(method) == "CONNECT " {
-		b.connectFirst(pc, cr)
-		pc.Close()
-		return
+	// whole before it waits for an answer); only one that starts with C
+	// is waited for that long here.
+	if first[0] == 'C' {
+		if method, _ := br.Peek(len("CONNECT ")); string(method) == "CONNECT " {
+			b.connectFirst(pc, cr)
+			pc.Close()
+			return
+		}
 	}
 	cr.left = -1 // the HTTP server has its own cap
 	c.SetReadDeadline(time.Time{})
