@@ -134,6 +134,8 @@ type Server struct {
 	mu       sync.Mutex
 	steps    []Step
 	next     int
+	lastBody []byte // the last main messages request's
+	last     Step   // and the step that answered it
 	sticky   *Step
 	requests []Request
 	ids      int
@@ -293,7 +295,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.answer(w, r, req, Text(SideTitle))
 			return
 		}
-		st := s.take()
+		st := s.take(body)
 		if st.Before != nil {
 			st.Before()
 		}
@@ -303,18 +305,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// take returns the step for the next messages request.
-func (s *Server) take() Step {
+// take returns the step for the next messages request, whose body is
+// body. A request with the body of the one before is the CLI retrying it
+// (a connection that broke, a client timeout under load): it gets the
+// same step again, its Before hook not run twice, and the script does
+// not move on.
+func (s *Server) take(body []byte) Step {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.sticky != nil {
 		return *s.sticky
 	}
-	if s.next >= len(s.steps) {
-		return Text("(script done)")
+	if s.lastBody != nil && bytes.Equal(body, s.lastBody) {
+		st := s.last
+		st.Before = nil
+		return st
 	}
-	st := s.steps[s.next]
-	s.next++
+	st := Text("(script done)")
+	if s.next < len(s.steps) {
+		st = s.steps[s.next]
+		s.next++
+	}
+	s.lastBody, s.last = body, st
 	if st.Status != 0 {
 		s.sticky = &st
 	}

@@ -100,6 +100,34 @@ func TestJSONAndErrors(t *testing.T) {
 	}
 }
 
+// TestRetryGetsTheSameStep: a request that repeats the body of the one
+// before (the CLI retrying it) is answered by the same step, Before not
+// run again, and the script does not move on.
+func TestRetryGetsTheSameStep(t *testing.T) {
+	t.Parallel()
+	before := 0
+	s := New(t, Step{Text: "one", Before: func() { before++ }}, Text("two"))
+	text := func(body string) string {
+		var msg struct {
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		}
+		json.NewDecoder(post(t, s.URL+"/v1/messages", body).Body).Decode(&msg)
+		if len(msg.Content) != 1 {
+			return ""
+		}
+		return msg.Content[0].Text
+	}
+	turns := func(n int) string {
+		return `{"messages":[` + strings.Repeat(`{"role":"user","content":"x"},`, n-1) + `{"role":"user","content":"x"}]}`
+	}
+	got := []string{text(turns(1)), text(turns(1)), text(turns(2)), text(turns(3)), text(turns(3))}
+	if want := []string{"one", "one", "two", "(script done)", "(script done)"}; strings.Join(got, ",") != strings.Join(want, ",") || before != 1 {
+		t.Errorf("answers %q, Before ran %d times; want %q and once", got, before, want)
+	}
+}
+
 // TestStallEndsWithTheServer: a stalled reply never outlives the test.
 func TestStallEndsWithTheServer(t *testing.T) {
 	t.Parallel()
