@@ -182,7 +182,7 @@ func TestClaudeResume(t *testing.T) {
 	r, rec := cj.run(t, srv, "--allowedTools=Bash", "--print", "--output-format", "json", "remember-token-XYZ")
 	wantCode(t, r, 0)
 	if tr := srv.ToolResults(); len(tr) != 1 || tr[0].IsError || !strings.Contains(tr[0].Content, "planted") {
-		t.Fatalf("run 1 could not write its Claude directory: %+v", tr)
+		t.Fatalf("run 1 could not write its Claude directory (conversation lengths asked: %s): %+v", srv.Turns(), tr)
 	}
 	id := str(claudeOf(t, rec, "json").SessionID)
 	if fi, err := os.Stat(sessions); err != nil || fi.Mode().Perm() != 0o700 || ownerOf(fi) != 0 {

@@ -221,7 +221,7 @@ func TestClaudeProtectedPaths(t *testing.T) {
 	}
 	tr := srv.ToolResults()
 	if len(tr) != 7 {
-		t.Fatalf("%d tool results, want 7: %+v", len(tr), tr)
+		t.Fatalf("%d tool results, want 7 (conversation lengths asked: %s): %+v", len(tr), srv.Turns(), tr)
 	}
 	// Claude writes through a temporary file renamed over the target: the
 	// rename onto the read-only mount fails (EBUSY), as does creating

@@ -33,6 +33,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -191,6 +192,17 @@ func (s *Server) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Request(nil), s.requests...)
+}
+
+// Turns says, for a test's failure message, how long the conversation was
+// in each main messages request, in order ("2 4 4 6": the second turn
+// was asked twice).
+func (s *Server) Turns() string {
+	var n []string
+	for _, m := range s.Messages() {
+		n = append(n, strconv.Itoa(len(m.Messages)))
+	}
+	return strings.Join(n, " ")
 }
 
 // Messages returns the decoded bodies of the messages requests (not

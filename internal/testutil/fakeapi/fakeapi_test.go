@@ -126,6 +126,9 @@ func TestRetryGetsTheSameStep(t *testing.T) {
 	if want := []string{"one", "one", "two", "(script done)", "(script done)"}; strings.Join(got, ",") != strings.Join(want, ",") || before != 1 {
 		t.Errorf("answers %q, Before ran %d times; want %q and once", got, before, want)
 	}
+	if turns := s.Turns(); turns != "1 1 2 3 3" {
+		t.Errorf("turns %q", turns)
+	}
 }
 
 // TestStallEndsWithTheServer: a stalled reply never outlives the test.
