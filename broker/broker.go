@@ -199,10 +199,18 @@ func (b *Broker) overLimit(c net.Conn) {
 		b.rec.LimitsHit = append(b.rec.LimitsHit, "max_connections")
 	}
 	b.mu.Unlock()
-	c.SetWriteDeadline(time.Now().Add(time.Second))
-	body := fmt.Sprintf("agentjail: the jail has %d connections open through the broker, its most at once; close some and retry\n", b.cfg.MaxConns)
-	fmt.Fprintf(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
+	answer(c, http.StatusServiceUnavailable, fmt.Sprintf("agentjail: the jail has %d connections open through the broker, its most at once; close some and retry", b.cfg.MaxConns))
 	c.Close()
+}
+
+// answer writes a plain-text HTTP answer that ends the connection, for a
+// connection no HTTP server serves (one past the cap, a CONNECT served
+// where it was sniffed); msg is the body's one line. A reader that takes
+// nothing gets a second.
+func answer(c net.Conn, code int, msg string) {
+	c.SetWriteDeadline(time.Now().Add(time.Second))
+	fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s\n",
+		code, http.StatusText(code), len(msg)+1, msg)
 }
 
 // sniff reads a connection's first bytes: SOCKS5 (5) and a first

@@ -187,11 +187,7 @@ func (b *Broker) connectFirst(pc *peeked, cr *cappedReader) {
 // rawReply answers on a connection sniff serves: a failure closes it.
 type rawReply struct{ pc *peeked }
 
-func (r rawReply) fail(code int, msg string) {
-	r.pc.SetWriteDeadline(time.Now().Add(time.Second))
-	fmt.Fprintf(r.pc, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s\n",
-		code, http.StatusText(code), len(msg)+1, msg)
-}
+func (r rawReply) fail(code int, msg string) { answer(r.pc, code, msg) }
 
 func (r rawReply) establish() (net.Conn, []byte, error) {
 	if _, err := io.WriteString(r.pc.Conn, established); err != nil {

@@ -53,12 +53,14 @@ type stream struct {
 	// dstErr and logErr end passing through and logging; the stream keeps
 	// counting.
 	dstErr, logErr error
-	// started and ended: copy was started, and has returned.
-	started, ended atomic.Bool
+	// ended: copy has returned.
+	ended atomic.Bool
 }
 
-// running reports whether copy was started and has not returned.
-func (s *stream) running() bool { return s.started.Load() && !s.ended.Load() }
+// running reports whether copy was started (it has a source: the agent's
+// terminal's stream gets one once attached) and has not returned. Read on
+// the supervisor's goroutine, which sets src.
+func (s *stream) running() bool { return s.src != nil && !s.ended.Load() }
 
 func newStream(src *os.File, dst, log io.Writer, headCap, tailCap int, act *activity) *stream {
 	return &stream{src: src, dst: dst, log: log, headCap: headCap, tailCap: tailCap, activity: act}

@@ -288,7 +288,7 @@ func (s *supervisor) run() error {
 			s.streams[i].tap = sp.StdoutTap
 		}
 		if p.r != nil {
-			s.startCopy(s.streams[i])
+			s.copying.Go(s.streams[i].copy)
 		}
 	}
 	if sp.Live != nil {
@@ -783,19 +783,13 @@ func (s *supervisor) signalGroup(sig syscall.Signal) bool {
 	return true
 }
 
-// startCopy starts copying a stream.
-func (s *supervisor) startCopy(st *stream) {
-	st.started.Store(true)
-	s.copying.Go(st.copy)
-}
-
 // attach starts the agent's terminal: its output read as the jail's
 // stdout, the operator's input copied to it.
 func (s *supervisor) attach(a *agentTerminal) {
 	s.tty = a
 	st := s.streams[0]
 	st.src = a.master
-	s.startCopy(st)
+	s.copying.Go(st.copy)
 	if s.spec.Stdin == nil {
 		return
 	}
