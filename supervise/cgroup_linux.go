@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/agentjail/agentjail/procs"
@@ -224,7 +225,11 @@ func (c *runCgroup) setMemoryExtras(procRoot string, files limitFiles, swap int6
 // rwsem for writing (kernel/cgroup/cgroup.c, cgroup_attach_lock).
 func (c *runCgroup) join(pid int) error {
 	for _, dir := range c.v1 {
-		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+		err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
+		if errors.Is(err, syscall.ESRCH) {
+			return errSandboxGone // it failed a mount meanwhile: bwrap's exit says why
+		}
+		if err != nil {
 			return fmt.Errorf("cannot move pid %d into %s: %w", pid, dir, err)
 		}
 	}

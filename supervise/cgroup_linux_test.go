@@ -1,7 +1,9 @@
 package supervise
 
 import (
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -149,6 +151,28 @@ func TestMakeCgroupV1(t *testing.T) {
 		if got := read(t, filepath.Join(d, "cgroup.procs")); got != "4242" {
 			t.Errorf("%s/cgroup.procs = %q", d, got)
 		}
+	}
+}
+
+// TestJoinGoneSandbox: a sandbox that exited before it could join the
+// run's cgroup v1 directory (it failed a mount) is errSandboxGone, which
+// leaves the run to bwrap's own setup failure, not a cgroup error. On a
+// real cgroup v1 pids hierarchy, as root.
+func TestJoinGoneSandbox(t *testing.T) {
+	t.Parallel()
+	root := "/sys/fs/cgroup/pids"
+	dir, err := os.MkdirTemp(root, "agentjail-test-")
+	if err != nil {
+		t.Skipf("needs a writable cgroup v1 pids hierarchy at %s (root, a hybrid host): %v", root, err)
+	}
+	defer os.Remove(dir)
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	c := &runCgroup{v1: map[string]string{"pids": dir}}
+	if err := c.join(gone.Process.Pid); !errors.Is(err, errSandboxGone) {
+		t.Errorf("join of a reaped pid: %v, want errSandboxGone", err)
 	}
 }
 

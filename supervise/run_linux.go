@@ -717,23 +717,23 @@ func (s *supervisor) adopt(pid int, blockW *os.File) error {
 	s.childPID = pid
 	s.mu.Unlock()
 	box, err := openSandbox(s.spec.ProcRoot, pid, s.cmd.Process.Pid, s.spec.RunID)
+	if err == nil {
+		s.box = box
+		if s.cause != "" {
+			return nil // ending already: the sandbox stays blocked until killed
+		}
+		if s.cgroup != nil {
+			// Into the cgroup v1 directories, before it runs anything of
+			// the agent's: everything the agent starts descends from it.
+			err = s.cgroup.join(pid)
+		}
+	}
 	if errors.Is(err, errSandboxGone) {
 		blockW.Close() // nothing runs: bwrap's exit tells the rest
 		return nil
 	}
 	if err != nil {
 		return err
-	}
-	s.box = box
-	if s.cause != "" {
-		return nil // ending already: the sandbox stays blocked until killed
-	}
-	if s.cgroup != nil {
-		// Into the cgroup v1 directories, before it runs anything of the
-		// agent's: everything the agent starts descends from it.
-		if err := s.cgroup.join(pid); err != nil {
-			return err
-		}
 	}
 	if s.spec.Hold != nil {
 		<-s.spec.Hold
