@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentjail/agentjail/reaper"
 	"github.com/agentjail/agentjail/record"
 )
 
@@ -166,8 +167,13 @@ func TestJoinGoneSandbox(t *testing.T) {
 		t.Skipf("needs a writable cgroup v1 pids hierarchy at %s (root, a hybrid host): %v", root, err)
 	}
 	defer os.Remove(dir)
+	// Through the reaper: TestMain made it the owner of wait4(-1), so
+	// exec.Cmd's own wait would find nothing to wait for.
 	gone := exec.Command("true")
-	if err := gone.Run(); err != nil {
+	if err := reaper.Start(gone); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reaper.Wait(gone); err != nil {
 		t.Fatal(err)
 	}
 	c := &runCgroup{v1: map[string]string{"pids": dir}}
