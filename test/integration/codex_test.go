@@ -107,6 +107,24 @@ func threadID(t *testing.T, stdout string) string {
 	return ""
 }
 
+// commandItems counts the command_execution items codex completed in its
+// JSONL output.
+func commandItems(stdout string) int {
+	n := 0
+	for _, line := range strings.Split(stdout, "\n") {
+		var ev struct {
+			Type string `json:"type"`
+			Item struct {
+				Type string `json:"type"`
+			} `json:"item"`
+		}
+		if json.Unmarshal([]byte(line), &ev) == nil && ev.Type == "item.completed" && ev.Item.Type == "command_execution" {
+			n++
+		}
+	}
+	return n
+}
+
 // TestCodexJailed: on each tier, codex exec runs its shell tool in the
 // jail as the run user, under its own sandbox (bubblewrap, a network
 // namespace of its own; bwrap 0.8 takes its compatibility path, which
@@ -164,8 +182,16 @@ func TestCodexJailed(t *testing.T) {
 			}
 			json.Unmarshal(a.Usage, &usage)
 			if str(a.SessionID) != threadID(t, r.stdout) || str(a.Result) != "done-codex" || a.ResultBytes != 10 || a.IsError == nil || *a.IsError ||
-				a.Error != nil || a.ParseError != nil || a.Commands == nil || a.Commands.Run != 1 || usage.Output == 0 || a.Credentials != nil {
-				t.Errorf("record.agent = %+v (usage %s)", a, a.Usage)
+				a.Error != nil || a.ParseError != nil || usage.Output == 0 || a.Credentials != nil {
+				t.Errorf("record.agent = %s", jsonOf(t, a))
+			}
+			// The record counts the commands codex reports. Codex 0.169.0
+			// runs the call every time (the stand-in got its output, above)
+			// but leaves its command_execution item out of some runs under
+			// load (unified exec's events, openai/codex#47433 and #42864):
+			// the count must be what codex printed, and 1 when it printed one.
+			if n := commandItems(r.stdout); a.Commands == nil || a.Commands.Run != n || n > 1 {
+				t.Errorf("record.agent.commands = %s, codex printed %d command_execution items", jsonOf(t, a.Commands), n)
 			}
 		})
 	}

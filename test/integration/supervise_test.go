@@ -767,7 +767,10 @@ setpriv --reuid=1000 --regid=1000 --clear-groups env HOME=/ XDG_RUNTIME_DIR=` + 
 if pgrep -f "^sleep ` + tok + `" >/dev/null; then echo LEFT-RUNNING; else echo NOTHING-LEFT; fi
 exit $code`, "sh"}
 	r := invocation{wrap: wrap}.run(t, "run", "--profile", weak, "--record", rp, "--", "sh", "-c",
-		`setsid env -i /bin/sh -c "sleep `+tok+`" </dev/null >/dev/null 2>&1 & echo started`)
+		// The agent ends once its daemon is sleep, not still the sh that
+		// execs it: the record names what it killed by its command line.
+		`setsid env -i /bin/sh -c "exec sleep `+tok+`" </dev/null >/dev/null 2>&1 &
+until pgrep -f "^sleep `+tok+`" >/dev/null; do sleep 0.05; done; echo started`)
 	wantCode(t, r, 0)
 	if !strings.Contains(r.stderr, "agentjail: degraded: jail: no fresh /proc and no pid namespace") {
 		t.Fatalf("the jail did not share agentjail's pid namespace:\n%s", r.stderr)
