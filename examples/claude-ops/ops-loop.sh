@@ -118,10 +118,16 @@ fi
 # A signal ends the loop once the run in progress has ended: agentjail run
 # gets the same signal (init forwards it to the whole process group) and
 # ends its jail with the profile's grace.
-stopping=
-trap 'stopping=TERM' TERM
-trap 'stopping=INT' INT
-trap 'stopping=HUP' HUP
+# Between cycles the loop waits on a sleep of its own ($sleeper), which a
+# signal ends at once, whenever it comes (see the end of the loop).
+stopping= sleeper=
+stop() {
+	stopping=$1
+	[ -n "$sleeper" ] && kill "$sleeper" 2>/dev/null
+}
+trap 'stop TERM' TERM
+trap 'stop INT' INT
+trap 'stop HUP' HUP
 stop_code() { case $stopping in TERM) echo 143 ;; INT) echo 130 ;; HUP) echo 129 ;; esac; }
 
 # merge_mcp OUT BASELINE [REPO_CONFIG...]: seed 004's merge, written
@@ -279,8 +285,13 @@ while :; do
 	[ -n "$halted" ] && exit 3
 	[ -n "$stopping" ] && exit "$(stop_code)"
 	[ "$CLAUDEOPS_CYCLES" -gt 0 ] && [ "$i" -ge "$CLAUDEOPS_CYCLES" ] && exit 0
+	# A signal interrupts the wait (a trap's signal ends wait, POSIX), and
+	# the trap ends the sleep; one that came after the check above but
+	# before $sleeper was set found no sleep to end, and is seen here.
 	sleep "$CLAUDEOPS_INTERVAL" &
-	wait $! # a signal interrupts the wait, not just the sleep
-	kill $! 2>/dev/null
+	sleeper=$!
+	[ -n "$stopping" ] && kill "$sleeper" 2>/dev/null
+	wait "$sleeper"
+	sleeper=
 	[ -n "$stopping" ] && exit "$(stop_code)"
 done
