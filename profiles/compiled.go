@@ -417,7 +417,7 @@ var compiled = map[string]func() policy.Policy{
 	},
 	"sealed": func() policy.Policy {
 		return policy.Policy{
-			Description:  "tier1 with the inner sandbox sealed: no new namespaces inside the jail",
+			Description:  "tier1 with the inner sandbox sealed (no new namespaces inside the jail) and no network",
 			InnerSandbox: "sealed",
 			Filesystem: policy.Filesystem{
 				Base:         "host",
@@ -445,7 +445,7 @@ var compiled = map[string]func() policy.Policy{
 				},
 			},
 			Network: policy.Network{
-				Mode: "proxy",
+				Mode: "none",
 			},
 			Environment: policy.Environment{
 				Allow: []string{"PATH", "LANG", "LANGUAGE", "LC_*", "TERM", "COLORTERM", "NO_COLOR", "TZ", "SHELL", "ANTHROPIC_*", "CLAUDE_CODE_*", "DISABLE_TELEMETRY", "DISABLE_ERROR_REPORTING", "OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_API_KEY", "CODEX_ACCESS_TOKEN", "CODEX_CA_CERTIFICATE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "CI", "TRACEPARENT", "TRACESTATE", "OTEL_*"},
@@ -493,7 +493,7 @@ var compiled = map[string]func() policy.Policy{
 				"codex":                           "profiles/_base.yaml:169:1",
 				"codex.credentials":               "profiles/_base.yaml:171:3",
 				"codex.home":                      "profiles/_base.yaml:170:3",
-				"description":                     "profiles/sealed.yaml:9:1",
+				"description":                     "profiles/sealed.yaml:12:1",
 				"environment":                     "profiles/_base.yaml:89:1",
 				"environment.allow":               "profiles/_base.yaml:90:3",
 				"environment.allow[0]":            "profiles/_base.yaml:91:7",
@@ -531,7 +531,7 @@ var compiled = map[string]func() policy.Policy{
 				"environment.set[TMPDIR]":         "profiles/_base.yaml:132:5",
 				"environment.unset":               "profiles/_base.yaml:133:3",
 				"environment.unset[0]":            "profiles/_base.yaml:134:7",
-				"extends":                         "profiles/sealed.yaml:8:1",
+				"extends":                         "profiles/sealed.yaml:11:1",
 				"filesystem":                      "profiles/tier1.yaml:17:1",
 				"filesystem.base":                 "profiles/_base.yaml:11:3",
 				"filesystem.deny":                 "profiles/tier1.yaml:18:3",
@@ -622,7 +622,7 @@ var compiled = map[string]func() policy.Policy{
 				"filesystem.tmpfs[/var/tmp]":      "profiles/_base.yaml:73:5",
 				"filesystem.tmpfs[/var/tmp].mode": "profiles/_base.yaml:73:30",
 				"filesystem.tmpfs[/var/tmp].size": "profiles/_base.yaml:73:16",
-				"inner_sandbox":                   "profiles/sealed.yaml:10:1",
+				"inner_sandbox":                   "profiles/sealed.yaml:13:1",
 				"limits":                          "profiles/tier1.yaml:27:1",
 				"limits.grace":                    "profiles/_base.yaml:137:3",
 				"limits.idle":                     "profiles/tier1.yaml:29:3",
@@ -639,8 +639,8 @@ var compiled = map[string]func() policy.Policy{
 				"limits.rlimits[nofile]":          "profiles/_base.yaml:147:5",
 				"limits.swap":                     "profiles/_base.yaml:155:3",
 				"limits.wall":                     "profiles/tier1.yaml:28:3",
-				"network":                         "profiles/tier1.yaml:14:1",
-				"network.mode":                    "profiles/tier1.yaml:15:3",
+				"network":                         "profiles/sealed.yaml:14:1",
+				"network.mode":                    "profiles/sealed.yaml:15:3",
 			},
 		}
 	},

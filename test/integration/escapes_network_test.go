@@ -11,7 +11,8 @@ import (
 // address, answers it (the hole; cloud metadata at 169.254.169.254 would
 // too, on a cloud VM, which this host is not). Under tier1 (proxy) neither
 // answers, directly or through the broker, and the metadata address, also
-// in its IPv4-mapped form, is refused by the broker.
+// in its IPv4-mapped form, is refused by the broker. Under sealed (none)
+// nothing answers and there is no broker.
 func TestEscapeNetworkEgress(t *testing.T) {
 	jailed(t)
 	hostIP, port := hostService(t, "host-service")
@@ -42,5 +43,16 @@ fi
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("the jail's output lacks %q:\n%s", want, r.stdout)
 		}
+	}
+	// sealed has no network at all: nothing answers, and no broker is
+	// offered; with --net proxy it gets tier1's broker.
+	r = aj(t, "run", "--profile", "sealed", "--user", "1000", "--", "sh", "-c", script+`echo "proxy=${HTTP_PROXY:-none}"`)
+	wantCode(t, r, 0)
+	if strings.Contains(r.stdout, "host-service") || strings.Contains(r.stdout, "broker ") || !strings.Contains(r.stdout, "proxy=none") {
+		t.Errorf("sealed reached a host service or has a broker:\n%s", r.stdout)
+	}
+	r = aj(t, "run", "--profile", "sealed", "--net", "proxy", "--user", "1000", "--", "sh", "-c", `echo "proxy=${HTTP_PROXY:-none}"`)
+	if wantCode(t, r, 0); !strings.Contains(r.stdout, "proxy=http://127.0.0.1:") {
+		t.Errorf("sealed --net proxy has no broker:\n%s", r.stdout)
 	}
 }
