@@ -4,7 +4,7 @@
 // run record's `claude` object (record.Claude), and which part of the operator's
 // login a run gets (StageLogin: the access token, never the refresh token).
 //
-// It is pure: it sees bytes and decides; cmd/ and the supervisor do the
-// reading and writing. It must never alter the output it parses,
+// It is pure: it sees bytes and decides; launch does the reading and
+// writing. It must never alter the output it parses,
 // nor fail on any byte sequence.
 package claude

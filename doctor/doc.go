@@ -11,6 +11,6 @@
 // will try it.
 //
 // It must not start processes or launch jails (cmd/agentjail does, through
-// supervise/), and it decides no policy: the run's own /proc decision is
+// launch.RunProbe, and hands it the results), and it decides no policy: the run's own /proc decision is
 // procs.ProcCovers, which the host-proc check reports.
 package doctor

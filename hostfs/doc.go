@@ -20,7 +20,7 @@
 // fchmod, and a file is put in place by renameat(2), which replaces a name
 // and never follows it.
 //
-// It must not decide what is written where (cmd/agentjail does), and it
+// It must not decide what is written where (launch does), and it
 // never resolves a path below a writable root twice: a caller opens the Dir
 // it needs before the agent starts and holds it until it is done.
 package hostfs

@@ -9,8 +9,8 @@
 // an injected fs.ReadLinkFS rooted at the host's /, so tests use fake
 // trees; files there are read as hostile input (regular files only,
 // bounded, links resolved through the interface). Whether the
-// jail can mount a fresh /proc comes from the host's mount table, which the
-// caller reads and ProcCovers judges (ParseMountinfo is pure too).
+// jail can mount a fresh /proc is the caller's to say (launch reads the
+// host's mount table with procs.ParseMountinfo and procs.ProcCovers).
 // TakeSnapshot records, through the same interface and by the same search,
 // the protected paths under the writable roots, so that what a run made
 // where no bind could reach is found afterwards. It must not start

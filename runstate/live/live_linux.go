@@ -1,3 +1,7 @@
+// Package live is the live registry of one agentjail user's runs: each
+// run's state file and control socket in the run directory, which
+// `agentjail ps` lists and `agentjail stop` asks to end a run. runstate's
+// sweep reads it to find the runs whose supervisor died.
 package live
 
 import (

@@ -1,6 +1,6 @@
 // Package gosrc writes the built-in profiles, loaded and merged, as Go
 // source: a launch then builds a profile from a composite literal instead of
-// parsing YAML (which, cold, costs a launch about a millisecond).
+// parsing YAML (docs/benchmarks.md: "Where a launch's time goes").
 package gosrc
 
 import (
