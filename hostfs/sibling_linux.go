@@ -12,20 +12,23 @@ import (
 )
 
 // Sibling opens the binary name next to the running executable (the real
-// one: os.Executable resolves symlinks), or returns nil and why it is not
-// used. It runs as PID 1 or inside every jail (agentjail-init,
-// agentjail-exec), so it must be what agentjail's owner put there: a regular executable file, not a symlink, in a directory, itself
-// owned by root or agentjail's owner, that no one else can write (else a
-// rename could swap it); it is opened once and checked and executed
-// through that descriptor, so no swap can come between.
-func Sibling(name string) (*os.File, string) {
+// one: os.Executable resolves symlinks), or returns why it is not used:
+// an error that wraps fs.ErrNotExist when there is none. It runs as PID 1
+// or inside every jail (agentjail-init, agentjail-exec), so it must be
+// what agentjail's owner put there: a regular executable file, not a
+// symlink, in a directory, itself owned by root or agentjail's owner, that
+// no one else can write (else a rename could swap it). It is opened once
+// and checked through that descriptor; agentjail-init is executed through
+// it, and the exec stage, which bwrap can only bind by its path, stays
+// where only those two owners could swap it.
+func Sibling(name string) (*os.File, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return nil, fmt.Sprintf("cannot find agentjail's own executable: %v", err)
+		return nil, fmt.Errorf("cannot find agentjail's own executable: %w", err)
 	}
 	sfi, err := os.Stat(self)
 	if err != nil {
-		return nil, fmt.Sprintf("cannot stat agentjail's own executable: %v", err)
+		return nil, fmt.Errorf("cannot stat agentjail's own executable: %w", err)
 	}
 	owner := func(fi fs.FileInfo) uint32 { return fi.Sys().(*syscall.Stat_t).Uid }
 	trusted := func(fi fs.FileInfo) bool { return owner(fi) == 0 || owner(fi) == owner(sfi) }
@@ -34,16 +37,16 @@ func Sibling(name string) (*os.File, string) {
 	dfi, err := os.Stat(dir)
 	switch {
 	case err != nil:
-		return nil, fmt.Sprintf("cannot stat %s: %v", dir, err)
+		return nil, fmt.Errorf("cannot stat %s: %w", dir, err)
 	case !trusted(dfi) || dfi.Mode().Perm()&0o022 != 0:
-		return nil, fmt.Sprintf("%s is owned by uid %d, mode %04o: someone other than root or agentjail's owner could put an %s there", dir, owner(dfi), dfi.Mode().Perm(), name)
+		return nil, fmt.Errorf("%s is owned by uid %d, mode %04o: someone other than root or agentjail's owner could put an %s there", dir, owner(dfi), dfi.Mode().Perm(), name)
 	}
 	fd, err := unix.Open(p, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	switch {
 	case errors.Is(err, unix.ENOENT):
-		return nil, fmt.Sprintf("no %s next to agentjail (in %s)", name, dir)
+		return nil, fmt.Errorf("no %s next to agentjail (in %s): %w", name, dir, fs.ErrNotExist)
 	case err != nil:
-		return nil, fmt.Sprintf("%s: %v", p, err)
+		return nil, fmt.Errorf("%s: %w", p, err)
 	}
 	f := os.NewFile(uintptr(fd), p)
 	fi, err := f.Stat()
@@ -62,7 +65,7 @@ func Sibling(name string) (*os.File, string) {
 	}
 	if why != "" {
 		f.Close()
-		return nil, why
+		return nil, errors.New(why)
 	}
-	return f, ""
+	return f, nil
 }

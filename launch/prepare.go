@@ -3,7 +3,9 @@ package launch
 import (
 	"encoding/base32"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -40,6 +42,9 @@ type Jail struct {
 	// exeCopy holds the copy of the exec stage bound into the jail, nil
 	// when none was made (hostfs.StageExecutable).
 	exeCopy *os.File
+	// warnings are what Prepare found that the run goes on without, for
+	// stderr and the record (beside the plan's).
+	warnings []string
 	// files maps a filtered copy's destination to what the run gets of
 	// the operator's file (filtered): a part of a login or a
 	// configuration; nil or missing for nothing.
@@ -161,7 +166,10 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 	if err := runstate.CheckRunDir(true); err != nil {
 		return nil, err
 	}
-	exe, err := stageBinary()
+	exe, why, err := stageBinary()
+	if why != "" {
+		j.warnings = append(j.warnings, why)
+	}
 	if err == nil && inv.UID == 0 && j.User.UID != 0 {
 		exe, j.exeCopy, err = hostfs.StageExecutable(exe, filepath.Join(runstate.RunDir(), "bin"))
 	}
@@ -362,13 +370,25 @@ func closeAll(files []*os.File) {
 	}
 }
 
+// Warnings are what the run goes on without and the operator should know:
+// the plan's, and Prepare's own.
+func (j *Jail) Warnings() []string { return append(slices.Clone(j.Plan.Warnings), j.warnings...) }
+
 // stageBinary is the exec stage bwrap runs inside the jail: the small
 // static agentjail-exec installed beside agentjail, or, where there is
-// none (agentjail built alone, `go install`), agentjail itself.
-func stageBinary() (string, error) {
-	if f, _ := hostfs.Sibling(execstage.Binary); f != nil {
+// none (agentjail built alone, `go install`), agentjail itself. One that is
+// there but refused (a symlink, writable by others, another owner's: not
+// what agentjail's owner installed) is said, as why: the jail still gets
+// agentjail itself as its stage, which reports the same exactly.
+func stageBinary() (exe, why string, err error) {
+	f, err := hostfs.Sibling(execstage.Binary)
+	if err == nil {
 		defer f.Close()
-		return f.Name(), nil
+		return f.Name(), "", nil
 	}
-	return os.Executable()
+	if !errors.Is(err, fs.ErrNotExist) {
+		why = fmt.Sprintf("not using %s: %v; the exec stage is agentjail itself", execstage.Binary, err)
+	}
+	exe, err = os.Executable()
+	return exe, why, err
 }

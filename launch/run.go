@@ -110,8 +110,9 @@ func run(req Request, stdio IO) (int, error) {
 	if req.Quiet {
 		notices = io.Discard
 	}
-	for _, w := range j.Plan.Warnings {
+	for _, w := range j.Warnings() {
 		fmt.Fprintf(notices, "agentjail: warning: %s\n", w)
+		rec.Warnings = append(rec.Warnings, w)
 	}
 	// Every degradation is recorded, and printed once when it weakens what
 	// the operator asked for (j.degraded): the plan's now, the staging's

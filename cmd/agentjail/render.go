@@ -30,7 +30,7 @@ func (e appEnv) renderAction(ctx context.Context, cmd *cli.Command) error {
 		return err
 	}
 	j.Release() // render only shows where they would go
-	for _, w := range j.Plan.Warnings {
+	for _, w := range j.Warnings() {
 		fmt.Fprintf(e.stderr, "agentjail: warning: %s\n", w)
 	}
 	for _, d := range j.Plan.Degradations {
@@ -52,7 +52,7 @@ func (e appEnv) renderAction(ctx context.Context, cmd *cli.Command) error {
 		return enc.Encode(renderJSON{
 			Argv: append([]string{j.Bwrap.Path}, j.Plan.Args...), FDs: fds, Env: names,
 			User: record.User{UID: j.User.UID, GID: j.User.GID, Name: j.User.Name}, UserReason: j.User.Why,
-			Profile: j.Profile, Home: j.Plan.Home, Masks: j.Plan.Masks, Warnings: j.Plan.Warnings,
+			Profile: j.Profile, Home: j.Plan.Home, Masks: j.Plan.Masks, Warnings: j.Warnings(),
 			Degradations: j.Plan.Degradations,
 		})
 	}
