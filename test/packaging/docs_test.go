@@ -84,10 +84,11 @@ func blocks(t *testing.T, file string) []docBlock {
 // README and docs/ is in a ```sh block, and every such block either runs
 // in TestDocsCommandsRun or says, just above it, why it cannot run on a
 // test machine (<!-- not run: REASON -->). A mark on anything else is a
-// mistake too.
+// mistake too. Enough of them run, and show their output, for
+// TestDocsCommandsRun to check something.
 func TestDocsShellBlocksAreRunOrMarked(t *testing.T) {
 	t.Parallel()
-	runs := 0
+	runs, shown := 0, 0
 	for _, f := range docFiles(t) {
 		for _, b := range blocks(t, f) {
 			switch {
@@ -99,12 +100,56 @@ func TestDocsShellBlocksAreRunOrMarked(t *testing.T) {
 				t.Errorf("%s: shell commands in a block without an info string: make it ```sh (run, or marked not run)", b)
 			case b.info == "sh" && b.notRun == "":
 				runs++
+				shown += len(b.shown())
 			}
 		}
 	}
 	if runs < 10 {
 		t.Errorf("only %d blocks run: the docs test would prove little", runs)
 	}
+	if shown < 10 {
+		t.Errorf("only %d lines of output shown in the blocks that run (# OUTPUT after a command): the docs test would check little of what they say", shown)
+	}
+}
+
+// shownLine is a line of output a block documents: a whole-line comment
+// after its first command.
+type shownLine struct {
+	line int // in the file
+	text string
+}
+
+// shown returns the output the block documents: every whole-line comment
+// after its first command, without its "#" and the spaces around the text.
+// Comments before the first command and comments at the end of a command
+// line are prose.
+func (b docBlock) shown() []shownLine {
+	var out []shownLine
+	command := false
+	for i, l := range strings.Split(b.text, "\n") {
+		l = strings.TrimSpace(l)
+		switch c, ok := strings.CutPrefix(l, "#"); {
+		case l == "":
+		case !ok:
+			command = true
+		case command:
+			out = append(out, shownLine{b.line + 1 + i, strings.TrimSpace(c)})
+		}
+	}
+	return out
+}
+
+// shownIn reports whether a documented line is a line of out, "…" in it
+// standing for any text. Spaces are compared as a table's columns need:
+// those around a line are ignored, a run of them inside it counts as one.
+func shownIn(want, out string) bool {
+	spaces := func(s string) string { return strings.Join(strings.Fields(s), " ") }
+	parts := strings.Split(spaces(want), "…")
+	for i, p := range parts {
+		parts[i] = regexp.QuoteMeta(p)
+	}
+	re := regexp.MustCompile("^" + strings.Join(parts, ".*") + "$")
+	return slices.ContainsFunc(strings.Split(out, "\n"), func(l string) bool { return re.MatchString(spaces(l)) })
 }
 
 // TestDocsCommandsRun runs every ```sh block of the README and docs/ not
@@ -114,6 +159,18 @@ func TestDocsShellBlocksAreRunOrMarked(t *testing.T) {
 // in order in a directory of its own (a block may use what an earlier one
 // made). Each must exit 0: a command whose failure the docs show ends
 // with `|| echo "exit $?"`.
+//
+// The output a block shows is checked too. The convention: a whole-line
+// comment after the block's first command is a line of output, which must
+// be a line of the block's combined stdout and stderr (in any order; "…"
+// stands for any text, and spaces count as in shownIn):
+//
+//	agentjail run --write . --timeout 2 -- sleep 60 || echo "exit $?"
+//	# agentjail: the run ended: wall limit 2s reached (exit 124)
+//	# exit 124
+//	agentjail stop "$(cat run-id)"   # a comment at the end of a line is prose
+//
+// Comments before the first command are prose too.
 func TestDocsCommandsRun(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.RequireBwrap(t)
@@ -161,6 +218,12 @@ func TestDocsCommandsRun(t *testing.T) {
 				cancel()
 				if err != nil {
 					t.Errorf("%s: %v\n%s\n--- output:\n%s", b, err, b.text, out)
+					continue
+				}
+				for _, s := range b.shown() {
+					if !shownIn(s.text, string(out)) {
+						t.Errorf("%s:%d: the output shown, %q, is not a line of the block's output:\n%s", b.file, s.line, s.text, out)
+					}
 				}
 			}
 		})
