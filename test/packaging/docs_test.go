@@ -345,3 +345,45 @@ func TestInstallDocListsThePackages(t *testing.T) {
 		}
 	}
 }
+
+// TestCodeCitesDocsThatExist: a Go file that cites one of the project's
+// documents (docs/<name>.md, or a capitalised one at the root such as
+// README.md) names a file of the tree; comments cited a document at the
+// root long after it had gone. CLAUDE.md and SKILL.md are Claude Code's
+// files, not the project's.
+func TestCodeCitesDocsThatExist(t *testing.T) {
+	t.Parallel()
+	cite := regexp.MustCompile(`\b(docs/[a-z0-9-]+\.md|[A-Z][A-Z0-9_]*\.md)\b`)
+	seen := 0
+	err := filepath.WalkDir(repo, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() && d.Name() == ".git" {
+			return err
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(repo, path)
+		for i, l := range strings.Split(string(data), "\n") {
+			for _, m := range cite.FindAllString(l, -1) {
+				if m == "CLAUDE.md" || m == "SKILL.md" {
+					continue
+				}
+				seen++
+				if _, err := os.Stat(filepath.Join(repo, m)); err != nil {
+					t.Errorf("%s:%d: cites %s, which is not in the tree", rel, i+1, m)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen == 0 {
+		t.Error("no Go file cites a document: the test reads nothing")
+	}
+}
