@@ -332,7 +332,9 @@ func TestDocsLinks(t *testing.T) {
 }
 
 // TestInstallDocListsThePackages: docs/install.md lists the Makefile's
-// packages as they are.
+// packages as they are, and each agent CLI its targets install with npm
+// (.ci/npm-agent DIR PACKAGE VERSION BIN): the package, its target, its
+// directory and the variable that overrides it.
 func TestInstallDocListsThePackages(t *testing.T) {
 	t.Parallel()
 	doc, err := os.ReadFile(filepath.Join(repo, "docs/install.md"))
@@ -342,6 +344,26 @@ func TestInstallDocListsThePackages(t *testing.T) {
 	for _, v := range []string{"RUNTIME_PKGS", "TEST_PKGS"} {
 		if list := "`" + strings.Join(makeVar(t, v), " ") + "`"; !strings.Contains(string(doc), list) {
 			t.Errorf("docs/install.md does not list %s as the Makefile has it: %s", v, list)
+		}
+	}
+	makefile, err := os.ReadFile(filepath.Join(repo, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agents := regexp.MustCompile(`(?m)^([a-z]+):\n\t-?@?\./\.ci/npm-agent \$\((\w+)\) (\S+) `).FindAllStringSubmatch(string(makefile), -1)
+	if len(agents) < 2 {
+		t.Fatalf("the Makefile installs %d agent CLIs with .ci/npm-agent, want claude and codex: the test reads nothing", len(agents))
+	}
+	for _, a := range agents {
+		target, dirVar, pkg := a[1], a[2], a[3]
+		dir := regexp.MustCompile(`(?m)^export ` + dirVar + ` \?= (\S+)$`).FindStringSubmatch(string(makefile))
+		if dir == nil {
+			t.Fatalf("the Makefile gives %s no default (export %[1]s ?= DIR)", dirVar)
+		}
+		for _, want := range []string{"`" + pkg + "`", "`make " + target + "`", "`" + dir[1] + "`", "`$" + dirVar + "`"} {
+			if !strings.Contains(string(doc), want) {
+				t.Errorf("docs/install.md does not name %s, which make %s installs with npm (%s)", want, target, pkg)
+			}
 		}
 	}
 }
