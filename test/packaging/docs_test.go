@@ -170,7 +170,8 @@ func shownIn(want, out string) bool {
 //	# exit 124
 //	agentjail stop "$(cat run-id)"   # a comment at the end of a line is prose
 //
-// Comments before the first command are prose too.
+// Comments before the first command are prose too; so a line of a
+// here-document or a quoted string in a block must not start with "#".
 func TestDocsCommandsRun(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.RequireBwrap(t)
