@@ -363,8 +363,9 @@ func innerChecks(h Host, j Jail) []Check {
 	return out
 }
 
-// explain maps what bwrap, unshare or ip said to a cause and a fix (see
-// NESTING.md for the measurements behind each). outer says whether it was
+// explain maps what bwrap, unshare or ip said to a cause and a fix (the
+// measurements behind them: docs/nesting.md, What was measured, and for
+// AppArmor's restriction docs/apparmor.md). outer says whether it was
 // agentjail's own layer that failed.
 func explain(msg string, h Host, j Jail, outer bool) (cause, fix string) {
 	has := func(subs ...string) bool {

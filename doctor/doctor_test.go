@@ -104,8 +104,8 @@ func checkOf(t *testing.T, r Report, name string) Check {
 	return Check{}
 }
 
-// TestDiagnose maps each way the host can break nesting (NESTING.md) to
-// its check, cause and fix.
+// TestDiagnose maps each way the host can break nesting (docs/nesting.md,
+// What was measured; docs/apparmor.md) to its check, cause and fix.
 func TestDiagnose(t *testing.T) {
 	t.Parallel()
 	schema := testutil.CompileSchema(t, SchemaJSON)

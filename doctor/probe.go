@@ -22,8 +22,9 @@ const (
 )
 
 // Script is run by sh inside the profile's jail, as the run user. It tries
-// what the agent's own sandbox does (the commands of NESTING.md's matrix)
-// and reports each probe as its output followed by "@@probe NAME EXIT".
+// what the agent's own sandbox does (the commands of the matrix in
+// docs/nesting.md, What was measured) and reports each probe as its output
+// followed by "@@probe NAME EXIT".
 //
 // Output goes through a file, not a pipe or a command substitution: a
 // bwrap whose parent dies early leaves its cloned child blocked for ever,

@@ -350,18 +350,20 @@ func weakens(what string) string {
 	}[what]
 }
 
-// writeSetupFailed completes rec as a run that never started, failed with
-// err, and writes it to out when a record was asked for; it returns err,
-// joined with the write's error.
 // SetupFailed writes the setup_failed record of a request that never
 // reached Run (its command line did not parse) when it asks for one, and
-// returns err, joined with the write's error.
+// returns err as writeSetupFailed does.
 func SetupFailed(req Request, err error) error {
 	out := &recordFile{path: req.Record, walker: hostfs.Strict}
 	defer out.close()
 	return writeSetupFailed(record.Record{StartedAt: record.Time(time.Now()), Profile: profileName(req), Argv: req.Argv}, out, err)
 }
 
+// writeSetupFailed completes rec as a run that never started, failed with
+// err, and writes it to out when a record was asked for. It returns err:
+// joined with the write's error when the write failed, else naming the
+// record it was written to (recordedError), as every ending agentjail
+// causes does.
 func writeSetupFailed(rec record.Record, out *recordFile, err error) error {
 	if out.path == "" {
 		return err
@@ -374,8 +376,22 @@ func writeSetupFailed(rec record.Record, out *recordFile, err error) error {
 	if werr := out.write(&rec); werr != nil {
 		return errors.Join(err, werr)
 	}
-	return err
+	return recordedError{err, out.path}
 }
+
+// recordedError is a setup failure whose record was written: its message
+// (the last line of it, for a profile's several mistakes) ends with where
+// the record is.
+type recordedError struct {
+	err  error
+	path string
+}
+
+func (e recordedError) Error() string {
+	return e.err.Error() + "; the record: " + policy.Quote(e.path)
+}
+
+func (e recordedError) Unwrap() error { return e.err }
 
 // baseSpec is what every launch of the jail shares: bwrap's argv and
 // environment, the seccomp filters, the run id and a cgroup, the profile's

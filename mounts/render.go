@@ -32,7 +32,8 @@ var minimalDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", 
 
 // procCovers are what a jailed uid 0 could write in a fresh /proc; a sealed
 // profile running as root covers them read-only (bwrap never covers
-// /proc/sys: access(W_OK) says EACCES even to root, see NESTING.md).
+// /proc/sys: access(W_OK) says EACCES even to root, see docs/nesting.md,
+// What was measured).
 var procCovers = []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"}
 
 // Input is everything Render needs.

@@ -10,8 +10,8 @@ import (
 )
 
 // TestProcCovers reads mountinfo tables of the places agentjail runs in and
-// says whether the jail can mount a fresh /proc there (see NESTING.md's
-// container table).
+// says whether the jail can mount a fresh /proc there (see the container
+// table of docs/nesting.md, What was measured).
 func TestProcCovers(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {

@@ -12,7 +12,8 @@ import (
 // idle_timeout), `agentjail stop` (stopped), a signal it received
 // (interrupted), or the post-run checks (violation); "" when the agent
 // ended it. It follows the agent's output, so the operator sees why the
-// output stopped. (A setup failure's line is its error.)
+// output stopped. (A setup failure's line is its error, which names the
+// record too: launch's writeSetupFailed.)
 func (r *Record) Ending() string {
 	ms := func(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 	var what string

@@ -354,7 +354,8 @@ func runMeasured(t *testing.T, files []*os.File, args ...string) (result, int64)
 // TestSignalWhileReadingAPipe: a FIFO that no writer opens, as --profile
 // or as --seccomp, leaves agentjail waiting, without a thread blocked in
 // open(2) or read(2); SIGTERM or SIGINT then ends it with exit 125, a
-// line naming the file and the signal, and the setup_failed record.
+// line naming the file, the signal and the record, and the setup_failed
+// record.
 // Before, the open blocked for ever and SIGTERM was caught and ignored.
 func TestSignalWhileReadingAPipe(t *testing.T) {
 	testutil.RequireBwrap(t)
@@ -380,8 +381,8 @@ func TestSignalWhileReadingAPipe(t *testing.T) {
 			if c.flag == "--seccomp" {
 				want = "--seccomp: seccomp.files[0]: cannot read seccomp profile " + fifo + ": interrupted by SIGTERM while waiting on the pipe"
 			}
-			if got := b.stderr.String(); got != "agentjail: "+want+"\n" {
-				t.Errorf("stderr %q\nwant %q", got, "agentjail: "+want+"\n")
+			if got, want := b.stderr.String(), "agentjail: "+want+"; the record: "+rec+"\n"; got != want {
+				t.Errorf("stderr %q\nwant %q", got, want)
 			}
 			if got := readRecord(t, rec, 125); got.Reason != "setup_failed" {
 				t.Errorf("record reason %s, want setup_failed", got.Reason)

@@ -461,11 +461,11 @@ func TestClaudeOAuthTokenEnv(t *testing.T) {
 
 // TestClaudeLoginChecks: a run that cannot be given a valid login says so
 // before it starts, without the network. An expired login stops `claude`
-// (exit 125, one line naming the file and the ways out) unless the jail's
-// environment gives it a login of its own; another command runs, warned,
-// without it. A login that expires before the wall limit is copied in,
-// with a warning. claude here is a script of that name: agentjail knows a
-// claude run by its program's base name.
+// (exit 125, one line naming the file, the ways out and the record)
+// unless the jail's environment gives it a login of its own; another
+// command runs, warned, without it. A login that expires before the wall
+// limit is copied in, with a warning. claude here is a script of that
+// name: agentjail knows a claude run by its program's base name.
 func TestClaudeLoginChecks(t *testing.T) {
 	jailed(t)
 	bin := visibleDir(t)
@@ -528,7 +528,7 @@ func TestClaudeLoginChecks(t *testing.T) {
 				t.Errorf("stderr is not one line saying %q:\n%s", creds+c.stderr, r.stderr)
 			case c.code == 125:
 				want := " (the jail gets no refresh token); run claude on the host to renew it, or give the run CLAUDE_CODE_OAUTH_TOKEN (claude setup-token) or ANTHROPIC_API_KEY"
-				if !strings.HasPrefix(lines[0], "agentjail: "+creds) || !strings.HasSuffix(lines[0], want) || got.Reason != "setup_failed" || got.Error != strings.TrimPrefix(lines[0], "agentjail: ") {
+				if !strings.HasPrefix(got.Error, creds) || !strings.HasSuffix(got.Error, want) || got.Reason != "setup_failed" || lines[0] != "agentjail: "+got.Error+"; the record: "+rec {
 					t.Errorf("stderr %q, record reason %s error %q", lines[0], got.Reason, got.Error)
 				}
 			default:

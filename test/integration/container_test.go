@@ -55,9 +55,10 @@ var (
 
 // container is a runc container built as a container engine builds one:
 // the rootfs a plain, read-only bind of / (a recursive bind would carry a
-// fully visible host /proc underneath and hide the masks; NESTING.md), its
-// own /proc, tmpfs on /run, /var/cache and /tmp, agentjail's binary at
-// /aj/agentjail, no cgroup mount (runc spec's cgroup mount fails here).
+// fully visible host /proc underneath and hide the masks: docs/nesting.md,
+// What was measured), its own /proc, tmpfs on /run, /var/cache and /tmp,
+// agentjail's binary at /aj/agentjail, no cgroup mount (runc spec's cgroup
+// mount fails here).
 type container struct {
 	args    []string
 	env     []string // besides PATH

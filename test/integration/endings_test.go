@@ -1,7 +1,10 @@
 package integration
 
 import (
+	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -53,7 +56,8 @@ func TestAPlainRunSaysNothing(t *testing.T) {
 }
 
 // TestEveryEndingSaysSo: each ending agentjail causes ends with one line
-// saying what happened and where the record is; a violation, its own
+// saying what happened and where the record is (a timeout, idle or wall;
+// `agentjail stop`; a violation; a setup failure); a violation, its own
 // exit code (123) after a line per violation, also with --quiet; an
 // agent's own exit 123 is no violation, and only the record says so.
 func TestEveryEndingSaysSo(t *testing.T) {
@@ -63,28 +67,45 @@ func TestEveryEndingSaysSo(t *testing.T) {
 		name   string
 		args   []string
 		script string
+		stop   bool // ended by `agentjail stop` once the script has written stop-id
 		code   int
 		reason string
-		lines  []string // agentjail's lines on stderr, each a prefix; RECORD is the record's path
+		lines  []string // agentjail's lines on stderr; RECORD is the record's path, … any text
 	}{
-		{"timeout", []string{"--timeout", "1"}, "sleep 60", 124, "wall_timeout",
+		{"timeout", []string{"--timeout", "1"}, "sleep 60", false, 124, "wall_timeout",
 			[]string{"agentjail: the run ended: wall limit 1s reached (exit 124); the record: RECORD"}},
-		{"timeout, quiet", []string{"--timeout", "1", "--quiet", "--read", "/nonexistent/agentjail-quiet"}, "sleep 60", 124, "wall_timeout",
+		{"timeout, quiet", []string{"--timeout", "1", "--quiet", "--read", "/nonexistent/agentjail-quiet"}, "sleep 60", false, 124, "wall_timeout",
 			[]string{"agentjail: the run ended: wall limit 1s reached (exit 124); the record: RECORD"}},
-		{"violation", []string{"--write", ws, "--chdir", ws}, "touch v1 && chmod g+s v1", 123, "violation",
-			[]string{"agentjail: violation: " + filepath.Join(ws, "v1") + ": the run made it set-user/group-id",
+		{"idle timeout", []string{"--idle-timeout", "1"}, "echo working; sleep 60", false, 124, "idle_timeout",
+			[]string{"agentjail: the run ended: idle limit 1s reached: no output for that long (exit 124); the record: RECORD"}},
+		{"stop", []string{"--write", ws, "--chdir", ws}, `echo "$AGENTJAIL_RUN" > stop-id.tmp && mv stop-id.tmp stop-id; sleep 60`, true, 124, "stopped",
+			[]string{"agentjail: the run ended: stopped by agentjail stop (exit 124); the record: RECORD"}},
+		{"violation", []string{"--write", ws, "--chdir", ws}, "touch v1 && chmod g+s v1", false, 123, "violation",
+			[]string{"agentjail: violation: " + filepath.Join(ws, "v1") + ": the run made it set-user/group-id…",
 				"agentjail: the run ended: the checks after it found the policy violated (1 setid, listed above) (exit 123); the record: RECORD"}},
-		{"violation, quiet", []string{"--quiet", "--write", ws, "--chdir", ws}, "touch v2 && chmod g+s v2", 123, "violation",
-			[]string{"agentjail: violation: " + filepath.Join(ws, "v2") + ": the run made it set-user/group-id",
+		{"violation, quiet", []string{"--quiet", "--write", ws, "--chdir", ws}, "touch v2 && chmod g+s v2", false, 123, "violation",
+			[]string{"agentjail: violation: " + filepath.Join(ws, "v2") + ": the run made it set-user/group-id…",
 				"agentjail: the run ended: the checks after it found the policy violated (1 setid, listed above) (exit 123); the record: RECORD"}},
-		{"the agent's own 123", nil, "exit 123", 123, "exit", nil},
-		{"setup failure", []string{"--write", "/nonexistent/agentjail-root"}, "true", 125, "setup_failed",
-			[]string{"agentjail: --write: filesystem.write[0]: writable root /nonexistent/agentjail-root does not exist"}},
+		{"the agent's own 123", nil, "exit 123", false, 123, "exit", nil},
+		{"setup failure", []string{"--write", "/nonexistent/agentjail-root"}, "true", false, 125, "setup_failed",
+			[]string{"agentjail: --write: filesystem.write[0]: writable root /nonexistent/agentjail-root does not exist…; the record: RECORD"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			rp := recordPath(t)
-			r := invocation{wrap: lowNofile}.run(t, append(append([]string{"run", "--record", rp}, c.args...), "--", "sh", "-c", c.script)...)
+			args := append(append([]string{"run", "--record", rp}, c.args...), "--", "sh", "-c", c.script)
+			var r result
+			if c.stop {
+				argv := append(append(slices.Clone(lowNofile), agentjail), args...)
+				b := startCmd(t, exec.Command(argv[0], argv[1:]...), nil)
+				waitFile(t, b, filepath.Join(ws, "stop-id"))
+				id, _ := os.ReadFile(filepath.Join(ws, "stop-id"))
+				wantCode(t, aj(t, "stop", strings.TrimSpace(string(id))), 0)
+				r.code = b.wait(t)
+				r.stdout, r.stderr = b.stdout.String(), b.stderr.String()
+			} else {
+				r = invocation{wrap: lowNofile}.run(t, args...)
+			}
 			wantCode(t, r, c.code)
 			if rec := readRecord(t, rp, c.code); rec.Reason != c.reason {
 				t.Errorf("reason %s, want %s", rec.Reason, c.reason)
@@ -97,10 +118,14 @@ func TestEveryEndingSaysSo(t *testing.T) {
 			}
 			ok := len(got) == len(c.lines)
 			for i := 0; ok && i < len(got); i++ {
-				ok = strings.HasPrefix(got[i], strings.ReplaceAll(c.lines[i], "RECORD", rp))
+				parts := strings.Split(strings.ReplaceAll(c.lines[i], "RECORD", rp), "…")
+				for j, p := range parts {
+					parts[j] = regexp.QuoteMeta(p)
+				}
+				ok = regexp.MustCompile("^" + strings.Join(parts, ".*") + "$").MatchString(got[i])
 			}
 			if !ok {
-				t.Errorf("stderr:\n%s\nwant lines starting\n%s", r.stderr, strings.Join(c.lines, "\n"))
+				t.Errorf("stderr:\n%s\nwant the lines\n%s", r.stderr, strings.Join(c.lines, "\n"))
 			}
 		})
 	}

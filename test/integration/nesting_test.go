@@ -12,9 +12,10 @@ import (
 	"time"
 )
 
-// The agent's own sandbox inside agentjail's: NESTING.md's matrix, made
-// executable. Subtests read as the table does: the row (the outer layer),
-// then each inner command and the result it must have.
+// The agent's own sandbox inside agentjail's: the matrix of docs/nesting.md
+// (What was measured), made executable. Subtests read as the table does:
+// the row (the outer layer), then each inner command and the result it
+// must have.
 
 // innerColumn is one thing the agent's own sandbox does.
 type innerColumn struct{ name, cmd string }
@@ -128,9 +129,9 @@ func TestNestingMatrix(t *testing.T) {
 	}
 }
 
-// TestNestingOuterLayerRows keeps NESTING.md's outer-layer rows, each one
-// plain bwrap command line, so that a bubblewrap or kernel change that
-// alters them is caught here.
+// TestNestingOuterLayerRows keeps docs/nesting.md's outer-layer rows (What
+// was measured), each one plain bwrap command line, so that a bubblewrap
+// or kernel change that alters them is caught here.
 func TestNestingOuterLayerRows(t *testing.T) {
 	jailed(t)
 	common := []string{"--ro-bind", "/", "/", "--tmpfs", "/tmp", "--unshare-pid", "--unshare-uts", "--unshare-ipc", "--dev", "/dev", "--die-with-parent", "--new-session"}

@@ -110,7 +110,7 @@ func TestSeccompKernel(t *testing.T) {
 			t.Fatal("unshare -Ur succeeded in a sealed jail")
 		}
 		// EPERM is the filter's answer; --disable-userns alone would
-		// answer ENOSPC (NESTING.md).
+		// answer ENOSPC (docs/nesting.md, What was measured).
 		if !strings.Contains(r.stderr, "Operation not permitted") {
 			t.Errorf("unshare was not refused by the filter:\n%s", r.stderr)
 		}

@@ -432,6 +432,40 @@ func TestPsShowsRunningJailAndStopEndsIt(t *testing.T) {
 	}
 }
 
+// TestStopJSON: `agentjail stop --json ID` prints one line, a JSON object
+// whose run_id, reason and exit_code are the stopped run's record's (the
+// full id for a prefix of it); a stop that fails prints nothing on stdout
+// and exits 125 (docs/usage.md, Machine-readable output).
+func TestStopJSON(t *testing.T) {
+	jailed(t)
+	ws := workspace(t)
+	rp := recordPath(t)
+	b := start(t, nil, "run", "--write", ws, "--chdir", ws, "--record", rp, "--", "sh", "-c",
+		`echo "$AGENTJAIL_RUN" > id.tmp && mv id.tmp id; sleep 1000`)
+	waitFile(t, b, filepath.Join(ws, "id"))
+	data, _ := os.ReadFile(filepath.Join(ws, "id"))
+	id := strings.TrimSpace(string(data))
+
+	r := aj(t, "stop", "--json", id[:12])
+	wantCode(t, r, 0)
+	code := b.wait(t)
+	rec := readRecord(t, rp, code)
+	var got map[string]any
+	if strings.Count(r.stdout, "\n") != 1 || json.Unmarshal([]byte(r.stdout), &got) != nil {
+		t.Fatalf("stop --json printed %q, want one line of JSON", r.stdout)
+	}
+	if want := map[string]any{"run_id": rec.RunID, "reason": rec.Reason, "exit_code": float64(rec.ExitCode)}; rec.RunID != id || rec.Reason != "stopped" || code != 124 ||
+		got["run_id"] != want["run_id"] || got["reason"] != want["reason"] || got["exit_code"] != want["exit_code"] {
+		t.Errorf("stop --json printed %v; the run exited %d, its record says %v", got, code, want)
+	}
+
+	r = aj(t, "stop", "--json", id)
+	wantCode(t, r, 125)
+	if r.stdout != "" || !strings.Contains(r.stderr, "no live run with this id") {
+		t.Errorf("stop --json of an ended run: stdout %q, stderr %q", r.stdout, r.stderr)
+	}
+}
+
 func TestRecordInEveryOutcome(t *testing.T) {
 	jailed(t)
 	const secret = "sk-ant-record-secret-value"

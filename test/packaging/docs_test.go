@@ -84,10 +84,11 @@ func blocks(t *testing.T, file string) []docBlock {
 // README and docs/ is in a ```sh block, and every such block either runs
 // in TestDocsCommandsRun or says, just above it, why it cannot run on a
 // test machine (<!-- not run: REASON -->). A mark on anything else is a
-// mistake too.
+// mistake too. Enough of them run, and show their output, for
+// TestDocsCommandsRun to check something.
 func TestDocsShellBlocksAreRunOrMarked(t *testing.T) {
 	t.Parallel()
-	runs := 0
+	runs, shown := 0, 0
 	for _, f := range docFiles(t) {
 		for _, b := range blocks(t, f) {
 			switch {
@@ -99,12 +100,56 @@ func TestDocsShellBlocksAreRunOrMarked(t *testing.T) {
 				t.Errorf("%s: shell commands in a block without an info string: make it ```sh (run, or marked not run)", b)
 			case b.info == "sh" && b.notRun == "":
 				runs++
+				shown += len(b.shown())
 			}
 		}
 	}
 	if runs < 10 {
 		t.Errorf("only %d blocks run: the docs test would prove little", runs)
 	}
+	if shown < 10 {
+		t.Errorf("only %d lines of output shown in the blocks that run (# OUTPUT after a command): the docs test would check little of what they say", shown)
+	}
+}
+
+// shownLine is a line of output a block documents: a whole-line comment
+// after its first command.
+type shownLine struct {
+	line int // in the file
+	text string
+}
+
+// shown returns the output the block documents: every whole-line comment
+// after its first command, without its "#" and the spaces around the text.
+// Comments before the first command and comments at the end of a command
+// line are prose.
+func (b docBlock) shown() []shownLine {
+	var out []shownLine
+	command := false
+	for i, l := range strings.Split(b.text, "\n") {
+		l = strings.TrimSpace(l)
+		switch c, ok := strings.CutPrefix(l, "#"); {
+		case l == "":
+		case !ok:
+			command = true
+		case command:
+			out = append(out, shownLine{b.line + 1 + i, strings.TrimSpace(c)})
+		}
+	}
+	return out
+}
+
+// shownIn reports whether a documented line is a line of out, "…" in it
+// standing for any text. Spaces are compared as a table's columns need:
+// those around a line are ignored, a run of them inside it counts as one.
+func shownIn(want, out string) bool {
+	spaces := func(s string) string { return strings.Join(strings.Fields(s), " ") }
+	parts := strings.Split(spaces(want), "…")
+	for i, p := range parts {
+		parts[i] = regexp.QuoteMeta(p)
+	}
+	re := regexp.MustCompile("^" + strings.Join(parts, ".*") + "$")
+	return slices.ContainsFunc(strings.Split(out, "\n"), func(l string) bool { return re.MatchString(spaces(l)) })
 }
 
 // TestDocsCommandsRun runs every ```sh block of the README and docs/ not
@@ -114,6 +159,19 @@ func TestDocsShellBlocksAreRunOrMarked(t *testing.T) {
 // in order in a directory of its own (a block may use what an earlier one
 // made). Each must exit 0: a command whose failure the docs show ends
 // with `|| echo "exit $?"`.
+//
+// The output a block shows is checked too. The convention: a whole-line
+// comment after the block's first command is a line of output, which must
+// be a line of the block's combined stdout and stderr (in any order; "…"
+// stands for any text, and spaces count as in shownIn):
+//
+//	agentjail run --write . --timeout 2 -- sleep 60 || echo "exit $?"
+//	# agentjail: the run ended: wall limit 2s reached (exit 124)
+//	# exit 124
+//	agentjail stop "$(cat run-id)"   # a comment at the end of a line is prose
+//
+// Comments before the first command are prose too; so a line of a
+// here-document or a quoted string in a block must not start with "#".
 func TestDocsCommandsRun(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.RequireBwrap(t)
@@ -161,6 +219,12 @@ func TestDocsCommandsRun(t *testing.T) {
 				cancel()
 				if err != nil {
 					t.Errorf("%s: %v\n%s\n--- output:\n%s", b, err, b.text, out)
+					continue
+				}
+				for _, s := range b.shown() {
+					if !shownIn(s.text, string(out)) {
+						t.Errorf("%s:%d: the output shown, %q, is not a line of the block's output:\n%s", b.file, s.line, s.text, out)
+					}
 				}
 			}
 		})
@@ -269,7 +333,9 @@ func TestDocsLinks(t *testing.T) {
 }
 
 // TestInstallDocListsThePackages: docs/install.md lists the Makefile's
-// packages as they are.
+// packages as they are, and each agent CLI its targets install with npm
+// (.ci/npm-agent DIR PACKAGE VERSION BIN): the package, its target, its
+// directory and the variable that overrides it.
 func TestInstallDocListsThePackages(t *testing.T) {
 	t.Parallel()
 	doc, err := os.ReadFile(filepath.Join(repo, "docs/install.md"))
@@ -280,5 +346,67 @@ func TestInstallDocListsThePackages(t *testing.T) {
 		if list := "`" + strings.Join(makeVar(t, v), " ") + "`"; !strings.Contains(string(doc), list) {
 			t.Errorf("docs/install.md does not list %s as the Makefile has it: %s", v, list)
 		}
+	}
+	makefile, err := os.ReadFile(filepath.Join(repo, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agents := regexp.MustCompile(`(?m)^([a-z]+):\n\t-?@?\./\.ci/npm-agent \$\((\w+)\) (\S+) `).FindAllStringSubmatch(string(makefile), -1)
+	if len(agents) < 2 {
+		t.Fatalf("the Makefile installs %d agent CLIs with .ci/npm-agent, want claude and codex: the test reads nothing", len(agents))
+	}
+	for _, a := range agents {
+		target, dirVar, pkg := a[1], a[2], a[3]
+		dir := regexp.MustCompile(`(?m)^export ` + dirVar + ` \?= (\S+)$`).FindStringSubmatch(string(makefile))
+		if dir == nil {
+			t.Fatalf("the Makefile gives %s no default (export %[1]s ?= DIR)", dirVar)
+		}
+		for _, want := range []string{"`" + pkg + "`", "`make " + target + "`", "`" + dir[1] + "`", "`$" + dirVar + "`"} {
+			if !strings.Contains(string(doc), want) {
+				t.Errorf("docs/install.md does not name %s, which make %s installs with npm (%s)", want, target, pkg)
+			}
+		}
+	}
+}
+
+// TestCodeCitesDocsThatExist: a Go file that cites one of the project's
+// documents (docs/<name>.md, or a capitalised one at the root such as
+// README.md) names a file of the tree; comments cited a document at the
+// root long after it had gone. CLAUDE.md and SKILL.md are Claude Code's
+// files, not the project's.
+func TestCodeCitesDocsThatExist(t *testing.T) {
+	t.Parallel()
+	cite := regexp.MustCompile(`\b(docs/[a-z0-9-]+\.md|[A-Z][A-Z0-9_]*\.md)\b`)
+	seen := 0
+	err := filepath.WalkDir(repo, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() && d.Name() == ".git" {
+			return err
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(repo, path)
+		for i, l := range strings.Split(string(data), "\n") {
+			for _, m := range cite.FindAllString(l, -1) {
+				if m == "CLAUDE.md" || m == "SKILL.md" {
+					continue
+				}
+				seen++
+				if _, err := os.Stat(filepath.Join(repo, m)); err != nil {
+					t.Errorf("%s:%d: cites %s, which is not in the tree", rel, i+1, m)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen == 0 {
+		t.Error("no Go file cites a document: the test reads nothing")
 	}
 }
