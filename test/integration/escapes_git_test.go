@@ -249,6 +249,71 @@ true`},
 	}
 }
 
+// TestEscapeGitPinnedDirectories (issue 14, item 3): every directory on
+// the way from a writable root to what git reads is a mount point (bound
+// over itself), so that the agent can neither move it aside for one of its
+// own (TestEscapeGitMetadata's moved-aside steps) nor remove it: rename(2)
+// and rmdir(2) fail with EBUSY before the file system is asked
+// (fs/namei.c: vfs_rename and vfs_rmdir check is_local_mountpoint), also
+// in the agent's own user and mount namespace, where its copies of the
+// mounts are locked (mount_namespaces(7)) and umount fails. Each directory
+// is tried alone, and put back if it moved. Plain bwrap, given what
+// agentjail protected before, lets them be renamed, and its rmdir fails
+// with ENOTEMPTY, not EBUSY: both checks can fail.
+func TestEscapeGitPinnedDirectories(t *testing.T) {
+	jailed(t)
+	dirs := []string{"libsub", "nested", "nested/.git", "wt", ".githooks", "d1", "d1/d2/d3/d4", "d1/d2/d3/d4/libdeep",
+		".git", ".git/hooks", ".git/modules", ".git/modules/libsub", ".git/modules/libsub/hooks", ".git/modules/d1",
+		".git/modules/d1/d2/d3/d4/libdeep", ".git/worktrees", ".git/worktrees/wt"}
+	const try = `for d in %s; do
+  if e=$(mv -T "$d" "$d.aside" 2>&1); then echo "rename $d: done"; mv -T "$d.aside" "$d"; else echo "rename $d: ${e##*: }"; fi
+  if e=$(rmdir "$d" 2>&1); then echo "rmdir $d: done"; mkdir "$d"; else echo "rmdir $d: ${e##*: }"; fi
+done`
+	script := fmt.Sprintf(try, strings.Join(dirs, " "))
+	failures := func(out string) map[string]string {
+		got := map[string]string{}
+		for _, l := range strings.Split(out, "\n") {
+			if op, err, ok := strings.Cut(l, ": "); ok && (strings.HasPrefix(op, "rename ") || strings.HasPrefix(op, "rmdir ")) {
+				got[op] = err
+			}
+		}
+		return got
+	}
+
+	p, _ := gitProject(t)
+	r := plainBwrap{cred: uid1000, args: oldBinds(p)}.run(t, "sh", "-c", script)
+	base := failures(r.stdout)
+	holeShown(t, base["rename libsub"] == "done" && base["rename .git/modules/libsub"] == "done" && base["rename d1"] == "done",
+		"libsub, its git directory and d1 can be moved aside", r)
+	holeShown(t, base["rmdir libsub"] == "Directory not empty", "rmdir of a directory that is no mount point is not EBUSY", r)
+
+	for _, inner := range []bool{false, true} {
+		p, _ := gitProject(t)
+		argv := []string{"sh", "-c", script}
+		if inner {
+			argv = []string{"unshare", "-rm", "sh", "-c", fmt.Sprintf(
+				`grep -o ' %s[^ ]* ' /proc/self/mountinfo | sort -r | while read m; do umount -l "$m" 2>/dev/null && echo UNMOUNTED "$m"; done; %s`, p, script)}
+		}
+		before := gitMetadata(t, p)
+		r := aj(t, append([]string{"run", "--write", p, "--chdir", p, "--"}, argv...)...)
+		wantCode(t, r, 0)
+		got := failures(r.stdout)
+		for _, d := range dirs {
+			for _, op := range []string{"rename ", "rmdir "} {
+				if e := got[op+d]; e != "Device or resource busy" {
+					t.Errorf("unshare %v: %s%s: %q, want EBUSY", inner, op, d, e)
+				}
+			}
+		}
+		if strings.Contains(r.stdout, "UNMOUNTED") {
+			t.Errorf("unshare %v: the agent unmounted a pin:\n%s", inner, r.stdout)
+		}
+		if gitMetadata(t, p) != before {
+			t.Errorf("unshare %v: the repository's metadata changed on the host", inner)
+		}
+	}
+}
+
 // TestEscapeGitNewSubmodule: a submodule that was not there at the start
 // needs no protected file: the agent enters one in the index, which it may
 // write (`git update-index --add --cacheinfo 160000,<sha>,newsub`), and
