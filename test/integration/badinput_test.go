@@ -363,7 +363,7 @@ func TestSignalWhileReadingAPipe(t *testing.T) {
 	for _, c := range []struct {
 		flag string
 		sig  syscall.Signal
-	}{{"--profile", syscall.SIGTERM}, {"--profile", syscall.SIGINT}, {"--seccomp", syscall.SIGTERM}} {
+	}{{"--profile", syscall.SIGTERM}, {"--profile", syscall.SIGINT}, {"--seccomp", syscall.SIGTERM}, {"--seccomp", syscall.SIGINT}} {
 		t.Run(c.flag+" "+unix.SignalName(c.sig), func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
@@ -379,7 +379,7 @@ func TestSignalWhileReadingAPipe(t *testing.T) {
 			}
 			want := fifo + ": cannot read profile: interrupted by " + unix.SignalName(c.sig) + " while waiting on the pipe"
 			if c.flag == "--seccomp" {
-				want = "--seccomp: seccomp.files[0]: cannot read seccomp profile " + fifo + ": interrupted by SIGTERM while waiting on the pipe"
+				want = "--seccomp: seccomp.files[0]: cannot read seccomp profile " + fifo + ": interrupted by " + unix.SignalName(c.sig) + " while waiting on the pipe"
 			}
 			if got, want := b.stderr.String(), "agentjail: "+want+"; the record: "+rec+"\n"; got != want {
 				t.Errorf("stderr %q\nwant %q", got, want)

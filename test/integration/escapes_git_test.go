@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // operatorGit runs git on the host as the operator, who owns the project
@@ -29,8 +30,14 @@ func operatorGit(t *testing.T, home, dir string, args ...string) (string, error)
 
 // gitProject makes, as the operator, a project with each kind of git
 // metadata issue 14 names: a linked worktree (wt), an include
-// (../shared.cfg, inside the root), a submodule (libsub), and a nested
-// repository (nested). It returns the project and the operator's home.
+// (../shared.cfg, inside the root), a submodule (libsub), a nested
+// repository (nested); and what git also reads configuration from or
+// runs: an include that is missing (../missing.cfg: git skips it), two
+// includeIf targets (onbranch:main, which applies now, and onbranch:other,
+// which does not), core.hooksPath (.githooks), config.worktree
+// (extensions.worktreeConfig: .git/config.worktree exists, wt's is
+// missing), and a submodule deeper than the profiles' protect_depth (3):
+// d1/d2/d3/d4/libdeep. It returns the project and the operator's home.
 func gitProject(t *testing.T) (string, string) {
 	t.Helper()
 	home, src, p := workspace(t), workspace(t), workspace(t)
@@ -54,14 +61,54 @@ func gitProject(t *testing.T) (string, string) {
 	commit(p)
 	must(p, "-c", "protocol.file.allow=always", "submodule", "add", "-q", src, "libsub")
 	must(p, "commit", "-q", "-m", "libsub")
+	must(p, "-c", "protocol.file.allow=always", "submodule", "add", "-q", src, "d1/d2/d3/d4/libdeep")
+	must(p, "commit", "-q", "-m", "libdeep")
 	must(p, "worktree", "add", "-q", "-b", "wt", "wt")
 	nested := filepath.Join(p, "nested")
 	os.Mkdir(nested, 0o755)
 	os.Lchown(nested, runUID, runUID)
 	commit(nested)
-	write(t, p, map[string]string{"shared.cfg": "[color]\n\tui = auto\n"})
+	harmless := "[color]\n\tui = auto\n"
+	write(t, p, map[string]string{"shared.cfg": harmless, "ifbranch.cfg": harmless, "ifother.cfg": harmless, ".githooks/pre-commit": "#!/bin/sh\nexit 0\n"})
 	must(p, "config", "include.path", "../shared.cfg")
+	must(p, "config", "--add", "include.path", "../missing.cfg")
+	must(p, "config", "includeIf.onbranch:main.path", "../ifbranch.cfg")
+	must(p, "config", "includeIf.onbranch:other.path", "../ifother.cfg")
+	must(p, "config", "core.hooksPath", ".githooks")
+	must(p, "config", "extensions.worktreeConfig", "true")
+	must(p, "config", "--worktree", "color.ui", "auto")
 	return p, home
+}
+
+// oldBinds are the binds plain bwrap is given to stand for what agentjail
+// protected before issue 14: the .git directories of the project and of
+// its nested repository pinned, their config and hooks read-only, and
+// libsub's (within protect_depth).
+func oldBinds(p string) []string {
+	binds := []string{"--bind", p, p, "--chdir", p}
+	for _, d := range []string{"", "nested/"} {
+		binds = append(binds, "--bind", filepath.Join(p, d, ".git"), filepath.Join(p, d, ".git"))
+		for _, f := range []string{".git/hooks", ".git/config"} {
+			binds = append(binds, "--ro-bind", filepath.Join(p, d, f), filepath.Join(p, d, f))
+		}
+	}
+	for _, f := range []string{".git/modules/libsub/hooks", ".git/modules/libsub/config"} {
+		binds = append(binds, "--ro-bind", filepath.Join(p, f), filepath.Join(p, f))
+	}
+	return binds
+}
+
+// gitMetadata hashes what git reads in a gitProject.
+func gitMetadata(t *testing.T, p string) string {
+	t.Helper()
+	h := ""
+	for _, f := range []string{".git", "nested/.git", "libsub", "wt", "d1", ".githooks", "shared.cfg", "ifbranch.cfg", "ifother.cfg"} {
+		h += treeHash(t, filepath.Join(p, f))
+	}
+	if fileExists(filepath.Join(p, "missing.cfg")) {
+		h += "missing.cfg"
+	}
+	return h
 }
 
 // TestEscapeGitMetadata: git reads configuration from more than
@@ -75,6 +122,13 @@ func gitProject(t *testing.T) (string, string) {
 // moved aside for one of the agent's, and (found by the review after) a
 // commondir written where none was, in the repository's .git or a
 // submodule's git directory, naming a common directory of the agent's.
+// Then what the review of the landed tree found untested end to end: an
+// includeIf target (one whose condition applies now, and one whose
+// condition the agent makes apply by switching the branch), a missing
+// include created, a hook planted in core.hooksPath's directory (git status
+// runs post-index-change when it rewrites the index), config.worktree
+// (edited where it exists, created in a linked worktree where it does
+// not), and a submodule below protect_depth (its config, its .git file).
 // Under agentjail each fails, also
 // from the agent's own user and mount namespace (its copies of the mounts
 // are locked): the run exits 0, the repository is unchanged, and the
@@ -109,6 +163,25 @@ true`},
 true`},
 		{"nested repository moved aside", "nested", `mv nested nested.aside && mkdir nested && cd nested && mkdir .git && cp -r ../nested.aside/.git/objects ../nested.aside/.git/refs .git/ && echo 'ref: refs/heads/main' > .git/HEAD && cat > .git/config <<'EOF' && echo PLANTED-NESTED
 %[1]strue`},
+		{"includeIf target", ".", `cat >> ifbranch.cfg <<'EOF' && echo PLANTED-INCLUDEIF
+%[1]strue`},
+		{"includeIf target of another branch", ".", `cat >> ifother.cfg <<'EOF' && git branch other && git symbolic-ref HEAD refs/heads/other && echo PLANTED-INCLUDEIF
+%[1]strue`},
+		{"missing include", ".", `rm -f missing.cfg; cat > missing.cfg <<'EOF' && echo PLANTED-MISSING
+%[1]strue`},
+		{"core.hooksPath", ".", `hook() { mkdir -p .githooks && printf '#!/bin/sh\ntouch %[2]s\n' > .githooks/post-index-change && chmod +x .githooks/post-index-change; }
+hook && echo PLANTED-HOOK
+mv .githooks .githooks.aside && hook && echo PLANTED-RENAMED
+true`},
+		{"config.worktree", ".", `cat >> .git/config.worktree <<'EOF' && echo PLANTED-CONFIG-WORKTREE
+%[1]srm -f .git/config.worktree && cat > .git/config.worktree <<'EOF' && echo PLANTED-REPLACE
+%[1]strue`},
+		{"linked worktree's missing config.worktree", "wt", `cat > .git/worktrees/wt/config.worktree <<'EOF' && echo PLANTED-CONFIG-WORKTREE
+%[1]strue`},
+		{"submodule deeper than protect_depth", ".", gitdir + `cat >> .git/modules/d1/d2/d3/d4/libdeep/config <<'EOF' && echo PLANTED-CONFIG
+%[1]secho 'gitdir: ../../../../../evil' > d1/d2/d3/d4/libdeep/.git && gitdir evil <<'EOF' && echo PLANTED-GITFILE
+%[1]smv d1 d1.aside && mkdir -p d1/d2/d3/d4/libdeep && echo 'gitdir: ../../../../../evil' > d1/d2/d3/d4/libdeep/.git && gitdir evil <<'EOF' && echo PLANTED-RENAMED
+%[1]strue`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -116,7 +189,7 @@ true`},
 			attack := func(marker string) string {
 				f := filepath.Join(scripts, filepath.Base(marker)+".sh")
 				// Each step goes on only if the one before it worked.
-				script := fmt.Sprintf(c.script, payload(marker))
+				script := fmt.Sprintf(c.script, payload(marker), marker)
 				if err := os.WriteFile(f, []byte(script), 0o644); err != nil {
 					t.Fatal(err)
 				}
@@ -124,6 +197,10 @@ true`},
 			}
 			ran := func(home, p, marker string) bool {
 				t.Helper()
+				// A README whose time changed makes git status refresh the
+				// index and write it, which runs post-index-change.
+				stamp := time.Unix(1_000_000_000, 0)
+				os.Chtimes(filepath.Join(p, c.where, "README"), stamp, stamp)
 				out, err := operatorGit(t, home, filepath.Join(p, c.where), "status")
 				if _, statErr := os.Stat(marker); statErr == nil {
 					return true
@@ -137,18 +214,8 @@ true`},
 			p, home := gitProject(t)
 			marks := workspace(t)
 			marker := filepath.Join(marks, "plain")
-			var binds []string
-			for _, d := range []string{"", "nested/"} {
-				binds = append(binds, "--bind", filepath.Join(p, d, ".git"), filepath.Join(p, d, ".git"))
-				for _, f := range []string{".git/hooks", ".git/config"} {
-					binds = append(binds, "--ro-bind", filepath.Join(p, d, f), filepath.Join(p, d, f))
-				}
-			}
-			for _, f := range []string{".git/modules/libsub/hooks", ".git/modules/libsub/config"} {
-				binds = append(binds, "--ro-bind", filepath.Join(p, f), filepath.Join(p, f))
-			}
-			r := plainBwrap{cred: uid1000, args: append([]string{"--bind", p, p, "--chdir", p}, binds...)}.run(t, "sh", attack(marker))
-			holeShown(t, ran(home, p, marker), "the operator's git status runs the agent's core.fsmonitor", r)
+			r := plainBwrap{cred: uid1000, args: oldBinds(p)}.run(t, "sh", attack(marker))
+			holeShown(t, ran(home, p, marker), "the operator's git status runs the agent's core.fsmonitor or hook", r)
 
 			for _, inner := range []bool{false, true} {
 				p, home := gitProject(t)
@@ -159,11 +226,11 @@ true`},
 					argv = []string{"unshare", "-rm", "sh", "-c", fmt.Sprintf(
 						`grep -o ' %s[^ ]* ' /proc/self/mountinfo | sort -r | while read m; do umount -l "$m" 2>/dev/null && echo UNMOUNTED "$m"; done; sh %s`, p, argv[1])}
 				}
-				before := treeHash(t, filepath.Join(p, ".git")) + treeHash(t, filepath.Join(p, "nested/.git")) + treeHash(t, filepath.Join(p, "libsub")) + treeHash(t, filepath.Join(p, "wt"))
+				before := gitMetadata(t, p)
 				r := aj(t, append([]string{"run", "--write", p, "--chdir", p, "--"}, argv...)...)
-				after := treeHash(t, filepath.Join(p, ".git")) + treeHash(t, filepath.Join(p, "nested/.git")) + treeHash(t, filepath.Join(p, "libsub")) + treeHash(t, filepath.Join(p, "wt"))
+				after := gitMetadata(t, p)
 				if ran(home, p, marker) {
-					t.Errorf("unshare %v: the operator's git status ran the agent's core.fsmonitor", inner)
+					t.Errorf("unshare %v: the operator's git status ran the agent's core.fsmonitor or hook", inner)
 				}
 				if strings.Contains(r.stdout, "PLANTED") || strings.Contains(r.stdout, "UNMOUNTED") {
 					t.Errorf("unshare %v: a step of the attack worked in the jail:\n%s", inner, r.stdout)
@@ -179,6 +246,71 @@ true`},
 				}
 			}
 		})
+	}
+}
+
+// TestEscapeGitPinnedDirectories (issue 14, item 3): every directory on
+// the way from a writable root to what git reads is a mount point (bound
+// over itself), so that the agent can neither move it aside for one of its
+// own (TestEscapeGitMetadata's moved-aside steps) nor remove it: rename(2)
+// and rmdir(2) fail with EBUSY before the file system is asked
+// (fs/namei.c: vfs_rename and vfs_rmdir check is_local_mountpoint), also
+// in the agent's own user and mount namespace, where its copies of the
+// mounts are locked (mount_namespaces(7)) and umount fails. Each directory
+// is tried alone, and put back if it moved. Plain bwrap, given what
+// agentjail protected before, lets them be renamed, and its rmdir fails
+// with ENOTEMPTY, not EBUSY: both checks can fail.
+func TestEscapeGitPinnedDirectories(t *testing.T) {
+	jailed(t)
+	dirs := []string{"libsub", "nested", "nested/.git", "wt", ".githooks", "d1", "d1/d2/d3/d4", "d1/d2/d3/d4/libdeep",
+		".git", ".git/hooks", ".git/modules", ".git/modules/libsub", ".git/modules/libsub/hooks", ".git/modules/d1",
+		".git/modules/d1/d2/d3/d4/libdeep", ".git/worktrees", ".git/worktrees/wt"}
+	const try = `for d in %s; do
+  if e=$(mv -T "$d" "$d.aside" 2>&1); then echo "rename $d: done"; mv -T "$d.aside" "$d"; else echo "rename $d: ${e##*: }"; fi
+  if e=$(rmdir "$d" 2>&1); then echo "rmdir $d: done"; mkdir "$d"; else echo "rmdir $d: ${e##*: }"; fi
+done`
+	script := fmt.Sprintf(try, strings.Join(dirs, " "))
+	failures := func(out string) map[string]string {
+		got := map[string]string{}
+		for _, l := range strings.Split(out, "\n") {
+			if op, err, ok := strings.Cut(l, ": "); ok && (strings.HasPrefix(op, "rename ") || strings.HasPrefix(op, "rmdir ")) {
+				got[op] = err
+			}
+		}
+		return got
+	}
+
+	p, _ := gitProject(t)
+	r := plainBwrap{cred: uid1000, args: oldBinds(p)}.run(t, "sh", "-c", script)
+	base := failures(r.stdout)
+	holeShown(t, base["rename libsub"] == "done" && base["rename .git/modules/libsub"] == "done" && base["rename d1"] == "done",
+		"libsub, its git directory and d1 can be moved aside", r)
+	holeShown(t, base["rmdir libsub"] == "Directory not empty", "rmdir of a directory that is no mount point is not EBUSY", r)
+
+	for _, inner := range []bool{false, true} {
+		p, _ := gitProject(t)
+		argv := []string{"sh", "-c", script}
+		if inner {
+			argv = []string{"unshare", "-rm", "sh", "-c", fmt.Sprintf(
+				`grep -o ' %s[^ ]* ' /proc/self/mountinfo | sort -r | while read m; do umount -l "$m" 2>/dev/null && echo UNMOUNTED "$m"; done; %s`, p, script)}
+		}
+		before := gitMetadata(t, p)
+		r := aj(t, append([]string{"run", "--write", p, "--chdir", p, "--"}, argv...)...)
+		wantCode(t, r, 0)
+		got := failures(r.stdout)
+		for _, d := range dirs {
+			for _, op := range []string{"rename ", "rmdir "} {
+				if e := got[op+d]; e != "Device or resource busy" {
+					t.Errorf("unshare %v: %s%s: %q, want EBUSY", inner, op, d, e)
+				}
+			}
+		}
+		if strings.Contains(r.stdout, "UNMOUNTED") {
+			t.Errorf("unshare %v: the agent unmounted a pin:\n%s", inner, r.stdout)
+		}
+		if gitMetadata(t, p) != before {
+			t.Errorf("unshare %v: the repository's metadata changed on the host", inner)
+		}
 	}
 }
 
