@@ -73,6 +73,9 @@ func (c codexJail) run(t *testing.T, srv *fakeopenai.Server, args ...string) (re
 		}
 	})
 	got := readRecord(t, rec, r.code)
+	if got.Network != nil && got.Network.Mode == "proxy" {
+		got.Network.noneRefused(t)
+	}
 	if _, err := os.Stat(filepath.Join("/run/agentjail", got.RunID)); err == nil {
 		t.Errorf("the run's staging directory /run/agentjail/%s is left after the run", got.RunID)
 	}
@@ -131,7 +134,8 @@ func commandItems(stdout string) int {
 // needs CODEX_HOME outside /tmp): the command writes the writable root,
 // cannot write .env (agentjail) nor the private home (Codex's sandbox:
 // agentjail lets the home be written), and sees the private CODEX_HOME,
-// not the one in agentjail's environment. Nothing logs a misread .git
+// not the one in agentjail's environment. In a proxy jail (tier1, tier2)
+// codex reaches nothing but its API route. Nothing logs a misread .git
 // mask, and the record's agent object has the thread, the answer, the
 // usage and the command.
 func TestCodexJailed(t *testing.T) {
@@ -172,6 +176,9 @@ func TestCodexJailed(t *testing.T) {
 			}
 			if jail := jailNet(t, dir); !strings.Contains(o, "net:[") || strings.Contains(o, jail) {
 				t.Errorf("the command shares the jail's network namespace %s: Codex's sandbox is not in effect:\n%s", jail, o)
+			}
+			if profile != "tier3" {
+				rec.Network.apiOnly(t, "openai")
 			}
 			if strings.Contains(r.stderr, "gitdir pointer") || strings.Contains(r.stderr, "gitdir path") {
 				t.Errorf("codex misreads the .git mask:\n%s", r.stderr)

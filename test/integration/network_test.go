@@ -82,6 +82,34 @@ func (n *netRecord) conns(host string, port int) []netConn {
 	return out
 }
 
+// noneRefused checks that a proxy jail's run met no refusal of the
+// broker: no host refused, no connection refused (claudeJail.run and
+// codexJail.run check every proxy-mode run of the real agents so).
+func (n *netRecord) noneRefused(t *testing.T) {
+	t.Helper()
+	if len(n.RefusedHosts) != 0 || n.Totals.Refused != 0 {
+		t.Errorf("the broker refused %d connections, to %q: the agent reached for more than network.allow and its API route give it", n.Totals.Refused, n.RefusedHosts)
+	}
+}
+
+// apiOnly checks that a proxy jail's agent reached nothing but its API
+// route (api:route): the built-in profiles allow nothing else (issue 16).
+func (n *netRecord) apiOnly(t *testing.T, route string) {
+	t.Helper()
+	n.noneRefused(t)
+	api := 0
+	for _, c := range n.Connections {
+		if c.Proto == "api" && c.Rule == "api:"+route && c.Allowed {
+			api++
+		} else {
+			t.Errorf("a connection besides the %s API route: %+v", route, c)
+		}
+	}
+	if api == 0 || n.ConnectionsDropped != 0 || api != n.Totals.Connections {
+		t.Errorf("%d requests on the %s route of %d connections (%d dropped)", api, route, n.Totals.Connections, n.ConnectionsDropped)
+	}
+}
+
 // lines splits a jail's report into its NAME=VALUE lines.
 func lines(out string) map[string]string {
 	m := map[string]string{}
@@ -391,6 +419,10 @@ print("after=" + got)
 // broker's API route: the stand-in receives the operator's key, while no
 // process environment in the jail and no file of the jail's Claude Code
 // directory holds it.
+// Given only its base URL and key, as an operator's claude is, it reaches
+// nothing but that route: the proxy jail's own defaults
+// (launch.quietAgents) keep its other traffic off, which the broker would
+// refuse (without them, 2.1.197 also calls api.anthropic.com).
 func TestNetworkClaudeKeyStaysOut(t *testing.T) {
 	jailed(t)
 	// The key is spelt in two halves in the tool's command, which claude
@@ -400,7 +432,7 @@ func TestNetworkClaudeKeyStaysOut(t *testing.T) {
 			"description": "look for the key"}),
 		fakeapi.Text("done"))
 	dir := visibleDir(t)
-	r, rec := claudeJail{profile: "tier1", dir: dir}.run(t, srv, "--allowedTools=Bash", "--print", "--output-format", "json", "hi")
+	r, rec := claudeJail{profile: "tier1", dir: dir, bare: true}.run(t, srv, "--allowedTools=Bash", "--print", "--output-format", "json", "hi")
 	wantCode(t, r, 0)
 	calls := 0
 	for _, q := range srv.Requests() {
@@ -432,6 +464,7 @@ func TestNetworkClaudeKeyStaysOut(t *testing.T) {
 	if api < 2 {
 		t.Errorf("%d API requests in the record: %+v", api, n.Connections)
 	}
+	n.apiOnly(t, "anthropic")
 }
 
 // TestNetworkUpstreamProxy: with HTTPS_PROXY in agentjail's own
@@ -502,7 +535,8 @@ func TestNetworkClaudeSandboxChains(t *testing.T) {
 // agentjail stages in CODEX_HOME/config.toml; the operator's auth.json API
 // key is the broker's: the stand-in receives it, while the jail has no
 // auth.json and no process environment or file of its Codex directory
-// holds it.
+// holds it. It reaches nothing but that route: the staged config.toml
+// keeps Codex's analytics and plugins off, which the broker would refuse.
 func TestNetworkCodexKeyStaysOut(t *testing.T) {
 	jailed(t)
 	home, _ := operatorCodex(t, `{"auth_mode":"apikey","OPENAI_API_KEY":"sk-operator-codex-key"}`)
@@ -545,6 +579,7 @@ func TestNetworkCodexKeyStaysOut(t *testing.T) {
 	if api < 2 {
 		t.Errorf("%d requests on the openai route: %+v", api, n.Connections)
 	}
+	n.apiOnly(t, "openai")
 }
 
 // TestNetworkCodexSandbox: Codex's own sandbox with network access on
