@@ -61,7 +61,7 @@ func missing(c *Check, found bool, agent, where string) {
 		c.Status = Fail
 		c.Detail += " (" + agent + " is at " + where + ")"
 	} else {
-		c.Detail += " (" + agent + " is not on the jail's PATH)"
+		c.Detail += " (" + agent + " is not on the jail's PATH; one started by its full path needs it all the same)"
 	}
 }
 

@@ -12,11 +12,13 @@ import (
 // allowlist, but describes the session agentjail was started from, not
 // the jail's. Claude Code itself deletes CLAUDECODE,
 // CLAUDE_CODE_SESSION_ID and CLAUDE_CODE_CHILD_SESSION when it starts a
-// fresh top-level session. Measured with 2.1.197: CLAUDECODE is harmless
-// (no nesting guard: --print and the interactive CLI both start with it);
-// CLAUDE_CODE_CHILD_SESSION=1 makes an interactive claude write no
-// transcript, so the session could never be resumed; ENTRYPOINT and
-// EXECPATH name the outer process (sdk-cli, a host path).
+// fresh top-level session. Measured jailed with 2.1.197
+// (TestClaudeNestedSessionVariables): CLAUDE_CODE_CHILD_SESSION=1 makes an
+// interactive claude write no transcript, so the session could never be
+// resumed; CLAUDECODE=1 changes nothing there, but the releases from 2.1.39
+// that had a nesting guard refuse to start with it
+// (anthropics/claude-code#25434); ENTRYPOINT and EXECPATH name the outer
+// process (sdk-cli, a host path).
 var AlwaysUnset = []string{
 	"CLAUDECODE",
 	"CLAUDE_CODE_CHILD_SESSION",

@@ -1,172 +1,122 @@
 package integration
 
 import (
-	"bytes"
-	"fmt"
+	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/agentjail/agentjail/internal/testutil"
 	"github.com/agentjail/agentjail/internal/testutil/fakeapi"
 )
 
-// TestClaudeNestedSessionVariables measures why agentjail removes what an
-// enclosing Claude Code session gives the commands it runs
-// (policy.AlwaysUnset), with Claude Code's interactive CLI on a terminal
-// (here, not jailed: the jail has no terminal of its own yet): with
-// CLAUDECODE=1 it starts, answers and writes its transcript, so there is
-// no nesting guard to dodge (the reason docs gave before); with
-// CLAUDE_CODE_CHILD_SESSION=1, which passes the CLAUDE_CODE_* allowlist,
-// it answers but writes no transcript, so a session started by
-// `agentjail run` from inside Claude Code could never be resumed.
+// TestClaudeNestedSessionVariables measures, jailed, why agentjail removes
+// what an enclosing Claude Code session gives the commands it runs
+// (policy.AlwaysUnset): the pinned claude, in --print mode and as the
+// interactive CLI on the jail's terminal, started by a wrapper in the jail
+// that sets the variable agentjail strips (so it reaches claude whatever
+// agentjail does). With CLAUDECODE=1 both modes start, answer and write
+// their transcript, exactly as without it: 2.1.197 has no nesting guard
+// (anthropics/claude-code#25434 reports one since 2.1.39). With
+// CLAUDE_CODE_CHILD_SESSION=1 --print is unchanged, but the interactive CLI
+// answers and writes no transcript: its session could never be resumed.
+// The controls: the same runs with nothing set, and with both variables
+// given to agentjail instead, which strips them (transcript written).
 func TestClaudeNestedSessionVariables(t *testing.T) {
 	jailed(t)
 	bin := testutil.RequireClaude(t)
 	for _, c := range []struct {
-		env         string
-		transcripts int
+		name       string
+		inside     string   // what the wrapper exports in the jail
+		outside    []string // agentjail's own environment
+		transcript map[string]bool
 	}{
-		{"CLAUDECODE=1", 1},
-		{"CLAUDE_CODE_CHILD_SESSION=1", 0},
+		{"control", "", nil, map[string]bool{"print": true, "interactive": true}},
+		{"CLAUDECODE=1", "CLAUDECODE=1", nil, map[string]bool{"print": true, "interactive": true}},
+		{"CLAUDE_CODE_CHILD_SESSION=1", "CLAUDE_CODE_CHILD_SESSION=1", nil, map[string]bool{"print": true, "interactive": false}},
+		{"stripped", "", []string{"CLAUDECODE=1", "CLAUDE_CODE_CHILD_SESSION=1"}, map[string]bool{"print": true, "interactive": true}},
 	} {
-		t.Run(c.env, func(t *testing.T) {
-			t.Parallel()
-			srv := fakeapi.New(t, fakeapi.Text("answer-from-stand-in-42"))
-			dir, config := visibleDir(t), visibleDir(t)
-			key := strings.TrimPrefix(srv.Env()[1], "ANTHROPIC_API_KEY=")
-			// What spares the interactive CLI its first-start dialogs.
-			write(t, config, map[string]string{".claude.json": fmt.Sprintf(`{"hasCompletedOnboarding":true,"projects":{%q:{"hasTrustDialogAccepted":true}},"customApiKeyResponses":{"approved":[%q]}}`,
-				dir, key[max(0, len(key)-20):])})
-			cmd := exec.Command(bin)
-			cmd.Dir = dir
-			cmd.Env = append([]string{"PATH=/usr/bin:/bin", "HOME=" + dir, "TERM=xterm-256color", "CLAUDE_CONFIG_DIR=" + config, c.env}, srv.Env()...)
-			scr := startOnTerminal(t, cmd)
-			scr.wait(t, "? for shortcuts", 60*time.Second)
-			scr.type_(t, "hi")
-			scr.wait(t, "answer-from-stand-in-42", 60*time.Second)
-			scr.type_(t, "/exit")
-			if code := scr.exit(t, 30*time.Second); code != 0 {
-				t.Errorf("claude exited %d", code)
-			}
-			got, _ := filepath.Glob(filepath.Join(config, "projects", "*", "*.jsonl"))
-			if len(got) != c.transcripts {
-				t.Errorf("with %s claude wrote the transcripts %q, want %d", c.env, got, c.transcripts)
-			}
-		})
-	}
-}
-
-// terminal is a process on a pseudo-terminal of the test's: what it draws
-// is kept, and the test types into it.
-type terminal struct {
-	cmd    *exec.Cmd
-	master *os.File
-	mu     sync.Mutex
-	raw    bytes.Buffer
-}
-
-// startOnTerminal starts cmd as uid 1000 as the leader of a new session
-// whose controlling terminal is a new pty's slave (120x40).
-func startOnTerminal(t *testing.T, cmd *exec.Cmd) *terminal {
-	t.Helper()
-	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { master.Close() })
-	fd := int(master.Fd())
-	if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(fd, unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	unix.IoctlSetWinsize(fd, unix.TIOCSWINSZ, &unix.Winsize{Row: 40, Col: 120})
-	slave, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer slave.Close()
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Credential: &syscall.Credential{Uid: runUID, Gid: runUID}}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	term := &terminal{cmd: cmd, master: master}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			cmd.Wait()
+		for _, mode := range []string{"print", "interactive"} {
+			t.Run(c.name+"/"+mode, func(t *testing.T) {
+				t.Parallel()
+				srv := fakeapi.New(t, fakeapi.Text("answer-from-stand-in-42"))
+				dir, home, wrapper, results := visibleDir(t), visibleDir(t), visibleDir(t), t.TempDir()
+				// The wrapper is named claude, so that agentjail still
+				// takes the command for claude (its record's claude
+				// object); it notes the environment claude starts with.
+				export := ""
+				if c.inside != "" {
+					export = "export " + c.inside + "\n"
+				}
+				write(t, wrapper, map[string]string{"claude": "#!/bin/sh\n" + export +
+					"env | grep -E '^(CLAUDECODE|CLAUDE_CODE_CHILD_SESSION)=' > " + filepath.Join(dir, ".seen") + "\n" +
+					"exec " + bin + ` "$@"` + "\n"})
+				os.Chmod(filepath.Join(wrapper, "claude"), 0o755)
+				key := ""
+				for _, e := range srv.Env() {
+					if v, ok := strings.CutPrefix(e, "ANTHROPIC_API_KEY="); ok {
+						key = v
+					}
+				}
+				// What spares the interactive CLI its first-start dialogs
+				// (TestInteractiveClaude).
+				accepted, _ := json.Marshal(map[string]any{
+					"hasCompletedOnboarding": true,
+					"projects":               map[string]any{dir: map[string]any{"hasTrustDialogAccepted": true}},
+					"customApiKeyResponses":  map[string]any{"approved": []string{key[max(0, len(key)-20):]}, "rejected": []string{}},
+				})
+				write(t, home, map[string]string{".claude.json": string(accepted)})
+				write(t, dir, map[string]string{".claude/settings.json": "{}\n"})
+				rec := recordPath(t)
+				env := append(append([]string{"HOME=" + home}, srv.Env()...), c.outside...)
+				aj := []string{"run", "--profile", "tier1", "--user", "1000", "--write", dir, "--chdir", dir,
+					"--record", rec, "--results", results, "--env", "DISABLE_AUTOUPDATER=1", "--", filepath.Join(wrapper, "claude")}
+				var code int
+				var shown string
+				if mode == "print" {
+					r := invocation{env: env, dir: dir}.run(t, append(aj, "--print", "--output-format", "json", "say hi")...)
+					code, shown = r.code, r.stdout+r.stderr
+				} else {
+					o := atTerminalEnv(t, 40, 120, env, append([]string{agentjail}, aj...)...)
+					o.waitScreen(t, "? for shortcuts")
+					o.typed(t, "please answer me now")
+					o.waitScreen(t, "please answer me now")
+					o.typed(t, "\r") // apart: a chunk with the CR inside may be taken for a paste
+					o.waitScreen(t, "answer-from-stand-in-42")
+					o.typed(t, "/exit")
+					o.waitScreen(t, "/exit")
+					time.Sleep(300 * time.Millisecond) // the command list's completion
+					o.typed(t, "\r")
+					code, _ = o.wait(t)
+					shown = o.screen()
+				}
+				t.Cleanup(func() {
+					if t.Failed() {
+						t.Logf("agentjail exited %d; it showed:\n%s\nthe stand-in saw:\n%s", code, shown, srv.Dump())
+					}
+				})
+				if code != 0 || !strings.Contains(shown, "answer-from-stand-in-42") {
+					t.Errorf("exit %d, the answer shown: %v", code, strings.Contains(shown, "answer-from-stand-in-42"))
+				}
+				seen, err := os.ReadFile(filepath.Join(dir, ".seen"))
+				if want := strings.TrimSpace(c.inside); err != nil || strings.TrimSpace(string(seen)) != want {
+					t.Errorf("claude started with %q (%v), want %q", seen, err, want)
+				}
+				r := readRecord(t, rec, code)
+				var transcripts []string
+				if r.Claude != nil {
+					for _, p := range r.Claude.Transcripts {
+						if strings.HasSuffix(p, ".jsonl") {
+							transcripts = append(transcripts, p)
+						}
+					}
+				}
+				if want := c.transcript[mode]; (len(transcripts) == 1) != want || len(transcripts) > 1 {
+					t.Errorf("claude wrote the transcripts %q; want one: %v", transcripts, want)
+				}
+			})
 		}
-	})
-	go func() {
-		buf := make([]byte, 64<<10)
-		for {
-			n, err := master.Read(buf)
-			term.mu.Lock()
-			term.raw.Write(buf[:n])
-			term.mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
-	return term
-}
-
-// escapes are terminal control sequences, which ink puts between words.
-var escapes = regexp.MustCompile(`\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[78=>]`)
-
-// text is what was drawn, control sequences taken out.
-func (s *terminal) text() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return escapes.ReplaceAllString(s.raw.String(), " ")
-}
-
-// wait polls until what is drawn holds what.
-func (s *terminal) wait(t *testing.T, what string, d time.Duration) {
-	t.Helper()
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		if strings.Contains(s.text(), what) {
-			return
-		}
-	}
-	text := s.text()
-	t.Fatalf("%q not drawn within %v; the end of the screen:\n%s", what, d, text[max(0, len(text)-2000):])
-}
-
-// type_ types line and, once it is drawn, Enter apart (a chunk holding
-// the carriage return is taken for a paste).
-func (s *terminal) type_(t *testing.T, line string) {
-	t.Helper()
-	s.master.Write([]byte(line))
-	s.wait(t, line, 10*time.Second)
-	time.Sleep(300 * time.Millisecond) // a slash command's completion menu
-	s.master.Write([]byte("\r"))
-}
-
-// exit waits for the process to end and returns its exit code.
-func (s *terminal) exit(t *testing.T, d time.Duration) int {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-		return s.cmd.ProcessState.ExitCode()
-	case <-time.After(d):
-		text := s.text()
-		t.Fatalf("no exit within %v; the end of the screen:\n%s", d, text[max(0, len(text)-1500):])
-		return -1
 	}
 }

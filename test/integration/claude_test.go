@@ -29,6 +29,11 @@ type claudeJail struct {
 	noKey   bool     // no ANTHROPIC_API_KEY: claude must log in with copied credentials
 	home    string   // the operator's $HOME ("" for an empty one)
 	before  string   // shell commands the jail runs before it execs claude
+	// bare gives agentjail only the stand-in's base URL and key, what an
+	// operator has, without the stand-in's variables that keep claude's
+	// background traffic off (fakeapi.Server.Env): in a proxy jail
+	// agentjail's own defaults must keep claude to its API.
+	bare bool
 }
 
 // run jails `claude ARGS` and returns the result and the record.
@@ -39,15 +44,17 @@ func (c claudeJail) run(t *testing.T, srv *fakeapi.Server, args ...string) (resu
 		c.home = visibleDir(t)
 	}
 	rec := recordPath(t)
-	aj := []string{"run", "--profile", c.profile, "--user", "1000", "--write", c.dir, "--chdir", c.dir,
-		"--record", rec, "--env", "DISABLE_AUTOUPDATER=1"}
+	aj := []string{"run", "--profile", c.profile, "--user", "1000", "--write", c.dir, "--chdir", c.dir, "--record", rec}
+	if !c.bare {
+		aj = append(aj, "--env", "DISABLE_AUTOUPDATER=1")
+	}
 	aj = append(append(aj, c.flags...), "--", bin)
 	if c.before != "" {
 		aj = append(aj[:len(aj)-1], "sh", "-c", c.before+` && exec "$0" "$@"`, bin)
 	}
 	env := []string{"HOME=" + c.home}
 	for _, e := range srv.Env() {
-		if !c.noKey || !strings.HasPrefix(e, "ANTHROPIC_API_KEY=") {
+		if (!c.noKey || !strings.HasPrefix(e, "ANTHROPIC_API_KEY=")) && (!c.bare || strings.HasPrefix(e, "ANTHROPIC_")) {
 			env = append(env, e)
 		}
 	}
@@ -58,6 +65,9 @@ func (c claudeJail) run(t *testing.T, srv *fakeapi.Server, args ...string) (resu
 		}
 	})
 	got := readRecord(t, rec, r.code)
+	if got.Network != nil && got.Network.Mode == "proxy" {
+		got.Network.noneRefused(t)
+	}
 	if l := got.Limits; l.PidsPeak != nil && l.MemoryPeak != nil {
 		// What sizes the default caps (profiles/_base.yaml).
 		t.Logf("the jail peaked at %d tasks and %d MiB", *l.PidsPeak, *l.MemoryPeak>>20)

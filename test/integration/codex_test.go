@@ -73,6 +73,9 @@ func (c codexJail) run(t *testing.T, srv *fakeopenai.Server, args ...string) (re
 		}
 	})
 	got := readRecord(t, rec, r.code)
+	if got.Network != nil && got.Network.Mode == "proxy" {
+		got.Network.noneRefused(t)
+	}
 	if _, err := os.Stat(filepath.Join("/run/agentjail", got.RunID)); err == nil {
 		t.Errorf("the run's staging directory /run/agentjail/%s is left after the run", got.RunID)
 	}
@@ -131,9 +134,12 @@ func commandItems(stdout string) int {
 // needs CODEX_HOME outside /tmp): the command writes the writable root,
 // cannot write .env (agentjail) nor the private home (Codex's sandbox:
 // agentjail lets the home be written), and sees the private CODEX_HOME,
-// not the one in agentjail's environment. Nothing logs a misread .git
-// mask, and the record's agent object has the thread, the answer, the
-// usage and the command.
+// not the one in agentjail's environment. In a proxy jail (tier1, tier2)
+// codex reaches nothing but its API route. The writable root's missing
+// .git is masked with a file holding a gitdir pointer, which codex does
+// not misread (TestCodexMisreadsAnEmptyGitFile is the control), and the
+// record's agent object has the thread, the answer, the usage and the
+// command.
 func TestCodexJailed(t *testing.T) {
 	jailed(t)
 	for _, profile := range []string{"tier1", "tier2", "tier3"} {
@@ -144,7 +150,7 @@ func TestCodexJailed(t *testing.T) {
 			srv := fakeopenai.New(t,
 				fakeopenai.Exec(`printf made-by-codex > out.txt; id -u; echo "home=$CODEX_HOME"; readlink /proc/self/ns/net; env | grep -c CODEX_REFRESH_TOKEN_URL_OVERRIDE; echo PWNED >> .env; echo x > ~/outside.txt`),
 				fakeopenai.Text("done-codex"))
-			r, rec := codexJail{profile: profile, dir: dir, before: saveJailNet,
+			r, rec := codexJail{profile: profile, dir: dir, before: saveJailNet + "\ncat .git > .gitmask",
 				env: append(srv.Env(), "CODEX_HOME=/root/.codex", "CODEX_REFRESH_TOKEN_URL_OVERRIDE=http://127.0.0.1:9/token")}.run(t, srv, "write a file")
 			wantCode(t, r, 0)
 			p := filepath.Join(dir, "out.txt")
@@ -173,7 +179,13 @@ func TestCodexJailed(t *testing.T) {
 			if jail := jailNet(t, dir); !strings.Contains(o, "net:[") || strings.Contains(o, jail) {
 				t.Errorf("the command shares the jail's network namespace %s: Codex's sandbox is not in effect:\n%s", jail, o)
 			}
-			if strings.Contains(r.stderr, "gitdir pointer") || strings.Contains(r.stderr, "gitdir path") {
+			if profile != "tier3" {
+				rec.Network.apiOnly(t, "openai")
+			}
+			if b, err := os.ReadFile(filepath.Join(dir, ".gitmask")); err != nil || string(b) != "gitdir: /run/agentjail\n" {
+				t.Errorf("the jail's .git holds %q (%v), not the mask", b, err)
+			}
+			if strings.Contains(r.stderr, gitdirMisread) || strings.Contains(r.stderr, "gitdir path") {
 				t.Errorf("codex misreads the .git mask:\n%s", r.stderr)
 			}
 			a := codexOf(t, rec)
@@ -194,6 +206,29 @@ func TestCodexJailed(t *testing.T) {
 				t.Errorf("record.agent.commands = %s, codex printed %d command_execution items", jsonOf(t, a.Commands), n)
 			}
 		})
+	}
+}
+
+// gitdirMisread is what codex 0.169.0 logs for a .git file that holds no
+// gitdir pointer (codex_protocol::permissions, several times a run).
+const gitdirMisread = "to contain a gitdir pointer"
+
+// TestCodexMisreadsAnEmptyGitFile is the control of TestCodexJailed's
+// .git check: a writable root whose .git is an empty file, bound read-only
+// in the jail as agentjail's masks of a missing .git were before they
+// held a gitdir pointer, has codex log gitdirMisread.
+func TestCodexMisreadsAnEmptyGitFile(t *testing.T) {
+	jailed(t)
+	dir := visibleDir(t)
+	write(t, dir, map[string]string{".git": ""})
+	srv := fakeopenai.New(t, fakeopenai.Exec("true"), fakeopenai.Text("done"))
+	r, _ := codexJail{profile: "tier1", dir: dir, env: srv.Env(), before: "wc -c < .git > .gitsize"}.run(t, srv, "hi")
+	wantCode(t, r, 0)
+	if b, err := os.ReadFile(filepath.Join(dir, ".gitsize")); err != nil || strings.TrimSpace(string(b)) != "0" {
+		t.Errorf("the jail's .git is %q bytes (%v), not the empty file", b, err)
+	}
+	if !strings.Contains(r.stderr, gitdirMisread) {
+		t.Errorf("codex did not log %q for an empty .git file:\n%s", gitdirMisread, r.stderr)
 	}
 }
 

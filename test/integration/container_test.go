@@ -252,24 +252,41 @@ func forContainer(t *testing.T) []byte {
 // seccomp profile and an unmasked /proc (systempaths=unconfined,
 // procMount: Unmasked). agentjail builds its jail with a fresh /proc, and
 // inside it the agent's own sandbox works: a user namespace, a bwrap with
-// its own fresh /proc and network, loopback up.
+// its own fresh /proc and network, loopback up. tier1 is a proxy jail, and
+// its broker works there: it answers its ping through $HTTP_PROXY, and
+// takes a request to an allowed host (a server on the container's
+// loopback, outside the jail) there, while a direct connection to it
+// fails (the jail's loopback is its own).
 func TestContainerUnmaskedProc(t *testing.T) {
 	jailed(t)
 	profile := forContainer(t)
+	const body = "reached-through-the-broker"
+	columns := slices.Concat(innerColumns, []innerColumn{
+		{"the broker's ping through $HTTP_PROXY", `curl -sS -m 20 "$HTTP_PROXY/agentjail/ping"`},
+		{"an allowed host through the broker", "curl -sS -m 20 --noproxy '' http://127.0.0.1:8765/"},
+		{"the allowed host directly", "curl -sS -m 20 --noproxy '*' http://127.0.0.1:8765/"},
+	})
+	want := []string{"", "", "", "agentjail broker", body, ""}
+	// A server on the container's loopback, which the jail's is not.
+	serve := `mkdir /tmp/www && echo ` + body + ` > /tmp/www/index.html
+python3 -m http.server 8765 --bind 127.0.0.1 --directory /tmp/www >/dev/null 2>&1 &
+for i in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:8765/ && break; sleep 0.1; done
+exec "$@"`
 	for _, u := range containerUsers {
 		t.Run(u.name, func(t *testing.T) {
 			t.Parallel()
 			c := u.c
 			c.seccomp = profile
-			c.args = slices.Concat(pid1, []string{"/aj/agentjail", "run", "--profile", "tier1", "--user", strconv.Itoa(runUID), "--", "sh", "-c", innerScript(innerColumns)})
+			c.args = slices.Concat(pid1, []string{"sh", "-c", serve, "sh",
+				"/aj/agentjail", "run", "--profile", "tier1", "--user", strconv.Itoa(runUID), "--allow-net", "127.0.0.1:8765", "--", "sh", "-c", innerScript(columns)})
 			r := c.run(t, "unmasked")
 			wantCode(t, r, 0)
 			if strings.Contains(r.stderr, "degraded: jail:") {
 				t.Errorf("degraded with an unmasked /proc:\n%s", r.stderr)
 			}
-			for i, res := range parseInner(t, r.stdout, len(innerColumns)) {
-				if res.exit != 0 {
-					t.Errorf("%s: exit %d:\n%s", innerColumns[i].name, res.exit, res.output)
+			for i, res := range parseInner(t, r.stdout, len(columns)) {
+				if direct := i == len(columns)-1; (res.exit != 0) != direct || !strings.Contains(res.output, want[i]) {
+					t.Errorf("%s: exit %d:\n%s", columns[i].name, res.exit, res.output)
 				}
 			}
 		})

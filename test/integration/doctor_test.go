@@ -216,36 +216,49 @@ func weakProfile(t *testing.T) string {
 // TestDoctorAgentSandboxes: doctor looks, inside the jail, for what the
 // agents' own sandboxes need, and names what is missing and how to get
 // it: socat hidden by the profile fails Claude Code's (with claude on the
-// PATH); a run user without a home on the host puts CODEX_HOME under /tmp,
-// where Codex's sandbox on bubblewrap 0.8 cannot make its helper, which
-// fails Codex's (with codex on the PATH). Each passes otherwise.
+// PATH), and with it the whole report (ok false, exit 1, text and JSON);
+// without claude on the jail's PATH the same is a warning that still
+// names the fix, and the report passes. A run user without a home on the
+// host puts CODEX_HOME under /tmp, where Codex's sandbox on bubblewrap 0.8
+// cannot make its helper, which fails Codex's (with codex on the PATH).
+// Each passes otherwise.
 func TestDoctorAgentSandboxes(t *testing.T) {
 	jailed(t)
-	path := "PATH=" + filepath.Join(testutil.ClaudeDir(), "node_modules", ".bin") + ":" + filepath.Join(testutil.CodexDir(), "node_modules", ".bin") +
-		":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	const system = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	claude, codex := filepath.Join(testutil.ClaudeDir(), "node_modules", ".bin"), filepath.Join(testutil.CodexDir(), "node_modules", ".bin")
 	testutil.RequireClaude(t)
 	testutil.RequireCodex(t)
 	profiles := visibleDir(t)
 	write(t, profiles, map[string]string{"nosocat.yaml": "extends: tier1\nfilesystem:\n  deny: [/usr/bin/socat]\n"})
+	nosocat := filepath.Join(profiles, "nosocat.yaml")
 	for _, c := range []struct {
-		name, profile, user string
-		claude, codex       doctor.Status
-		want                []string
+		name, profile, user, path string
+		claude, codex             doctor.Status
+		ok                        bool
+		want                      []string
 	}{
-		{"healthy", "tier1", "1000", doctor.Pass, doctor.Pass, []string{"finds bubblewrap and socat", "without --argv0: it runs its helper from CODEX_HOME, on the private home /home/"}},
-		{"no socat", filepath.Join(profiles, "nosocat.yaml"), "1000", doctor.Fail, doctor.Pass, []string{"fail  claude-sandbox", "lacks socat in the jail", "claude is at " + testutil.ClaudeDir(), "apt-get install socat"}},
-		{"no home", "tier1", "4242", doctor.Pass, doctor.Fail, []string{"fail  codex-sandbox", "home /tmp/home/4242 lies under the temporary directory", "codex is at " + testutil.CodexDir(), "create the run user's home directory"}},
+		{"healthy", "tier1", "1000", claude + ":" + codex, doctor.Pass, doctor.Pass, true, []string{"finds bubblewrap and socat", "without --argv0: it runs its helper from CODEX_HOME, on the private home /home/"}},
+		{"no socat", nosocat, "1000", claude + ":" + codex, doctor.Fail, doctor.Pass, false, []string{"fail  claude-sandbox", "lacks socat in the jail", "claude is at " + testutil.ClaudeDir(), "apt-get install socat", "1 failed"}},
+		{"no socat, no claude", nosocat, "1000", codex, doctor.Warn, doctor.Pass, true, []string{"warn  claude-sandbox", "lacks socat in the jail (claude is not on the jail's PATH; one started by its full path needs it all the same)", "fix:   install socat where the jail sees it (apt-get install socat"}},
+		{"no home", "tier1", "4242", claude + ":" + codex, doctor.Pass, doctor.Fail, false, []string{"fail  codex-sandbox", "home /tmp/home/4242 lies under the temporary directory", "codex is at " + testutil.CodexDir(), "create the run user's home directory"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			inv := invocation{env: []string{path}}
+			inv := invocation{env: []string{"PATH=" + c.path + ":" + system}}
+			code := map[bool]int{true: 0, false: 1}[c.ok]
 			text := inv.run(t, "doctor", "--profile", c.profile, "--user", c.user)
+			if text.code != code {
+				t.Errorf("doctor exits %d, want %d", text.code, code)
+			}
 			for _, w := range c.want {
 				if !strings.Contains(text.stdout, w) {
 					t.Errorf("doctor lacks %q:\n%s", w, text.stdout)
 				}
 			}
 			rep, _ := doctorJSON(t, inv, "--profile", c.profile, "--user", c.user)
+			if rep.OK != c.ok {
+				t.Errorf("doctor --json says ok %v, want %v", rep.OK, c.ok)
+			}
 			if got := check(t, rep, "claude-sandbox"); got.Status != c.claude {
 				t.Errorf("claude-sandbox = %+v, want %s", got, c.claude)
 			}

@@ -38,8 +38,12 @@ func (o *operator) screen() string { return screenCodes.ReplaceAllString(o.shown
 // it before (onboarding done, the directory trusted, the API key
 // approved, in their ~/.claude.json): it opens ready, without a dialog; a
 // prompt typed, a Bash call (allowed by its settings) run, the answer on
-// the screen, Ctrl-Z and back, /exit, exit 0. With Claude Code's own sandbox on, the same
-// call writes the working directory but not the home.
+// the screen, Ctrl-Z and back, /exit, exit 0; it reached nothing but its
+// API route (left alone, the interactive CLI also fetches the official
+// plugin marketplace from downloads.claude.ai and github.com:
+// launch.quietAgents). With Claude
+// Code's own sandbox on, the same call writes the working directory but
+// not the home.
 func TestInteractiveClaude(t *testing.T) {
 	jailed(t)
 	bin := testutil.RequireClaude(t)
@@ -55,10 +59,15 @@ func TestInteractiveClaude(t *testing.T) {
 			srv := fakeapi.New(t,
 				fakeapi.Tool("Bash", map[string]any{"command": "printf made-in-tui > tui.txt; (echo x > ~/outside.txt) 2>/dev/null && echo wrote-outside || echo refused-outside", "description": "write"}),
 				fakeapi.Text("answer-from-stand-in-42"))
-			key := ""
+			// Only the stand-in's base URL and key, as an operator's
+			// claude has: agentjail's own defaults must keep it to its API.
+			key, env := "", []string{"HOME=" + home}
 			for _, e := range srv.Env() {
 				if v, ok := strings.CutPrefix(e, "ANTHROPIC_API_KEY="); ok {
 					key = v
+				}
+				if strings.HasPrefix(e, "ANTHROPIC_") {
+					env = append(env, e)
 				}
 			}
 			accepted, _ := json.Marshal(map[string]any{
@@ -72,7 +81,7 @@ func TestInteractiveClaude(t *testing.T) {
 			// on a Settings Error ("ENOTDIR") (docs/interactive.md).
 			write(t, dir, map[string]string{".claude/settings.json": "{}\n"})
 			rec := recordPath(t)
-			o := atTerminalEnv(t, 40, 120, append([]string{"HOME=" + home}, srv.Env()...),
+			o := atTerminalEnv(t, 40, 120, env,
 				agentjail, "run", "--profile", "tier1", "--user", "1000", "--write", dir, "--chdir", dir, "--record", rec,
 				"--", bin, "--settings", c.settings)
 			t.Cleanup(func() {
@@ -122,6 +131,7 @@ func TestInteractiveClaude(t *testing.T) {
 			if r.IO != "pty" || r.Terminal == nil || r.Terminal.InputBytes == 0 || !strings.Contains(r.Excerpt.Stdout.Head+r.Excerpt.Stdout.Tail, "answer-from-stand-in-42") {
 				t.Errorf("record: io %q, terminal %+v", r.IO, r.Terminal)
 			}
+			r.Network.apiOnly(t, "anthropic")
 		})
 	}
 }

@@ -7,11 +7,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentjail/agentjail/internal/testutil/fakeapi"
 	"github.com/agentjail/agentjail/internal/testutil/fakeopenai"
@@ -80,6 +82,34 @@ func (n *netRecord) conns(host string, port int) []netConn {
 		}
 	}
 	return out
+}
+
+// noneRefused checks that a proxy jail's run met no refusal of the
+// broker: no host refused, no connection refused (claudeJail.run and
+// codexJail.run check every proxy-mode run of the real agents so).
+func (n *netRecord) noneRefused(t *testing.T) {
+	t.Helper()
+	if len(n.RefusedHosts) != 0 || n.Totals.Refused != 0 {
+		t.Errorf("the broker refused %d connections, to %q: the agent reached for more than network.allow and its API route give it", n.Totals.Refused, n.RefusedHosts)
+	}
+}
+
+// apiOnly checks that a proxy jail's agent reached nothing but its API
+// route (api:route): the built-in profiles allow nothing else (issue 16).
+func (n *netRecord) apiOnly(t *testing.T, route string) {
+	t.Helper()
+	n.noneRefused(t)
+	api := 0
+	for _, c := range n.Connections {
+		if c.Proto == "api" && c.Rule == "api:"+route && c.Allowed {
+			api++
+		} else {
+			t.Errorf("a connection besides the %s API route: %+v", route, c)
+		}
+	}
+	if api == 0 || n.ConnectionsDropped != 0 || api != n.Totals.Connections {
+		t.Errorf("%d requests on the %s route of %d connections (%d dropped)", api, route, n.Totals.Connections, n.ConnectionsDropped)
+	}
 }
 
 // lines splits a jail's report into its NAME=VALUE lines.
@@ -391,6 +421,10 @@ print("after=" + got)
 // broker's API route: the stand-in receives the operator's key, while no
 // process environment in the jail and no file of the jail's Claude Code
 // directory holds it.
+// Given only its base URL and key, as an operator's claude is, it reaches
+// nothing but that route: the proxy jail's own defaults
+// (launch.quietAgents) keep its other traffic off, which the broker would
+// refuse (without them, 2.1.197 also calls api.anthropic.com).
 func TestNetworkClaudeKeyStaysOut(t *testing.T) {
 	jailed(t)
 	// The key is spelt in two halves in the tool's command, which claude
@@ -400,7 +434,7 @@ func TestNetworkClaudeKeyStaysOut(t *testing.T) {
 			"description": "look for the key"}),
 		fakeapi.Text("done"))
 	dir := visibleDir(t)
-	r, rec := claudeJail{profile: "tier1", dir: dir}.run(t, srv, "--allowedTools=Bash", "--print", "--output-format", "json", "hi")
+	r, rec := claudeJail{profile: "tier1", dir: dir, bare: true}.run(t, srv, "--allowedTools=Bash", "--print", "--output-format", "json", "hi")
 	wantCode(t, r, 0)
 	calls := 0
 	for _, q := range srv.Requests() {
@@ -432,6 +466,7 @@ func TestNetworkClaudeKeyStaysOut(t *testing.T) {
 	if api < 2 {
 		t.Errorf("%d API requests in the record: %+v", api, n.Connections)
 	}
+	n.apiOnly(t, "anthropic")
 }
 
 // TestNetworkUpstreamProxy: with HTTPS_PROXY in agentjail's own
@@ -502,22 +537,61 @@ func TestNetworkClaudeSandboxChains(t *testing.T) {
 // agentjail stages in CODEX_HOME/config.toml; the operator's auth.json API
 // key is the broker's: the stand-in receives it, while the jail has no
 // auth.json and no process environment or file of its Codex directory
-// holds it.
+// holds it. It reaches nothing but that route: the staged config.toml
+// keeps Codex's analytics and plugins off, which the broker would refuse.
+//
+// The environments are read twice. In the jail, by codex's shell tool:
+// that runs in Codex's own sandbox, a pid namespace of its own, whose
+// /proc shows the command's processes but not codex. And from the host,
+// while the tool's command waits: every process carrying the run's
+// AGENTJAIL_RUN, among them codex itself (scanOnCue). The control: the key
+// in codex's own environment alone (exported by a wrapper, kept from its
+// commands by Codex's shell_environment_policy), which the check in the
+// jail misses and the one from the host finds.
 func TestNetworkCodexKeyStaysOut(t *testing.T) {
 	jailed(t)
-	home, _ := operatorCodex(t, `{"auth_mode":"apikey","OPENAI_API_KEY":"sk-operator-codex-key"}`)
+	const key = "sk-operator-codex-key"
+	home, _ := operatorCodex(t, `{"auth_mode":"apikey","OPENAI_API_KEY":"`+key+`"}`)
 	// The key is spelt in two halves in the command, which codex keeps in
 	// its session files under CODEX_HOME.
+	inJail := `k=sk-operator-; k=${k}codex-key; cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | grep -c $k`
+	t.Run("control", func(t *testing.T) {
+		t.Parallel()
+		dir := visibleDir(t)
+		scan := scanOnCue(dir)
+		srv := fakeopenai.New(t, fakeopenai.Exec(waitForScan+inJail), fakeopenai.Text("done"))
+		r, _ := codexJail{profile: "tier1", dir: dir, home: home, before: markRun + "\nk=sk-operator-; export LEAKED=${k}codex-key",
+			provider: append(slices.Clone(viaBroker), "-c", `shell_environment_policy.exclude=["LEAKED"]`)}.run(t, srv, "hi")
+		wantCode(t, r, 0)
+		procs := <-scan
+		if out := srv.Outputs(); len(out) != 1 || !strings.HasSuffix(out[0].Output, "Output:\n0\n") {
+			t.Errorf("in the jail the key was seen, or the check did not run: %+v", out)
+		}
+		if c := codexProc(procs); c == nil || !strings.Contains(c.env, key) {
+			t.Errorf("from the host, codex's own environment is not seen to hold the key: codex %+v of %d processes", c, len(procs))
+		}
+	})
+	dir := visibleDir(t)
+	scan := scanOnCue(dir)
 	srv := fakeopenai.New(t,
-		fakeopenai.Exec(`k=sk-operator-; k=${k}codex-key; test -e "$CODEX_HOME/auth.json" && echo auth.json; cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | grep -c $k; grep -rl $k "$CODEX_HOME" 2>/dev/null | wc -l; echo "key=${OPENAI_API_KEY%%-placeholder-*}"; grep -c 127.0.0.1:3128/openai "$CODEX_HOME/config.toml"`),
+		fakeopenai.Exec(waitForScan+inJail+`; test -e "$CODEX_HOME/auth.json" && echo auth.json; grep -rl $k "$CODEX_HOME" 2>/dev/null | wc -l; echo "key=${OPENAI_API_KEY%%-placeholder-*}"; grep -c 127.0.0.1:3128/openai "$CODEX_HOME/config.toml"`),
 		fakeopenai.Text("done"))
-	r, rec := codexJail{profile: "tier1", dir: visibleDir(t), home: home}.run(t, srv, "hi")
+	r, rec := codexJail{profile: "tier1", dir: dir, home: home, before: markRun}.run(t, srv, "hi")
 	wantCode(t, r, 0)
+	procs := <-scan
+	if codexProc(procs) == nil {
+		t.Errorf("from the host, codex is not among the run's %d processes: %+v", len(procs), procs)
+	}
+	for _, p := range procs {
+		if strings.Contains(p.env, key) {
+			t.Errorf("the environment of the run's process %d %q holds the key", p.pid, p.argv)
+		}
+	}
 	posts := 0
 	for _, q := range srv.Requests() {
 		if q.Method == "POST" {
 			posts++
-			if auth := q.Header.Get("Authorization"); auth != "Bearer sk-operator-codex-key" {
+			if auth := q.Header.Get("Authorization"); auth != "Bearer "+key {
 				t.Errorf("the stand-in got Authorization %q, want the operator's key", auth)
 			}
 		}
@@ -545,6 +619,69 @@ func TestNetworkCodexKeyStaysOut(t *testing.T) {
 	if api < 2 {
 		t.Errorf("%d requests on the openai route: %+v", api, n.Connections)
 	}
+	n.apiOnly(t, "openai")
+}
+
+// markRun, run in the jail before the agent, leaves the run's marker
+// (AGENTJAIL_RUN) in .runid of the start directory, for scanOnCue.
+const markRun = `echo "$AGENTJAIL_RUN" > .runid`
+
+// waitForScan, at the head of a tool's command, cues scanOnCue and waits
+// (at most a minute) until it has read the run's processes.
+const waitForScan = `touch .scan-now; for i in $(seq 600); do [ -e .scanned ] && break; sleep 0.1; done; `
+
+// runProc is a process of a run as the host sees it.
+type runProc struct {
+	pid      int
+	exe, env string // env: its environment, entries joined by newlines
+	argv     []string
+}
+
+// scanOnCue waits (at most a minute) for the jail to touch .scan-now in
+// dir, reads from the host every live process carrying the run's marker
+// (AGENTJAIL_RUN, which markRun left in dir), whatever pid namespace in the
+// jail holds it, then touches .scanned to let the jail go on, and sends
+// what it read.
+func scanOnCue(dir string) <-chan []runProc {
+	ch := make(chan []runProc, 1)
+	go func() {
+		defer os.WriteFile(filepath.Join(dir, ".scanned"), nil, 0o644)
+		for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(dir, ".scan-now")); err == nil {
+				break
+			}
+		}
+		id, _ := os.ReadFile(filepath.Join(dir, ".runid"))
+		marker := "AGENTJAIL_RUN=" + strings.TrimSpace(string(id))
+		var procs []runProc
+		dirs, _ := filepath.Glob("/proc/[0-9]*")
+		for _, d := range dirs {
+			env, err := os.ReadFile(d + "/environ")
+			entries := strings.Split(string(env), "\x00")
+			if err != nil || len(id) == 0 || !slices.Contains(entries, marker) {
+				continue
+			}
+			p := runProc{env: strings.Join(entries, "\n")}
+			fmt.Sscan(filepath.Base(d), &p.pid)
+			p.exe, _ = os.Readlink(d + "/exe")
+			cmd, _ := os.ReadFile(d + "/cmdline")
+			p.argv = strings.Split(strings.TrimRight(string(cmd), "\x00"), "\x00")
+			procs = append(procs, p)
+		}
+		ch <- procs
+	}()
+	return ch
+}
+
+// codexProc is the codex process among procs (the CLI's binary running
+// exec, not its sandbox helper), or nil.
+func codexProc(procs []runProc) *runProc {
+	for i, p := range procs {
+		if path.Base(p.exe) == "codex" && path.Base(p.argv[0]) == "codex" && slices.Contains(p.argv, "exec") {
+			return &procs[i]
+		}
+	}
+	return nil
 }
 
 // TestNetworkCodexSandbox: Codex's own sandbox with network access on
