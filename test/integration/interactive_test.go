@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -203,7 +204,9 @@ func TestInteractiveControlKeys(t *testing.T) {
 // interactive shell's), is still ended by a timeout, `agentjail stop` and
 // SIGTERM to agentjail: SIGTERM reaches the agent's session and the
 // foreground job, and after the grace SIGKILL ends the jail's pid
-// namespace. Nothing of the run is left.
+// namespace. SIGTERM also reaches, within the grace, a background job in a
+// third process group and a process in a session of its own (setsid),
+// which trap it. Nothing of the run is left.
 func TestInteractiveEndsTheWholeAgent(t *testing.T) {
 	jailed(t)
 	runID := regexp.MustCompile(`id=([a-z0-9]+)\b`)
@@ -213,7 +216,7 @@ func TestInteractiveEndsTheWholeAgent(t *testing.T) {
 		end  func(t *testing.T, o *operator)
 		code int
 	}{
-		{"timeout", []string{"--timeout", "4s"}, nil, 124},
+		{"timeout", []string{"--timeout", "6s"}, nil, 124},
 		{"agentjail stop", nil, func(t *testing.T, o *operator) {
 			wantCode(t, aj(t, "stop", runID.FindStringSubmatch(o.shown.String())[1]), 0)
 		}, 124},
@@ -221,15 +224,22 @@ func TestInteractiveEndsTheWholeAgent(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
+			ws := workspace(t)
 			rec := recordPath(t)
 			tok := token()
-			args := append([]string{"run", "--grace", "1s", "--record", rec}, c.args...)
+			args := append([]string{"run", "--grace", "2s", "--write", ws, "--chdir", ws, "--record", rec}, c.args...)
 			// bash -i takes no SIGTERM; its job, in a group of its own,
-			// ignores it too (trap '' is inherited).
+			// ignores it too (trap '' is inherited). The two started
+			// before that trap take it and say so.
 			o := atTerminal(t, 24, 80, append(append([]string{agentjail}, args...), "--", "bash", "--norc", "--noprofile", "-i")...)
-			o.typed(t, fmt.Sprintf("echo id=$AGENTJAIL_RUN; trap '' TERM; sleep %s\r", tok))
+			trapping := func(name string) string {
+				return fmt.Sprintf(`sh -c 'trap "touch %[1]s-got-term; exit 0" TERM; touch %[1]s-up; while :; do sleep 0.1; done'`, name)
+			}
+			o.typed(t, fmt.Sprintf("echo id=$AGENTJAIL_RUN; setsid %s & %s & trap '' TERM; sleep %s\r", trapping("setsid"), trapping("job"), tok))
 			waitFor(t, func() bool { return runID.MatchString(o.shown.String()) }) // not the echo of $AGENTJAIL_RUN
-			waitFor(t, func() bool { return len(procsWith(tok)) == 1 })
+			waitFor(t, func() bool {
+				return len(procsWith(tok)) == 1 && fileExists(filepath.Join(ws, "setsid-up")) && fileExists(filepath.Join(ws, "job-up"))
+			})
 			if c.end != nil {
 				c.end(t, o)
 			}
@@ -242,9 +252,14 @@ func TestInteractiveEndsTheWholeAgent(t *testing.T) {
 			for _, s := range r.SignalsSent {
 				targets = append(targets, s.Signal+">"+s.Target)
 			}
-			for _, want := range []string{"SIGTERM>session", "SIGTERM>foreground", "SIGKILL>group"} {
+			for _, want := range []string{"SIGTERM>session", "SIGTERM>foreground", "SIGTERM>others", "SIGKILL>group"} {
 				if !slices.Contains(targets, want) {
 					t.Errorf("signals sent %v lack %s", targets, want)
+				}
+			}
+			for _, name := range []string{"setsid", "job"} {
+				if !fileExists(filepath.Join(ws, name+"-got-term")) {
+					t.Errorf("the %s process got no SIGTERM; signals sent %v", name, targets)
 				}
 			}
 			if left := procsWith(tok); len(left) > 0 {
