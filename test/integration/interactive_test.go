@@ -276,8 +276,8 @@ func TestInteractiveEndsTheWholeAgent(t *testing.T) {
 // terminal and to the screen (raw mode without echo, the alternate screen,
 // the cursor hidden, mouse reporting, bracketed paste, concealed text),
 // the operator's terminal has its modes back, and its screen state reset,
-// before agentjail's own messages: after a normal end, a timeout and
-// SIGTERM to agentjail. An agent that never entered the alternate screen
+// before agentjail's own messages: after a normal end, a timeout, and
+// SIGTERM and SIGHUP to agentjail. An agent that never entered the alternate screen
 // gets no "leave it" (it would move the cursor).
 func TestInteractiveRestoresTheTerminal(t *testing.T) {
 	jailed(t)
@@ -292,6 +292,7 @@ func TestInteractiveRestoresTheTerminal(t *testing.T) {
 		{"normal end", messy + "exit 3", nil, nil, 3, true},
 		{"timeout", messy + "sleep 60", []string{"--timeout", "3s"}, nil, 124, true},
 		{"SIGTERM", messy + "sleep 60", nil, func(o *operator) { o.cmd.Process.Signal(syscall.SIGTERM) }, 143, true},
+		{"SIGHUP", messy + "sleep 60", nil, func(o *operator) { o.cmd.Process.Signal(syscall.SIGHUP) }, 129, true},
 		{"no alternate screen", `printf '\033[?25l\033[8m'; echo ready; exit 3`, nil, nil, 3, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -339,6 +340,34 @@ func TestInteractiveRestoresTheTerminal(t *testing.T) {
 			}
 			if got := strings.Contains(reset, "\x1b[?1049l"); got != c.altScreen {
 				t.Errorf("alternate screen left: %v, want %v:\n%q", got, c.altScreen, rest)
+			}
+		})
+	}
+}
+
+// TestInteractiveRestoresTheTerminalWhenBwrapFails: bubblewrap failing to
+// set the jail up (a bind source missing) ends the run (exit 125) with the
+// operator's terminal's modes exactly as they were: raw for a run with a
+// pty of its own, and, with --no-tty, changed by what the jail's stdin
+// reached (here the failing bwrap itself, `stty raw -echo` from
+// agentjail's session, where it is a background job: SIGTTOU ignored).
+func TestInteractiveRestoresTheTerminalWhenBwrapFails(t *testing.T) {
+	jailed(t)
+	dir := visibleDir(t)
+	write(t, dir, map[string]string{
+		"failing-bwrap": "#!/bin/sh\n[ \"$1\" = --version ] && exec bwrap --version\ntrap '' TTOU\nstty raw -echo 2>/dev/null\nexec bwrap --ro-bind /nonexistent/agentjail-src /mnt \"$@\"\n",
+	})
+	os.Chmod(filepath.Join(dir, "failing-bwrap"), 0o755)
+	for _, mode := range []string{"--tty", "--no-tty"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			o := atTerminalEnv(t, 24, 80, []string{"AGENTJAIL_BWRAP=" + filepath.Join(dir, "failing-bwrap")}, agentjail, "run", mode, "--", "true")
+			code, out := o.wait(t)
+			if code != 125 || !strings.Contains(out, "bubblewrap could not set up the jail") {
+				t.Errorf("exit %d; the terminal showed %q", code, out)
+			}
+			if o.after != o.before {
+				t.Errorf("the terminal's modes after the run:\n%+v\nbefore:\n%+v", o.after, o.before)
 			}
 		})
 	}
