@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentjail/agentjail/term"
 )
 
 // operator is agentjail run from a shell at a terminal: the leader of a
@@ -490,6 +492,53 @@ func TestInteractiveLimits(t *testing.T) {
 	r := readRecord(t, rec, code)
 	if code != 124 || r.Reason != "idle_timeout" || r.Limits.IdleMS != 4000 || r.Limits.WallMS != 0 {
 		t.Errorf("exit %d, reason %s, limits %+v; the terminal showed %q", code, r.Reason, r.Limits, out)
+	}
+}
+
+// TestInteractiveWallWarning: the wall limit a run at a terminal takes
+// (limits.interactive's, not the tier's) is announced on the terminal, on
+// a line of its own, while the run goes on: a quarter of the limit ahead
+// (a minute for limits of 4 minutes and more).
+func TestInteractiveWallWarning(t *testing.T) {
+	jailed(t)
+	dir := visibleDir(t)
+	write(t, dir, map[string]string{"p.yaml": "extends: tier1\nlimits:\n  wall: 2s\n  interactive: {wall: 4s, idle: 0}\n"})
+	rec := recordPath(t)
+	// Deaf to SIGTERM: the run ends after the grace, well after the
+	// warning.
+	o := atTerminal(t, 24, 80, agentjail, "run", "--profile", dir+"/p.yaml", "--grace", "3s", "--record", rec, "--", "sh", "-c", `trap '' TERM; echo ready; sleep 60`)
+	o.waitShown(t, "ready")
+	warning := "\r\n" + term.Reset + "agentjail: warning: the wall limit (4s) ends this run in 1s\r\n"
+	o.waitShown(t, warning)
+	select {
+	case <-o.exited:
+		t.Fatalf("the warning came after the run ended:\n%q", o.shown.String())
+	default:
+	}
+	code, out := o.wait(t)
+	r := readRecord(t, rec, code)
+	if code != 124 || r.Reason != "wall_timeout" || r.Limits.WallMS != 4000 {
+		t.Errorf("exit %d, reason %s, limits %+v; the terminal showed %q", code, r.Reason, r.Limits, out)
+	}
+	if w, end := strings.Index(out, warning), strings.Index(out, "agentjail: the run ended: wall limit 4s reached"); end < 0 || w > end {
+		t.Errorf("no warning before the end:\n%q", out)
+	}
+}
+
+// TestInteractiveOutputKeepsItAlive: what the agent prints on its
+// terminal is activity: a run that prints a dot every half second for 6
+// s, under an idle limit of 2 s and with nothing typed, ends by itself.
+func TestInteractiveOutputKeepsItAlive(t *testing.T) {
+	jailed(t)
+	dir := visibleDir(t)
+	write(t, dir, map[string]string{"p.yaml": "extends: tier1\nlimits:\n  interactive: {idle: 2s, wall: 0}\n"})
+	rec := recordPath(t)
+	o := atTerminal(t, 24, 80, agentjail, "run", "--profile", dir+"/p.yaml", "--grace", "1s", "--record", rec, "--", "sh", "-c",
+		`i=0; while [ $i -lt 12 ]; do printf .; sleep 0.5; i=$((i+1)); done; echo done`)
+	code, out := o.wait(t)
+	r := readRecord(t, rec, code)
+	if code != 0 || r.Reason != "exit" || !strings.Contains(out, "............done") || r.Limits.IdleMS != 2000 || r.Terminal == nil || r.Terminal.InputBytes != 0 {
+		t.Errorf("exit %d, reason %s, limits %+v, terminal %+v; the terminal showed %q", code, r.Reason, r.Limits, r.Terminal, out)
 	}
 }
 
