@@ -52,6 +52,9 @@ func (d *Dir) Lstat(name string) (unix.Stat_t, error) {
 // Remove removes the entry name from d (a file, or a link itself).
 func (d *Dir) Remove(name string) error { return unix.Unlinkat(d.fd(), name, 0) }
 
+// RemoveDir removes the empty directory name from d.
+func (d *Dir) RemoveDir(name string) error { return unix.Unlinkat(d.fd(), name, unix.AT_REMOVEDIR) }
+
 // Where is where the directory is now, as the kernel names it
 // (/proc/self/fd): its Path, unless it was moved since it was opened.
 func (d *Dir) Where() string {

@@ -15,7 +15,8 @@ import (
 type Disk = fs.ReadLinkFS
 
 // placeholderDisk hides the mask placeholders of other runs: an empty file
-// that is only one counts as missing, so it is masked again.
+// or an empty directory that is only one counts as missing, so it is
+// masked again.
 type placeholderDisk struct {
 	Disk
 	isPlaceholder func(path string) bool
@@ -23,10 +24,18 @@ type placeholderDisk struct {
 
 func (d placeholderDisk) Lstat(name string) (fs.FileInfo, error) {
 	fi, err := d.Disk.Lstat(name)
-	if err == nil && d.isPlaceholder != nil && fi.Mode().IsRegular() && fi.Size() == 0 && d.isPlaceholder("/"+name) {
+	if err == nil && d.isPlaceholder != nil && d.empty(name, fi) && d.isPlaceholder("/"+name) {
 		return nil, &fs.PathError{Op: "lstat", Path: name, Err: fs.ErrNotExist}
 	}
 	return fi, err
+}
+
+func (d placeholderDisk) empty(name string, fi fs.FileInfo) bool {
+	if fi.IsDir() {
+		entries, err := fs.ReadDir(d.Disk, name)
+		return err == nil && len(entries) == 0
+	}
+	return fi.Mode().IsRegular() && fi.Size() == 0
 }
 
 // rel turns an absolute path into a Disk name.

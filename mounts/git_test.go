@@ -66,7 +66,7 @@ func formatProtection(pr protection) string {
 	for _, l := range []struct {
 		name string
 		list []string
-	}{{"pin", pr.pins}, {"read-only", pr.existing}, {"mask", pr.masks}, {"link", pr.links}, {"commondir", pr.commondirs}, {"watched", pr.watched}} {
+	}{{"pin", pr.pins}, {"read-only", pr.existing}, {"tmpfs", pr.dirs}, {"mask", pr.masks}, {"link", pr.links}, {"commondir", pr.commondirs}, {"watched", pr.watched}} {
 		for _, p := range slices.Sorted(slices.Values(l.list)) {
 			fmt.Fprintf(&b, "%s %s\n", l.name, p)
 		}

@@ -7,8 +7,10 @@ import (
 
 // TestGlobalGitConfigInAWritableHome: a home in a writable root has git's
 // user configuration read-only there, the XDG file too (uncreatable when
-// missing), every file it includes (`~/.gitconfig.local`), and the hooks
-// and fsmonitor command it names, for every repository under the roots.
+// missing: a missing ~/.config/git, which would hold it, is a tmpfs in
+// which it is masked), every file it includes (`~/.gitconfig.local`), and
+// the hooks and fsmonitor command it names, for every repository under the
+// roots.
 func TestGlobalGitConfigInAWritableHome(t *testing.T) {
 	t.Parallel()
 	d := gitTree()
@@ -24,9 +26,11 @@ func TestGlobalGitConfigInAWritableHome(t *testing.T) {
 		"read-only /srv/proj/home/.gitconfig",
 		"read-only /srv/proj/home/.gitconfig.local",
 		"mask /srv/proj/home/.gitconfig.deeper",
-		"mask /srv/proj/home/.config/git",
+		"tmpfs /srv/proj/home/.config/git",
+		"mask /srv/proj/home/.config/git/config",
 		"mask /srv/proj/home/githooks",
-		"mask /srv/proj/home/bin",
+		"tmpfs /srv/proj/home/bin",
+		"mask /srv/proj/home/bin/fsmon",
 		"pin /srv/proj/home",
 	} {
 		if !strings.Contains(got, want+"\n") {

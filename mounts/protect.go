@@ -3,6 +3,7 @@ package mounts
 import (
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -16,7 +17,16 @@ var skipDirs = []string{".git", "node_modules"}
 // protection is the outcome of searching the writable roots.
 type protection struct {
 	existing []string // paths to bind read-only over themselves
-	masks    []string // first missing components to cover with an empty file
+	// masks are paths to cover with an empty file: first missing
+	// components, and the protected paths in a tmpfs of dirs.
+	masks []string
+	// dirs are missing directories that would directly hold protected
+	// paths (a missing .claude, for .claude/settings.json): each is
+	// covered with an empty tmpfs, in which those paths are masks. The
+	// agent's tools then find a directory where they expect one (Claude
+	// Code reports a .claude that is a file as a Settings Error), and
+	// nothing written there reaches the host.
+	dirs []string
 	// links are symlinks that protected paths are, or lie beyond, below
 	// their writable root: a mount cannot cover them (Render refuses them
 	// unless the policy accepts them).
@@ -50,6 +60,9 @@ type finder struct {
 	pr    protection
 	seen  map[string]bool // entries of pr's lists
 	git   gitState
+	// holding maps a missing directory to the protected paths it would
+	// hold directly (protection.dirs, decided once the search is over).
+	holding map[string][]string
 }
 
 // findProtected looks for every relative protect pattern in each writable
@@ -60,7 +73,7 @@ type finder struct {
 // (git.go).
 func findProtected(d Disk, roots, patterns []string, depth int, homes []string) protection {
 	d = &statCache{Disk: d, m: map[string]statResult{}}
-	f := &finder{d: d, roots: roots, homes: homes, seen: map[string]bool{}, git: gitState{
+	f := &finder{d: d, roots: roots, homes: homes, seen: map[string]bool{}, holding: map[string][]string{}, git: gitState{
 		dirs: map[string]*gitDir{}, configs: map[string][]gitVar{}, tops: map[[2]string]bool{},
 	}}
 	var relative []string
@@ -88,6 +101,17 @@ func findProtected(d Disk, roots, patterns []string, depth int, homes []string) 
 			}
 			return f.repository(dir, names)
 		})
+	}
+	// A missing directory that is protected itself is masked whole, which
+	// keeps what it would hold from being created too.
+	for _, d := range slices.Sorted(maps.Keys(f.holding)) {
+		if f.seen[d] {
+			continue
+		}
+		f.add(&f.pr.dirs, d)
+		for _, p := range f.holding[d] {
+			f.add(&f.pr.masks, p)
+		}
 	}
 	return f.pr
 }
@@ -154,6 +178,13 @@ func (f *finder) protect(p string) {
 	parent := path.Dir(m)
 	switch fi, err := lstat(f.d, parent); {
 	case m == "" || !underAny(m, f.roots) || err != nil:
+	case fi.IsDir() && m == path.Dir(p) && path.Base(m) != ".git":
+		// A missing directory that would hold p: a tmpfs (dirs). A
+		// missing .git stays a file (Input.GitFile), which git does not
+		// take for a repository.
+		if !slices.Contains(f.holding[m], p) {
+			f.holding[m] = append(f.holding[m], p)
+		}
 	case fi.IsDir():
 		f.add(&f.pr.masks, m)
 	case underAny(parent, f.roots) && !slices.Contains(f.roots, parent):

@@ -123,7 +123,8 @@ type Plan struct {
 	// Codex is the run's private Codex directory; nil without codex.home.
 	Codex *CodexHome
 	// Masks are host paths bwrap creates as mount points to keep missing
-	// protected paths from being created; they are removed after the run.
+	// protected paths from being created (empty files, and empty
+	// directories under a tmpfs); they are removed after the run.
 	Masks []string
 	// Protected and Denied list what was re-protected and hidden.
 	Protected, Denied []string
@@ -505,6 +506,19 @@ func (r *renderer) protect(roots []string) {
 	if empty == "" {
 		empty = "/dev/null"
 	}
+	// A missing directory that would hold protected paths is an empty
+	// tmpfs, the run user's, in which they are masked below: a directory
+	// to Claude Code, which takes a .claude that is a file for a broken
+	// settings file (ENOTDIR), and one in which Claude Code's own sandbox
+	// can make the mount points it needs for the paths it protects there
+	// (it cannot in a read-only one, and every sandboxed command would
+	// fail). What else is written there is the run's alone: it never
+	// reaches the host, and the cap keeps a large write failing rather
+	// than vanishing after the run.
+	for _, d := range pr.dirs {
+		r.arg("--size", strconv.Itoa(dirMaskSize))
+		r.mount("--tmpfs", d)
+	}
 	for _, m := range pr.masks {
 		src := empty
 		if path.Base(m) == ".git" {
@@ -540,8 +554,20 @@ func (r *renderer) protect(roots []string) {
 			ErrProtectedLink, l, target, fix))
 	}
 	r.plan.Protected = append(append(pr.existing, pr.masks...), pr.commondirs...)
-	r.plan.Masks = append(pr.masks, pr.commondirs...)
+	// On the host, a placeholder is made only where a mount point lies
+	// outside those tmpfs: the masks elsewhere, and each tmpfs's own (an
+	// empty directory), last.
+	for _, m := range pr.masks {
+		if !slices.Contains(pr.dirs, path.Dir(m)) {
+			r.plan.Masks = append(r.plan.Masks, m)
+		}
+	}
+	r.plan.Masks = append(append(r.plan.Masks, pr.commondirs...), pr.dirs...)
 }
+
+// dirMaskSize caps the tmpfs over a missing directory that would hold
+// protected paths (protection.dirs).
+const dirMaskSize = 1 << 20
 
 // deny hides each denied path the run user could reach: an empty,
 // read-only tmpfs over a directory, /dev/null over anything else.

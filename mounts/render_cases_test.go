@@ -378,7 +378,7 @@ func TestRenderClaudeHome(t *testing.T) {
 			t.Errorf("no %q in\n%s", w, args)
 		}
 	}
-	if strings.Contains(args, "/agents") {
+	if strings.Contains(args, "/home/agent/.claude/agents") {
 		t.Errorf("~/.claude/agents is a file and is bound:\n%s", args)
 	}
 	if c := plan.Claude; c == nil || c.Jail != "/home/agent/.claude" || c.Credentials != "/home/op/.claude/.credentials.json" ||
@@ -581,6 +581,57 @@ func TestRenderMasksInsideExistingProtectedDirectories(t *testing.T) {
 		if strings.HasPrefix(m, "/srv/proj/sub/.env") || strings.HasPrefix(m, "/srv/proj/a/b/.env") || strings.HasPrefix(m, "/srv/proj/a/b/c/d/.env") || strings.HasPrefix(m, "/srv/cache/.git/") {
 			t.Errorf("%s is masked: only protected directories that exist are masked into below the top", m)
 		}
+	}
+}
+
+// TestRenderMissingDirectoryOfProtectedPaths: a missing directory that
+// would hold protected paths (.claude, for .claude/settings.json) is an
+// empty tmpfs, after which those paths are masked in it, and only the
+// directory is a placeholder on the host; one that is protected itself
+// stays a file that keeps everything below it from being made (a missing
+// .git too: override.golden's /srv/cache/.git). Another run's placeholder, an empty registered directory, counts
+// as missing; a registered directory someone put a file in does not.
+func TestRenderMissingDirectoryOfProtectedPaths(t *testing.T) {
+	t.Parallel()
+	tmpfs := "--size 1048576 --tmpfs /srv/proj/.claude"
+	inner := "--ro-bind /run/agentjail/empty /srv/proj/.claude/settings.json"
+	for _, c := range []struct {
+		name        string
+		protect     []string
+		disk        map[string]*fstest.MapFile
+		placeholder bool
+		tmpfs       bool
+	}{
+		{"missing", nil, nil, false, true},
+		{"protected itself", []string{".claude"}, nil, false, false},
+		{"another run's placeholder", nil, map[string]*fstest.MapFile{"srv/proj/.claude": dir(0o755, 1000)}, true, true},
+		{"a placeholder someone wrote in", nil, map[string]*fstest.MapFile{"srv/proj/.claude": dir(0o755, 1000), "srv/proj/.claude/x": node(0o644, 1000, 1000, "")}, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			in := input(t, "tier1", "/srv/proj")
+			in.Policy.Filesystem.Protect = append(in.Policy.Filesystem.Protect, c.protect...)
+			disk := in.Disk.(fstest.MapFS)
+			maps.Copy(disk, c.disk)
+			if c.placeholder {
+				in.IsPlaceholder = func(p string) bool { return p == "/srv/proj/.claude" }
+			}
+			plan, err := Render(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := strings.Join(plan.Args, " ")
+			t1, t2 := strings.Index(args, tmpfs), strings.Index(args, inner)
+			if got := t1 >= 0 && t2 > t1; got != c.tmpfs {
+				t.Errorf("a tmpfs with the masks in it: %v, want %v:\n%s", got, c.tmpfs, args)
+			}
+			if c.tmpfs && (!slices.Contains(plan.Masks, "/srv/proj/.claude") || slices.Contains(plan.Masks, "/srv/proj/.claude/settings.json") || !slices.Contains(plan.Protected, "/srv/proj/.claude/settings.json")) {
+				t.Errorf("placeholders on the host %v, protected %v", plan.Masks, plan.Protected)
+			}
+			if c.name == "protected itself" && (!strings.Contains(args, "--ro-bind /run/agentjail/empty /srv/proj/.claude ") || strings.Contains(args, "/srv/proj/.claude/")) {
+				t.Errorf(".claude is not masked whole with a file:\n%s", args)
+			}
+		})
 	}
 }
 

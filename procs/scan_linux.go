@@ -2,6 +2,7 @@ package procs
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -227,4 +228,61 @@ func Descendants(procRoot string, pid int) ([]Proc, error) {
 		queue = append(queue, children[queue[0].PID]...)
 	}
 	return out, nil
+}
+
+// Held is a process held by a pidfd: what was read of it after the pidfd
+// was opened (its stat) belongs to it, and a signal sent through FD reaches
+// it or nothing, never a process that reused its pid (pidfd_open(2)).
+type Held struct {
+	PID, FD int
+	Stat
+}
+
+// Below returns the live processes below root in procRoot's process tree,
+// parents before children, looking only at those created after since (a
+// zero Since: at all). rootFD is a pidfd of root, or -1 when root is the
+// caller. Each is held by a pidfd opened before its parent was read again
+// and found alive, so it is a descendant. Zombies are left out: they have
+// no children (exit re-parents them). The caller closes the pidfds
+// (Release).
+func Below(procRoot string, root, rootFD int, since Since) ([]Held, error) {
+	ents, err := os.ReadDir(procRoot)
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	keep := since.filter(procRoot)
+	kids := map[int][]int{}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || keep != nil && !keep(pid) {
+			continue
+		}
+		if st, err := ReadStat(procRoot, pid); err == nil {
+			kids[st.PPID] = append(kids[st.PPID], pid)
+		}
+	}
+	tree := []Held{{PID: root, FD: rootFD}}
+	for i := 0; i < len(tree); i++ {
+		parent := tree[i]
+		for _, pid := range kids[parent.PID] {
+			fd, err := unix.PidfdOpen(pid, 0)
+			if err != nil {
+				continue // gone already
+			}
+			st, err := ReadStat(procRoot, pid)
+			if err != nil || st.PPID != parent.PID || st.State == 'Z' || parent.FD >= 0 && unix.PidfdSendSignal(parent.FD, 0, nil, 0) != nil {
+				unix.Close(fd)
+				continue
+			}
+			tree = append(tree, Held{PID: pid, FD: fd, Stat: st})
+		}
+	}
+	return tree[1:], nil
+}
+
+// Release closes the pidfds of held.
+func Release(held []Held) {
+	for _, h := range held {
+		unix.Close(h.FD)
+	}
 }

@@ -1,12 +1,18 @@
 package procs
 
 import (
+	"bufio"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // fakeProc writes a process into a fixture procfs tree: environ (nil: the
@@ -160,5 +166,63 @@ func TestMarkedBySince(t *testing.T) {
 	}
 	if got, _ := MarkedBy(root, "run", Since{}); len(got) != 4 {
 		t.Errorf("no mark: %v", pids(got))
+	}
+}
+
+// TestBelowHoldsTheTree: Below finds what a process started, one in a
+// session of its own and a grandchild included, each held by a pidfd; a
+// mark taken once they ran leaves them all out.
+func TestBelowHoldsTheTree(t *testing.T) {
+	t.Parallel()
+	since := Mark("/proc")
+	cmd := exec.Command("sh", "-c", `setsid sleep 100 & sh -c 'sleep 100 & wait' & echo started; wait`)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	})
+	bufio.NewReader(out).ReadString('\n')
+	fd, err := unix.PidfdOpen(cmd.Process.Pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	comms := func(since Since) []string {
+		held, err := Below("/proc", cmd.Process.Pid, fd, since)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer Release(held)
+		var out []string
+		for _, h := range held {
+			if unix.PidfdSendSignal(h.FD, 0, nil, 0) != nil {
+				t.Errorf("pid %d is not held", h.PID)
+			}
+			out = append(out, h.Comm)
+		}
+		slices.Sort(out)
+		return out
+	}
+	want := []string{"sh", "sleep", "sleep"}
+	var got []string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if got = comms(since); slices.Equal(got, want) {
+			break
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("below sh: %v, want %v", got, want)
+	}
+	if got := comms(Mark("/proc")); len(got) != 0 {
+		t.Errorf("created before the mark, found: %v", got)
+	}
+	if got := comms(Since{}); !slices.Equal(got, want) {
+		t.Errorf("without a mark: %v, want %v", got, want)
 	}
 }

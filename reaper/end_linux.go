@@ -147,7 +147,7 @@ func hasChildren() bool {
 type subtree struct {
 	proc   string
 	termed map[identity]bool
-	last   []process
+	last   []procs.Held
 }
 
 // identity tells a process from a later one with the same pid.
@@ -161,7 +161,7 @@ func (t *subtree) signal(sig syscall.Signal, onlyNew bool, logf func(string, ...
 	if err != nil {
 		return 0, err
 	}
-	defer closeAll(ps)
+	defer procs.Release(ps)
 	if len(ps) == 0 && hasChildren() {
 		// Only zombies are left: the reaper collects them, and init must
 		// not exit first (its orphaned zombies would outlive it).
@@ -170,14 +170,14 @@ func (t *subtree) signal(sig syscall.Signal, onlyNew bool, logf func(string, ...
 	t.last = t.last[:0]
 	for _, p := range ps {
 		t.last = append(t.last, p)
-		id := identity{p.pid, p.Start}
+		id := identity{p.PID, p.Start}
 		if onlyNew && t.termed[id] {
 			continue
 		}
 		t.termed[id] = true
-		logf("sending %s to pid %d (%s)", unix.SignalName(sig), p.pid, p.Comm)
-		if err := unix.PidfdSendSignal(p.fd, sig, nil, 0); err != nil && err != unix.ESRCH {
-			return len(ps), fmt.Errorf("signal pid %d (%s): %w", p.pid, p.Comm, err)
+		logf("sending %s to pid %d (%s)", unix.SignalName(sig), p.PID, p.Comm)
+		if err := unix.PidfdSendSignal(p.FD, sig, nil, 0); err != nil && err != unix.ESRCH {
+			return len(ps), fmt.Errorf("signal pid %d (%s): %w", p.PID, p.Comm, err)
 		}
 	}
 	return len(ps), nil
@@ -189,67 +189,14 @@ func (t *subtree) describe() string {
 	}
 	var s []string
 	for _, p := range t.last {
-		s = append(s, fmt.Sprintf("pid %d (%s) state %c", p.pid, p.Comm, p.State))
+		s = append(s, fmt.Sprintf("pid %d (%s) state %c", p.PID, p.Comm, p.State))
 	}
 	return strings.Join(s, ", ")
 }
 
-// process is a descendant, held by a pidfd.
-type process struct {
-	pid int
-	fd  int
-	procs.Stat
-}
-
 // descendants returns the live processes below this one in proc's process
-// tree. Each is held by a pidfd opened before its ppid was read and its
-// parent found still alive, so it is a descendant and a signal sent through
-// the pidfd reaches it or nothing — never a process that reused its pid
-// (pidfd_open(2)). Zombies are left out: they have no children (exit
-// re-parents them) and the reaper collects them. The caller closes the
-// pidfds (closeAll).
-func descendants(proc string) ([]process, error) {
-	ents, err := os.ReadDir(proc)
-	if err != nil {
-		return nil, fmt.Errorf("list processes: %w", err)
-	}
-	kids := map[int][]int{}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if st, err := procs.ReadStat(proc, pid); err == nil {
-			kids[st.PPID] = append(kids[st.PPID], pid)
-		}
-	}
-	tree := []process{{pid: os.Getpid(), fd: -1}}
-	for i := 0; i < len(tree); i++ {
-		parent := tree[i]
-		for _, pid := range kids[parent.pid] {
-			fd, err := unix.PidfdOpen(pid, 0)
-			if err != nil {
-				continue // gone already
-			}
-			st, err := procs.ReadStat(proc, pid)
-			if err != nil || st.PPID != parent.pid || st.State == 'Z' || !alive(parent.fd) {
-				unix.Close(fd)
-				continue
-			}
-			tree = append(tree, process{pid: pid, fd: fd, Stat: st})
-		}
-	}
-	return tree[1:], nil
-}
-
-// alive reports whether the process behind pidfd fd still exists; -1 is
-// this process.
-func alive(fd int) bool {
-	return fd < 0 || unix.PidfdSendSignal(fd, 0, nil, 0) == nil
-}
-
-func closeAll(ps []process) {
-	for _, p := range ps {
-		unix.Close(p.fd)
-	}
+// tree, each held by a pidfd (procs.Below). The caller closes the pidfds
+// (procs.Release).
+func descendants(proc string) ([]procs.Held, error) {
+	return procs.Below(proc, os.Getpid(), -1, procs.Since{})
 }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentjail/agentjail/procs"
 )
 
 // The main goroutine keeps the main thread (runtime.LockOSThread), so
@@ -145,24 +147,24 @@ func endHelper() int {
 		return 1
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	var before []process
+	var before []procs.Held
 	for len(before) < 3 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
-		closeAll(before)
+		procs.Release(before)
 		var err error
 		if before, err = descendants("/proc"); err != nil {
 			fmt.Println("descendants:", err)
 			return 1
 		}
 	}
-	closeAll(before)
+	procs.Release(before)
 	var log []string
 	err := EndDescendants(100*time.Millisecond, "", nil, func(f string, a ...any) { log = append(log, fmt.Sprintf(f, a...)) })
 	after, _ := descendants("/proc")
-	defer closeAll(after)
+	defer procs.Release(after)
 	if err != nil || len(after) > 0 {
 		for _, p := range after { // clean up what the code under test left
-			unix.PidfdSendSignal(p.fd, unix.SIGKILL, nil, 0)
+			unix.PidfdSendSignal(p.FD, unix.SIGKILL, nil, 0)
 		}
 		fmt.Printf("err=%v after=%d\n%s\n", err, len(after), strings.Join(log, "\n"))
 		return 1

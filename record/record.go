@@ -159,7 +159,9 @@ type SignalEvent struct {
 	Signal string `json:"signal"`
 	At     Time   `json:"at"`
 	// Target is "group" (the jail's process group), "bwrap" (before the
-	// sandbox existed) or, for received signals, empty.
+	// sandbox existed), "session" and "foreground" (the agent's terminal's
+	// session and foreground job), "others" (every other process of the
+	// jail, one by one) or, for received signals, empty.
 	Target string `json:"target,omitempty"`
 }
 

@@ -1,13 +1,17 @@
 package runstate
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -66,7 +70,8 @@ func HoldMasks(dir string, paths []string) (*Masks, error) {
 }
 
 // Release drops this run's hold and removes every placeholder no other live
-// run holds: the empty file bwrap made, then its registry entry.
+// run holds: the empty file or directory bwrap made, then its registry
+// entry. A directory comes after the files that may lie in it.
 func (m *Masks) Release() error {
 	for _, f := range m.held {
 		f.Close()
@@ -93,9 +98,19 @@ func SweepMasks(dir string) error {
 		}
 		return fmt.Errorf("mask registry: %w", err)
 	}
-	var errs []error
+	// Deeper placeholders first: a directory one may lie in is empty only
+	// once they are gone.
+	names := make(map[string]string, len(entries))
 	for _, e := range entries {
-		if err := removeUnheld(filepath.Join(dir, e.Name()), ""); err != nil {
+		data, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+		names[e.Name()] = string(data)
+	}
+	order := slices.SortedFunc(maps.Keys(names), func(a, b string) int {
+		return cmp.Or(cmp.Compare(strings.Count(names[b], "/"), strings.Count(names[a], "/")), cmp.Compare(a, b))
+	})
+	var errs []error
+	for _, name := range order {
+		if err := removeUnheld(filepath.Join(dir, name), ""); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -118,7 +133,7 @@ func removeUnheld(name, want string) error {
 	p := string(data)
 	var err2 error
 	if p != "" && (want == "" || p == want) && filepath.IsAbs(p) {
-		if err := removeEmptyFile(p); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
+		if err := removeEmpty(p); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) && !errors.Is(err, unix.ENOTEMPTY) {
 			err2 = fmt.Errorf("remove mask placeholder %s: %w", p, err)
 		}
 	}
@@ -126,12 +141,13 @@ func removeUnheld(name, want string) error {
 	return err2
 }
 
-// removeEmptyFile deletes p if it is an empty regular file, never following
-// a symlink: its directory is reached without one (hostfs.Strict: openat2
-// RESOLVE_NO_SYMLINKS, or one O_NOFOLLOW component at a time before Linux
-// 5.6), and the entry is examined with AT_SYMLINK_NOFOLLOW. Anything else
-// is left alone (someone wrote to it).
-func removeEmptyFile(p string) error {
+// removeEmpty deletes p if it is an empty regular file or an empty
+// directory, never following a symlink: its directory is reached without
+// one (hostfs.Strict: openat2 RESOLVE_NO_SYMLINKS, or one O_NOFOLLOW
+// component at a time before Linux 5.6), and the entry is examined with
+// AT_SYMLINK_NOFOLLOW. Anything else is left alone (someone wrote to it;
+// rmdir(2) refuses a directory that is not empty: ENOTEMPTY).
+func removeEmpty(p string) error {
 	dir, name, err := hostfs.Strict.Parent(p)
 	if err != nil {
 		return err
@@ -141,7 +157,10 @@ func removeEmptyFile(p string) error {
 	if err != nil {
 		return err
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != 0 {
+	switch {
+	case st.Mode&unix.S_IFMT == unix.S_IFDIR:
+		return dir.RemoveDir(name)
+	case st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != 0:
 		return nil
 	}
 	return dir.Remove(name)

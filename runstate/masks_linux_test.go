@@ -1,6 +1,7 @@
 package runstate
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -39,13 +40,17 @@ func TestMasksLastRunOutRemovesPlaceholder(t *testing.T) {
 	}
 }
 
-func TestMasksLeaveWhatIsNotAnEmptyFile(t *testing.T) {
+// TestMasksLeaveWhatIsNotEmpty: a placeholder someone wrote to, a
+// directory placeholder someone put a file in, and anything reached
+// through a symlink are left where they are.
+func TestMasksLeaveWhatIsNotEmpty(t *testing.T) {
 	t.Parallel()
 	reg, root, outside := t.TempDir(), t.TempDir(), t.TempDir()
 	written := filepath.Join(root, "written")
 	os.WriteFile(written, []byte("someone wrote here"), 0o644)
 	asDir := filepath.Join(root, "dir")
 	os.Mkdir(asDir, 0o755)
+	os.WriteFile(filepath.Join(asDir, "f"), nil, 0o644)
 	// A symlinked parent must not be followed: the empty file behind it
 	// belongs to someone else.
 	victim := filepath.Join(outside, "victim")
@@ -60,6 +65,41 @@ func TestMasksLeaveWhatIsNotAnEmptyFile(t *testing.T) {
 	for _, p := range []string{written, asDir, victim} {
 		if _, err := os.Lstat(p); err != nil {
 			t.Errorf("%s was removed", p)
+		}
+	}
+}
+
+// TestMasksRemoveAnEmptyDirectory: the placeholder of a tmpfs over a
+// missing directory (mounts' protection.dirs) is an empty directory, which
+// the last run out removes after the files of its own registered in it,
+// whatever the order the sweep finds them in.
+func TestMasksRemoveAnEmptyDirectory(t *testing.T) {
+	t.Parallel()
+	for _, sweep := range []bool{false, true} {
+		reg, root := t.TempDir(), t.TempDir()
+		d := filepath.Join(root, ".claude")
+		// A file whose registry entry a listing finds after the
+		// directory's: removed first anyway.
+		var f string
+		for i := 0; f == "" || filepath.Base(registryName(reg, f)) < filepath.Base(registryName(reg, d)); i++ {
+			f = filepath.Join(d, fmt.Sprintf("settings%d.json", i))
+		}
+		m, err := HoldMasks(reg, []string{f, d})
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.Mkdir(d, 0o755)
+		os.WriteFile(f, nil, 0o444)
+		if sweep {
+			for _, h := range m.held {
+				h.Close() // killed
+			}
+			err = SweepMasks(reg)
+		} else {
+			err = m.Release()
+		}
+		if err != nil || fileExists(d) {
+			t.Errorf("sweep %v: %v; the directory placeholder is left: %v", sweep, err, fileExists(d))
 		}
 	}
 }

@@ -745,12 +745,22 @@ func (s *supervisor) adopt(pid int, blockW *os.File) error {
 	return nil
 }
 
-// signal sends sig to the jail's process group; before that group exists
-// (the sandbox calls setsid() after --block-fd) a termination signal goes
-// to bwrap, whose death takes the sandbox with it (--die-with-parent).
+// signal sends sig to the whole jail: its process group (and on a
+// terminal of its own, the agent's session and foreground job), then each
+// other process of it (signalOthers). Before that group exists (the
+// sandbox calls setsid() after --block-fd) a termination signal goes to
+// bwrap, whose death takes the sandbox with it (--die-with-parent).
 func (s *supervisor) signal(sig syscall.Signal) {
-	if s.box != nil && s.signalGroup(sig) {
-		return
+	if s.box != nil {
+		// Found before the groups are signalled: a process whose parent
+		// dies of it is re-parented meanwhile, and new processes started
+		// to handle it are the signalled ones' own.
+		jail := s.jailProcs()
+		defer procs.Release(jail)
+		if groups, ok := s.signalGroup(sig); ok {
+			s.signalOthers(sig, jail, groups)
+			return
+		}
 	}
 	if sig == syscall.SIGCONT {
 		return
@@ -761,26 +771,69 @@ func (s *supervisor) signal(sig syscall.Signal) {
 }
 
 // signalGroup signals the jail's process group and reports whether it
-// existed. On a terminal of its own the agent leads a session apart: its
-// group and the terminal's foreground job get the signal too.
-func (s *supervisor) signalGroup(sig syscall.Signal) bool {
+// existed, with the groups signalled. On a terminal of its own the agent
+// leads a session apart: its group and the terminal's foreground job get
+// the signal too.
+func (s *supervisor) signalGroup(sig syscall.Signal) ([]int, bool) {
 	never := procs.NewGuard(s.spec.ProcRoot)
 	if never[s.box.pid] {
-		return false
+		return nil, false
 	}
 	now := record.Time(time.Now())
+	var groups []int
 	if s.tty != nil && sig != syscall.SIGKILL {
 		// SIGKILL to the jail's group ends its pid namespace, and so
 		// every process in it.
-		for _, target := range s.tty.signal(s.spec.ProcRoot, sig) {
+		var reached []string
+		reached, groups = s.tty.signal(s.spec.ProcRoot, sig)
+		for _, target := range reached {
 			s.rec.SignalsSent = append(s.rec.SignalsSent, record.SignalEvent{Signal: procs.SignalName(sig), At: now, Target: target})
 		}
 	}
 	if err := s.box.signalGroup(s.spec.ProcRoot, sig); err != nil {
-		return false
+		return nil, false
 	}
 	s.rec.SignalsSent = append(s.rec.SignalsSent, record.SignalEvent{Signal: procs.SignalName(sig), At: now, Target: "group"})
-	return true
+	return append(groups, s.box.pid), true
+}
+
+// jailProcs holds every process of the jail: those below the sandbox, the
+// first process of its pid namespace, where every process of the jail
+// descends from it (an orphan is re-parented to the namespace's init or to
+// a subreaper in it, pid_namespaces(7)); without a pid namespace of its own
+// (SharedPIDs), those below agentjail but bwrap, since agentjail is the
+// subreaper of what the jail leaves. Only the pids handed out since the
+// run began are looked at (procs.Since): no process of the jail is older.
+func (s *supervisor) jailProcs() []procs.Held {
+	root, rootFD := s.box.pid, s.box.pidfd
+	if s.spec.SharedPIDs {
+		root, rootFD = os.Getpid(), -1
+	}
+	held, err := procs.Below(s.spec.ProcRoot, root, rootFD, s.since)
+	if err != nil {
+		s.rec.Warnings = append(s.rec.Warnings, "find the jail's processes: "+err.Error())
+	}
+	return held
+}
+
+// signalOthers sends sig, through the pidfds that hold them, to those of
+// the jail's processes in none of groups (those signalled as groups): a
+// background job in a group of its own, a daemon that called setsid. A
+// signal to a group reaches a process forked meanwhile (the kernel retries
+// such a fork); these, one by one, reach those held.
+func (s *supervisor) signalOthers(sig syscall.Signal, jail []procs.Held, groups []int) {
+	n := 0
+	for _, p := range jail {
+		if p.PID == s.cmd.Process.Pid || slices.Contains(groups, p.PGID) {
+			continue
+		}
+		if unix.PidfdSendSignal(p.FD, sig, nil, 0) == nil {
+			n++
+		}
+	}
+	if n > 0 {
+		s.rec.SignalsSent = append(s.rec.SignalsSent, record.SignalEvent{Signal: procs.SignalName(sig), At: record.Time(time.Now()), Target: "others"})
+	}
 }
 
 // attach starts the agent's terminal: its output read as the jail's
@@ -829,7 +882,11 @@ func (s *supervisor) endTty() {
 // the pid namespace down (pid_namespaces(7)).
 func (s *supervisor) kill() {
 	s.killed = true
-	if s.box == nil || !s.signalGroup(syscall.SIGKILL) {
+	grouped := false
+	if s.box != nil {
+		_, grouped = s.signalGroup(syscall.SIGKILL)
+	}
+	if !grouped {
 		if err := s.cmd.Process.Signal(syscall.SIGKILL); err == nil {
 			s.rec.SignalsSent = append(s.rec.SignalsSent, record.SignalEvent{Signal: "SIGKILL", At: record.Time(time.Now()), Target: "bwrap"})
 		}

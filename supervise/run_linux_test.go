@@ -240,6 +240,53 @@ func TestRunHurriedDeliveryWaitsForALiveReader(t *testing.T) {
 	}
 }
 
+// TestRunSignalsEveryProcess: a timeout's SIGTERM and one agentjail
+// receives reach a process of the jail in a session of its own (setsid),
+// outside every group the supervisor signals as a group: it gets its
+// SIGTERM before the grace ends, not only the SIGKILL after it.
+func TestRunSignalsEveryProcess(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		wall time.Duration
+		sig  os.Signal
+	}{{"wall limit", time.Second, nil}, {"SIGTERM", 0, syscall.SIGTERM}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			signals := make(chan os.Signal, 1)
+			spec := fakeSpec(t, "sh", "-c", `setsid sh -c 'trap "touch \"$0/got-term\"; exit 0" TERM; echo ready; while :; do sleep 0.05; done' "$0" &
+trap 'wait; exit 0' TERM; wait`, dir)
+			spec.Signals, spec.Wall, spec.Grace = signals, c.wall, 30*time.Second
+			ready := make(chan struct{})
+			var once sync.Once
+			spec.StdoutTap = writerFunc(func(p []byte) {
+				if bytes.Contains(p, []byte("ready")) {
+					once.Do(func() { close(ready) })
+				}
+			})
+			go func() {
+				select {
+				case <-ready:
+				case <-time.After(time.Minute):
+				}
+				if c.sig != nil {
+					signals <- c.sig
+				}
+			}()
+			r := runRecord(t, spec)
+			select {
+			case <-ready:
+			default:
+				t.Fatal("the process in a session of its own never started")
+			}
+			if _, err := os.Stat(dir + "/got-term"); err != nil || !slices.Contains(sent(r), "SIGTERM>others") || slices.Contains(sent(r), "SIGKILL>group") {
+				t.Errorf("the process in a session of its own got no SIGTERM (%v); signals sent %v", err, sent(r))
+			}
+		})
+	}
+}
+
 type writerFunc func([]byte)
 
 func (f writerFunc) Write(p []byte) (int, error) { f(p); return len(p), nil }

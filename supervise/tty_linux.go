@@ -163,12 +163,12 @@ func (a *agentTerminal) resize(op *term.State) {
 // signal sends sig to the agent's session's own process group (the
 // leader's) and, when another, to the terminal's foreground process group
 // (a job an interactive shell in the jail started), and returns the
-// targets reached. A background job in a third group is reached only by
-// the SIGKILL that ends the pid namespace.
-func (a *agentTerminal) signal(procRoot string, sig syscall.Signal) []string {
-	var reached []string
+// targets reached and their groups. The rest of the jail (a background
+// job in a third group, a process that called setsid) is the supervisor's
+// to reach (signalOthers).
+func (a *agentTerminal) signal(procRoot string, sig syscall.Signal) (reached []string, groups []int) {
 	if signalPgrp(procRoot, a.leader, a.leaderPID, sig) == nil {
-		reached = append(reached, "session")
+		reached, groups = append(reached, "session"), append(groups, a.leaderPID)
 	}
 	var sid, fg int
 	var err error
@@ -178,19 +178,19 @@ func (a *agentTerminal) signal(procRoot string, sig syscall.Signal) []string {
 		}
 	})
 	if err != nil || fg <= 0 || fg == sid {
-		return reached
+		return reached, groups
 	}
 	pidfd, err := unix.PidfdOpen(fg, 0)
 	if err != nil {
-		return reached // its leader is gone: the session's SIGHUP reaches the rest
+		return reached, groups // its leader is gone: the session's SIGHUP reaches the rest
 	}
 	defer unix.Close(pidfd)
 	var again int
 	a.control(func(fd int) { again, err = unix.IoctlGetInt(fd, unix.TIOCGPGRP) })
 	if err == nil && again == fg && signalPgrp(procRoot, pidfd, fg, sig) == nil {
-		reached = append(reached, "foreground")
+		reached, groups = append(reached, "foreground"), append(groups, fg)
 	}
-	return reached
+	return reached, groups
 }
 
 // signalPgrp signals the process group led by pid, which pidfd names.

@@ -143,7 +143,7 @@ func renderHeader(j *launch.Jail) string {
 		for i, m := range j.Plan.Masks {
 			quoted[i] = shellQuote(m)
 		}
-		b.WriteString("# bwrap makes each missing protected path it masks on the host (an empty file, its mount point); agentjail run removes them after the run, so remove them after running this line:\n")
+		b.WriteString("# bwrap makes each missing protected path it masks on the host (an empty file, or an empty directory under a tmpfs: its mount point); agentjail run removes them after the run, so remove them after running this line:\n")
 		b.WriteString("#   " + strings.Join(quoted, " ") + "\n")
 	}
 	return b.String()

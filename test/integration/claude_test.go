@@ -251,7 +251,9 @@ func TestClaudeProtectedPaths(t *testing.T) {
 
 // TestClaudeOwnSandbox: Claude Code's own sandbox (bubblewrap, its own
 // namespaces) works inside the jail, in a directory without a repository
-// (where agentjail masks .claude and .git) and in a git repository that
+// (where agentjail masks .git, and makes .claude a tmpfs in which the
+// protected settings are masks, and Claude Code's sandbox makes its own
+// mount points) and in a git repository that
 // has Claude settings: the sandboxed command sees a network namespace of
 // its own and still writes to its working directory.
 func TestClaudeOwnSandbox(t *testing.T) {

@@ -22,7 +22,7 @@ import (
 // and end its output with "\e[8m", which hides everything printed after
 // it. Under plain bwrap the modes stay changed and TIOCSETD works. Under
 // agentjail, on every way a run ends that agentjail controls (the command
-// ends, a timeout, `agentjail stop`, SIGTERM or SIGINT to agentjail), the
+// ends, a timeout, `agentjail stop`, SIGTERM, SIGINT or SIGHUP to agentjail), the
 // terminal's modes are those it had before the run, TIOCSETD fails with
 // EPERM, and agentjail's own messages are preceded by a reset of the
 // character attributes. The terminal is a pty that agentjail (or bwrap)
@@ -62,6 +62,7 @@ func TestEscapeTerminal(t *testing.T) {
 		}, 124},
 		{"SIGTERM", nil, "echo ready; sleep 60", signalWhenReady(syscall.SIGTERM), 128 + 15},
 		{"SIGINT", nil, "echo ready; sleep 60", signalWhenReady(syscall.SIGINT), 128 + 2},
+		{"SIGHUP", nil, "echo ready; sleep 60", signalWhenReady(syscall.SIGHUP), 128 + 1},
 	} {
 		for _, mode := range []string{"--tty", "--no-tty"} {
 			t.Run(c.name+" "+mode, func(t *testing.T) {

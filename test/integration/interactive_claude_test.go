@@ -36,7 +36,8 @@ func (o *operator) screen() string { return screenCodes.ReplaceAllString(o.shown
 // TestInteractiveClaude: the pinned Claude Code's TUI, jailed on a
 // terminal of its own against the stand-in, as an operator who has used
 // it before (onboarding done, the directory trusted, the API key
-// approved, in their ~/.claude.json): it opens ready, without a dialog; a
+// approved, in their ~/.claude.json), in a project without a .claude
+// directory: it opens ready, without a dialog; a
 // prompt typed, a Bash call (allowed by its settings) run, the answer on
 // the screen, Ctrl-Z and back, /exit, exit 0; it reached nothing but its
 // API route (left alone, the interactive CLI also fetches the official
@@ -76,10 +77,12 @@ func TestInteractiveClaude(t *testing.T) {
 				"customApiKeyResponses":  map[string]any{"approved": []string{key[max(0, len(key)-20):]}, "rejected": []string{}},
 			})
 			write(t, home, map[string]string{".claude.json": string(accepted)})
-			// A project with Claude settings of its own. Without .claude,
-			// agentjail masks the name with a file, and claude's TUI opens
-			// on a Settings Error ("ENOTDIR") (docs/interactive.md).
-			write(t, dir, map[string]string{".claude/settings.json": "{}\n"})
+			// A project without .claude: agentjail covers it with an empty
+			// tmpfs in which the protected settings are masks, where
+			// claude reads no settings (a .claude that is a file made it
+			// open on a Settings Error, ENOTDIR) and its own sandbox makes
+			// the mount points it needs; nothing of it is left on the
+			// host.
 			rec := recordPath(t)
 			o := atTerminalEnv(t, 40, 120, env,
 				agentjail, "run", "--profile", "tier1", "--user", "1000", "--write", dir, "--chdir", dir, "--record", rec,
@@ -91,7 +94,7 @@ func TestInteractiveClaude(t *testing.T) {
 			})
 			// Keys typed before claude has its terminal raw may be lost.
 			o.waitScreen(t, "? for shortcuts")
-			for _, dialog := range []string{"Quick safety check", "trust this folder", "Do you want to use this API key", "Welcome to Claude Code"} {
+			for _, dialog := range []string{"Quick safety check", "trust this folder", "Do you want to use this API key", "Welcome to Claude Code", "Settings Error"} {
 				if strings.Contains(o.screen(), dialog) {
 					t.Errorf("claude opened with a dialog: %q", dialog)
 				}
@@ -123,6 +126,9 @@ func TestInteractiveClaude(t *testing.T) {
 			}
 			if b, err := os.ReadFile(filepath.Join(dir, "tui.txt")); err != nil || string(b) != "made-in-tui" {
 				t.Errorf("the Bash call did not write the working directory: %q %v", b, err)
+			}
+			if _, err := os.Lstat(filepath.Join(dir, ".claude")); !os.IsNotExist(err) {
+				t.Errorf("the run left %s/.claude (%v)", dir, err)
 			}
 			if len(srv.Side()) == 0 {
 				t.Error("claude asked for no title: the side request path went untried")

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentjail/agentjail/term"
 )
 
 // operator is agentjail run from a shell at a terminal: the leader of a
@@ -203,7 +206,9 @@ func TestInteractiveControlKeys(t *testing.T) {
 // interactive shell's), is still ended by a timeout, `agentjail stop` and
 // SIGTERM to agentjail: SIGTERM reaches the agent's session and the
 // foreground job, and after the grace SIGKILL ends the jail's pid
-// namespace. Nothing of the run is left.
+// namespace. SIGTERM also reaches, within the grace, a background job in a
+// third process group and a process in a session of its own (setsid),
+// which trap it. Nothing of the run is left.
 func TestInteractiveEndsTheWholeAgent(t *testing.T) {
 	jailed(t)
 	runID := regexp.MustCompile(`id=([a-z0-9]+)\b`)
@@ -213,7 +218,7 @@ func TestInteractiveEndsTheWholeAgent(t *testing.T) {
 		end  func(t *testing.T, o *operator)
 		code int
 	}{
-		{"timeout", []string{"--timeout", "4s"}, nil, 124},
+		{"timeout", []string{"--timeout", "6s"}, nil, 124},
 		{"agentjail stop", nil, func(t *testing.T, o *operator) {
 			wantCode(t, aj(t, "stop", runID.FindStringSubmatch(o.shown.String())[1]), 0)
 		}, 124},
@@ -221,15 +226,22 @@ func TestInteractiveEndsTheWholeAgent(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
+			ws := workspace(t)
 			rec := recordPath(t)
 			tok := token()
-			args := append([]string{"run", "--grace", "1s", "--record", rec}, c.args...)
+			args := append([]string{"run", "--grace", "2s", "--write", ws, "--chdir", ws, "--record", rec}, c.args...)
 			// bash -i takes no SIGTERM; its job, in a group of its own,
-			// ignores it too (trap '' is inherited).
+			// ignores it too (trap '' is inherited). The two started
+			// before that trap take it and say so.
 			o := atTerminal(t, 24, 80, append(append([]string{agentjail}, args...), "--", "bash", "--norc", "--noprofile", "-i")...)
-			o.typed(t, fmt.Sprintf("echo id=$AGENTJAIL_RUN; trap '' TERM; sleep %s\r", tok))
+			trapping := func(name string) string {
+				return fmt.Sprintf(`sh -c 'trap "touch %[1]s-got-term; exit 0" TERM; touch %[1]s-up; while :; do sleep 0.1; done'`, name)
+			}
+			o.typed(t, fmt.Sprintf("echo id=$AGENTJAIL_RUN; setsid %s & %s & trap '' TERM; sleep %s\r", trapping("setsid"), trapping("job"), tok))
 			waitFor(t, func() bool { return runID.MatchString(o.shown.String()) }) // not the echo of $AGENTJAIL_RUN
-			waitFor(t, func() bool { return len(procsWith(tok)) == 1 })
+			waitFor(t, func() bool {
+				return len(procsWith(tok)) == 1 && fileExists(filepath.Join(ws, "setsid-up")) && fileExists(filepath.Join(ws, "job-up"))
+			})
 			if c.end != nil {
 				c.end(t, o)
 			}
@@ -242,9 +254,14 @@ func TestInteractiveEndsTheWholeAgent(t *testing.T) {
 			for _, s := range r.SignalsSent {
 				targets = append(targets, s.Signal+">"+s.Target)
 			}
-			for _, want := range []string{"SIGTERM>session", "SIGTERM>foreground", "SIGKILL>group"} {
+			for _, want := range []string{"SIGTERM>session", "SIGTERM>foreground", "SIGTERM>others", "SIGKILL>group"} {
 				if !slices.Contains(targets, want) {
 					t.Errorf("signals sent %v lack %s", targets, want)
+				}
+			}
+			for _, name := range []string{"setsid", "job"} {
+				if !fileExists(filepath.Join(ws, name+"-got-term")) {
+					t.Errorf("the %s process got no SIGTERM; signals sent %v", name, targets)
 				}
 			}
 			if left := procsWith(tok); len(left) > 0 {
@@ -261,8 +278,8 @@ func TestInteractiveEndsTheWholeAgent(t *testing.T) {
 // terminal and to the screen (raw mode without echo, the alternate screen,
 // the cursor hidden, mouse reporting, bracketed paste, concealed text),
 // the operator's terminal has its modes back, and its screen state reset,
-// before agentjail's own messages: after a normal end, a timeout and
-// SIGTERM to agentjail. An agent that never entered the alternate screen
+// before agentjail's own messages: after a normal end, a timeout, and
+// SIGTERM and SIGHUP to agentjail. An agent that never entered the alternate screen
 // gets no "leave it" (it would move the cursor).
 func TestInteractiveRestoresTheTerminal(t *testing.T) {
 	jailed(t)
@@ -277,6 +294,7 @@ func TestInteractiveRestoresTheTerminal(t *testing.T) {
 		{"normal end", messy + "exit 3", nil, nil, 3, true},
 		{"timeout", messy + "sleep 60", []string{"--timeout", "3s"}, nil, 124, true},
 		{"SIGTERM", messy + "sleep 60", nil, func(o *operator) { o.cmd.Process.Signal(syscall.SIGTERM) }, 143, true},
+		{"SIGHUP", messy + "sleep 60", nil, func(o *operator) { o.cmd.Process.Signal(syscall.SIGHUP) }, 129, true},
 		{"no alternate screen", `printf '\033[?25l\033[8m'; echo ready; exit 3`, nil, nil, 3, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -324,6 +342,34 @@ func TestInteractiveRestoresTheTerminal(t *testing.T) {
 			}
 			if got := strings.Contains(reset, "\x1b[?1049l"); got != c.altScreen {
 				t.Errorf("alternate screen left: %v, want %v:\n%q", got, c.altScreen, rest)
+			}
+		})
+	}
+}
+
+// TestInteractiveRestoresTheTerminalWhenBwrapFails: bubblewrap failing to
+// set the jail up (a bind source missing) ends the run (exit 125) with the
+// operator's terminal's modes exactly as they were: raw for a run with a
+// pty of its own, and, with --no-tty, changed by what the jail's stdin
+// reached (here the failing bwrap itself, `stty raw -echo` from
+// agentjail's session, where it is a background job: SIGTTOU ignored).
+func TestInteractiveRestoresTheTerminalWhenBwrapFails(t *testing.T) {
+	jailed(t)
+	dir := visibleDir(t)
+	write(t, dir, map[string]string{
+		"failing-bwrap": "#!/bin/sh\n[ \"$1\" = --version ] && exec bwrap --version\ntrap '' TTOU\nstty raw -echo 2>/dev/null\nexec bwrap --ro-bind /nonexistent/agentjail-src /mnt \"$@\"\n",
+	})
+	os.Chmod(filepath.Join(dir, "failing-bwrap"), 0o755)
+	for _, mode := range []string{"--tty", "--no-tty"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			o := atTerminalEnv(t, 24, 80, []string{"AGENTJAIL_BWRAP=" + filepath.Join(dir, "failing-bwrap")}, agentjail, "run", mode, "--", "true")
+			code, out := o.wait(t)
+			if code != 125 || !strings.Contains(out, "bubblewrap could not set up the jail") {
+				t.Errorf("exit %d; the terminal showed %q", code, out)
+			}
+			if o.after != o.before {
+				t.Errorf("the terminal's modes after the run:\n%+v\nbefore:\n%+v", o.after, o.before)
 			}
 		})
 	}
@@ -446,6 +492,53 @@ func TestInteractiveLimits(t *testing.T) {
 	r := readRecord(t, rec, code)
 	if code != 124 || r.Reason != "idle_timeout" || r.Limits.IdleMS != 4000 || r.Limits.WallMS != 0 {
 		t.Errorf("exit %d, reason %s, limits %+v; the terminal showed %q", code, r.Reason, r.Limits, out)
+	}
+}
+
+// TestInteractiveWallWarning: the wall limit a run at a terminal takes
+// (limits.interactive's, not the tier's) is announced on the terminal, on
+// a line of its own, while the run goes on: a quarter of the limit ahead
+// (a minute for limits of 4 minutes and more).
+func TestInteractiveWallWarning(t *testing.T) {
+	jailed(t)
+	dir := visibleDir(t)
+	write(t, dir, map[string]string{"p.yaml": "extends: tier1\nlimits:\n  wall: 2s\n  interactive: {wall: 4s, idle: 0}\n"})
+	rec := recordPath(t)
+	// Deaf to SIGTERM: the run ends after the grace, well after the
+	// warning.
+	o := atTerminal(t, 24, 80, agentjail, "run", "--profile", dir+"/p.yaml", "--grace", "3s", "--record", rec, "--", "sh", "-c", `trap '' TERM; echo ready; sleep 60`)
+	o.waitShown(t, "ready")
+	warning := "\r\n" + term.Reset + "agentjail: warning: the wall limit (4s) ends this run in 1s\r\n"
+	o.waitShown(t, warning)
+	select {
+	case <-o.exited:
+		t.Fatalf("the warning came after the run ended:\n%q", o.shown.String())
+	default:
+	}
+	code, out := o.wait(t)
+	r := readRecord(t, rec, code)
+	if code != 124 || r.Reason != "wall_timeout" || r.Limits.WallMS != 4000 {
+		t.Errorf("exit %d, reason %s, limits %+v; the terminal showed %q", code, r.Reason, r.Limits, out)
+	}
+	if w, end := strings.Index(out, warning), strings.Index(out, "agentjail: the run ended: wall limit 4s reached"); end < 0 || w > end {
+		t.Errorf("no warning before the end:\n%q", out)
+	}
+}
+
+// TestInteractiveOutputKeepsItAlive: what the agent prints on its
+// terminal is activity: a run that prints a dot every half second for 6
+// s, under an idle limit of 2 s and with nothing typed, ends by itself.
+func TestInteractiveOutputKeepsItAlive(t *testing.T) {
+	jailed(t)
+	dir := visibleDir(t)
+	write(t, dir, map[string]string{"p.yaml": "extends: tier1\nlimits:\n  interactive: {idle: 2s, wall: 0}\n"})
+	rec := recordPath(t)
+	o := atTerminal(t, 24, 80, agentjail, "run", "--profile", dir+"/p.yaml", "--grace", "1s", "--record", rec, "--", "sh", "-c",
+		`i=0; while [ $i -lt 12 ]; do printf .; sleep 0.5; i=$((i+1)); done; echo done`)
+	code, out := o.wait(t)
+	r := readRecord(t, rec, code)
+	if code != 0 || r.Reason != "exit" || !strings.Contains(out, "............done") || r.Limits.IdleMS != 2000 || r.Terminal == nil || r.Terminal.InputBytes != 0 {
+		t.Errorf("exit %d, reason %s, limits %+v, terminal %+v; the terminal showed %q", code, r.Reason, r.Limits, r.Terminal, out)
 	}
 }
 

@@ -68,18 +68,25 @@ func TestSecretsAreReprotectedAtEveryDepth(t *testing.T) {
 	}
 }
 
+// TestMissingProtectedPathCannotBeCreated: a missing protected path cannot
+// be made; a missing .claude, which would hold some, is a directory of the
+// run's own (a tmpfs, which cannot be moved aside) in which they are
+// masks, and what else is written there never reaches the host.
 func TestMissingProtectedPathCannotBeCreated(t *testing.T) {
 	jailed(t)
 	p := workspace(t)
 	r := aj(t, "run", "--write", p, "--chdir", p, "--", "sh", "-c", `
 		echo '{"mcpServers":{}}' > .mcp.json && echo CREATED .mcp.json
-		mkdir -p .claude/commands && echo CREATED .claude
+		mkdir -p .claude/commands && echo CREATED .claude/commands
+		echo '{}' > .claude/settings.json && echo CREATED .claude/settings.json
+		mv .claude .claude.aside && echo MOVED .claude
+		echo note > .claude/notes.md && test -d .claude && echo SCRATCH .claude
 		git_dir=.git; mkdir -p $git_dir/hooks && echo CREATED .git
 		echo x > .env && echo CREATED .env
 		echo ok > allowed.txt`)
 	wantCode(t, r, 0)
-	if strings.Contains(r.stdout, "CREATED") {
-		t.Errorf("a missing protected path was created:\n%s", r.stdout)
+	if strings.Contains(r.stdout, "CREATED") || strings.Contains(r.stdout, "MOVED") || !strings.Contains(r.stdout, "SCRATCH .claude") {
+		t.Errorf("a missing protected path was created, or .claude moved, or it is no directory of the run's own:\n%s", r.stdout)
 	}
 	entries, _ := os.ReadDir(p)
 	var names []string

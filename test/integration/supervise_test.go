@@ -299,6 +299,52 @@ func TestSIGTERMToAgentjailGivesGraceAndRecordsInterrupted(t *testing.T) {
 	}
 }
 
+// TestEveryProcessGetsTheGrace: a timeout, `agentjail stop` and SIGTERM
+// to agentjail reach, within the grace, a process of the jail in a session
+// of its own (setsid), outside the jail's process group, that traps
+// SIGTERM: the run ends without SIGKILL.
+func TestEveryProcessGetsTheGrace(t *testing.T) {
+	jailed(t)
+	script := `echo "$AGENTJAIL_RUN" > id.tmp && mv id.tmp id
+setsid sh -c 'trap "touch got-term; exit 0" TERM; touch up; while :; do sleep 0.1; done' &
+trap 'wait; exit 0' TERM; wait`
+	for _, c := range []struct {
+		name string
+		args []string
+		end  func(t *testing.T, b *background, ws string)
+		code int
+	}{
+		{"timeout", []string{"--timeout", "5"}, nil, 124},
+		{"agentjail stop", nil, func(t *testing.T, b *background, ws string) {
+			id, _ := os.ReadFile(filepath.Join(ws, "id"))
+			wantCode(t, aj(t, "stop", strings.TrimSpace(string(id))), 0)
+		}, 124},
+		{"SIGTERM", nil, func(t *testing.T, b *background, ws string) { b.cmd.Process.Signal(syscall.SIGTERM) }, 128 + 15},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ws := workspace(t)
+			rp := recordPath(t)
+			args := append([]string{"run", "--grace", "30", "--write", ws, "--chdir", ws, "--record", rp}, c.args...)
+			b := start(t, nil, append(args, "--", "sh", "-c", script)...)
+			waitFile(t, b, filepath.Join(ws, "up"))
+			waitFile(t, b, filepath.Join(ws, "id"))
+			if c.end != nil {
+				c.end(t, b, ws)
+			}
+			code := b.wait(t)
+			rec := readRecord(t, rp, code)
+			var targets []string
+			for _, s := range rec.SignalsSent {
+				targets = append(targets, s.Signal+">"+s.Target)
+			}
+			if code != c.code || !fileExists(filepath.Join(ws, "got-term")) || !slices.Contains(targets, "SIGTERM>others") || slices.Contains(rec.sent(), "SIGKILL") {
+				t.Errorf("exit %d, want %d; got-term written: %v; signals sent %v; stderr:\n%s", code, c.code, fileExists(filepath.Join(ws, "got-term")), targets, b.stderr.String())
+			}
+		})
+	}
+}
+
 // TestCtrlCReachesTheAgentThroughAgentjail: a terminal sends ^C to its
 // foreground process group, agentjail's; bwrap must not be in it.
 func TestCtrlCReachesTheAgentThroughAgentjail(t *testing.T) {
@@ -815,5 +861,33 @@ until pgrep -f "^sleep `+tok+`" >/dev/null; do sleep 0.05; done; echo started`)
 	rec := readRecord(t, rp, 0)
 	if !slices.ContainsFunc(rec.Orphans, func(o orphan) bool { return strings.Contains(o.Cmd, "sleep "+tok) }) {
 		t.Errorf("the record's orphans lack the daemon: %+v", rec.Orphans)
+	}
+}
+
+// TestDegradedRunGivesEveryProcessTheGrace: without a pid namespace and
+// without a cgroup (TestDegradedRunLeavesNothingRunning's setting, agentjail
+// not root), the timeout's SIGTERM still reaches a process that called
+// setsid and was orphaned (a double fork): re-parented to agentjail, the
+// subreaper, it is found below agentjail.
+func TestDegradedRunGivesEveryProcessTheGrace(t *testing.T) {
+	jailed(t)
+	ws := workspace(t)
+	rp := filepath.Join(visibleDir(t), "record.json")
+	wrap := []string{"unshare", "-mpf", "--mount-proc", "sh", "-c", `mount --bind /dev/null /proc/timer_list &&
+exec setpriv --reuid=1000 --regid=1000 --clear-groups env HOME=/ XDG_RUNTIME_DIR=` + visibleDir(t) + ` "$@"`, "sh"}
+	r := invocation{wrap: wrap}.run(t, "run", "--profile", weakProfile(t), "--timeout", "4", "--grace", "30", "--write", ws, "--chdir", ws, "--record", rp, "--", "sh", "-c",
+		`(setsid sh -c 'trap "touch got-term; exit 0" TERM; while :; do sleep 0.1; done' &)
+trap 'until [ -e got-term ]; do sleep 0.05; done; exit 0' TERM; while :; do sleep 0.1; done`)
+	wantCode(t, r, 124)
+	if !strings.Contains(r.stderr, "agentjail: degraded: jail: no fresh /proc and no pid namespace") {
+		t.Fatalf("the jail did not share agentjail's pid namespace:\n%s", r.stderr)
+	}
+	rec := readRecord(t, rp, 124)
+	var targets []string
+	for _, s := range rec.SignalsSent {
+		targets = append(targets, s.Signal+">"+s.Target)
+	}
+	if !fileExists(filepath.Join(ws, "got-term")) || !slices.Contains(targets, "SIGTERM>others") || slices.Contains(rec.sent(), "SIGKILL") {
+		t.Errorf("got-term written: %v; signals sent %v; stderr:\n%s", fileExists(filepath.Join(ws, "got-term")), targets, r.stderr)
 	}
 }
