@@ -278,6 +278,84 @@ func TestBrokerAPIRoute(t *testing.T) {
 	}
 }
 
+// TestBrokerAPIRouteFullDuplex: an API route streams the upstream's
+// answer while the jail's request body is still being sent, as a real
+// streaming API may (and as the transport does until it has read the
+// body's EOF). A half-duplex broker closed the request body at the
+// answer's first write, which cut the upstream connection and the
+// answer: Claude Code and Codex retried or failed under load. An answer
+// cut off mid-body is in the record too.
+func TestBrokerAPIRouteFullDuplex(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		http.NewResponseController(rw).EnableFullDuplex()
+		rw.Header().Set("Content-Type", "text/event-stream")
+		rw.WriteHeader(http.StatusOK)
+		fmt.Fprint(rw, "data: first\n\n")
+		http.NewResponseController(rw).Flush()
+		body, err := io.ReadAll(r.Body) // the rest of the request, sent after the first event
+		fmt.Fprintf(rw, "data: read %d bytes, %v\n\n", len(body), err)
+	}))
+	t.Cleanup(up.Close)
+	w := newWorld(t, nil)
+	w.b.cfg.Routes[0].Upstream, _ = url.Parse(up.URL)
+	pr, pw := io.Pipe()
+	req, _ := http.NewRequest("POST", "http://"+w.addr+"/anthropic/v1/messages", pr)
+	req.ContentLength = 8
+	done := make(chan string, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		br := bufio.NewReader(resp.Body)
+		first, _ := br.ReadString('\n')
+		if first != "data: first\n" {
+			done <- "first event: " + first
+			return
+		}
+		pw.Write([]byte("bodypart")) // only once the answer has begun
+		pw.Close()
+		rest, err := io.ReadAll(br)
+		done <- fmt.Sprintf("%s %v", rest, err)
+	}()
+	select {
+	case got := <-done:
+		if want := "\ndata: read 8 bytes, <nil>\n\n <nil>"; got != want {
+			t.Errorf("the answer through the API route: %q, want %q", got, want)
+		}
+	case <-time.After(20 * time.Second): // a hang detector, not a timing
+		pw.CloseWithError(errors.New("test over"))
+		t.Fatal("the answer stalled: the broker does not stream an answer while the request body is still coming")
+	}
+
+	// An upstream that dies mid-answer: the jail's reader sees the cut,
+	// and the record has the request with its error.
+	cutUp := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		rw.Header().Set("Content-Length", "1000")
+		rw.WriteHeader(http.StatusOK)
+		fmt.Fprint(rw, "only part")
+		http.NewResponseController(rw).Flush()
+		conn, _, _ := http.NewResponseController(rw).Hijack()
+		conn.Close()
+	}))
+	t.Cleanup(cutUp.Close)
+	w.b.cfg.Routes[0].Upstream, _ = url.Parse(cutUp.URL)
+	if code, body := get(t, http.DefaultClient, "http://"+w.addr+"/anthropic/x"); code != 0 && !strings.Contains(body, "only part") {
+		t.Errorf("a cut answer: %d %q", code, body)
+	}
+	// (Go's client retries the GET once on a cut connection.)
+	rec := w.b.Close()
+	cut := rec.Connections[1:]
+	if len(cut) == 0 || slices.ContainsFunc(cut, func(c record.Connection) bool {
+		return c.Error != "the response was cut off after 9 bytes" || c.BytesDown != 9
+	}) {
+		t.Errorf("record: %+v", rec.Connections)
+	}
+}
+
 // TestBrokerSOCKS5: SOCKS5 CONNECT with the name resolved by the broker,
 // judged like a CONNECT.
 func TestBrokerSOCKS5(t *testing.T) {

@@ -309,10 +309,26 @@ func (b *Broker) proxied(w http.ResponseWriter, r *http.Request, c record.Connec
 		ErrorLog:   discardLog,
 		BufferPool: copyBuffers,
 	}
+	// Full duplex: the jail's request body is still read (by the
+	// transport, for the upstream) while the response is written. Else the
+	// HTTP/1 server, at the response's first write, closes a body whose
+	// EOF the transport has not read yet, the transport then closes the
+	// upstream connection, and the response in flight is cut off: a
+	// streamed API answer broke so under load.
+	http.NewResponseController(w).EnableFullDuplex()
+	// Recorded on every path: a copy that fails mid-body aborts the
+	// handler (the reverse proxy panics with http.ErrAbortHandler).
+	cut := true
+	defer func() {
+		if cut && failed == nil {
+			failed = fmt.Errorf("the response was cut off after %d bytes", down.Load())
+		}
+		c.BytesUp, c.BytesDown = up.Load(), down.Load()
+		finish(&c, start, failed)
+		b.note(c, "")
+	}()
 	rp.ServeHTTP(w, r)
-	c.BytesUp, c.BytesDown = up.Load(), down.Load()
-	finish(&c, start, failed)
-	b.note(c, "")
+	cut = false
 }
 
 // forwardHTTP forwards a plain HTTP request for another host.

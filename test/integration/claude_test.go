@@ -59,12 +59,13 @@ func (c claudeJail) run(t *testing.T, srv *fakeapi.Server, args ...string) (resu
 		}
 	}
 	r := invocation{env: append(env, c.env...), dir: c.dir}.run(t, append(aj, args...)...)
+	var got runRecord
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("agentjail exited %d\nstdout:\n%s\nstderr:\n%s\nthe stand-in saw:\n%s", r.code, r.stdout, r.stderr, srv.Dump())
+			t.Logf("agentjail exited %d\nstdout:\n%s\nstderr:\n%s\nthe stand-in saw:\n%s\nthe broker's connections: %s", r.code, r.stdout, r.stderr, srv.Dump(), jsonOf(t, got.Network))
 		}
 	})
-	got := readRecord(t, rec, r.code)
+	got = readRecord(t, rec, r.code)
 	if got.Network != nil && got.Network.Mode == "proxy" {
 		got.Network.noneRefused(t)
 	}

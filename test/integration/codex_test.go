@@ -67,12 +67,13 @@ func (c codexJail) run(t *testing.T, srv *fakeopenai.Server, args ...string) (re
 	aj = append(append(aj, c.provider...), args...)
 	env := append([]string{"HOME=" + c.home, "OPENAI_BASE_URL=" + srv.URL}, c.env...)
 	r := invocation{env: env, dir: c.dir}.run(t, aj...)
+	var got runRecord
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("agentjail exited %d\nstdout:\n%s\nstderr:\n%s\nthe stand-in saw:\n%s", r.code, r.stdout, r.stderr, srv.Dump())
+			t.Logf("agentjail exited %d\nstdout:\n%s\nstderr:\n%s\nthe stand-in saw:\n%s\nthe broker's connections: %s", r.code, r.stdout, r.stderr, srv.Dump(), jsonOf(t, got.Network))
 		}
 	})
-	got := readRecord(t, rec, r.code)
+	got = readRecord(t, rec, r.code)
 	if got.Network != nil && got.Network.Mode == "proxy" {
 		got.Network.noneRefused(t)
 	}
