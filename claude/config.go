@@ -38,14 +38,14 @@ var projectKeys = []string{
 	"hasClaudeMdExternalIncludesWarningShown",
 }
 
-// StageConfig makes, from the operator's ~/.claude.json src, the one a run
+// ConfigForRun makes, from the operator's ~/.claude.json src, the one a run
 // gets: the keys of configKeys, and of each project's the keys of
 // projectKeys (a project without one of them is left out). keyEnd, when
 // given and not empty, is the end of the API key the run gets (APIKeyEnd):
 // where the operator has approved that key, the approval comes along, and
 // claude does not ask again; no other key's end does. It fails when src is
 // not a JSON object, or a project not one either.
-func StageConfig(src []byte, keyEnd ...string) ([]byte, error) {
+func ConfigForRun(src []byte, keyEnd ...string) ([]byte, error) {
 	var file map[string]json.RawMessage
 	if err := json.Unmarshal(src, &file); err != nil {
 		return nil, fmt.Errorf("is not what claude writes there (%v)", err)

@@ -18,7 +18,7 @@ func TestStageConfig(t *testing.T) {
 "projects":{"/srv/proj":{"hasTrustDialogAccepted":true,"projectOnboardingSeenCount":2,"history":[{"display":"deploy with password hunter2"}],
 "mcpServers":{"x":{"type":"http","headers":{"Authorization":"Bearer header-secret"}}},"allowedTools":["Bash"]},
 "/srv/other":{"history":[{"display":"other prompt"}]}}}`
-	got, err := StageConfig([]byte(src))
+	got, err := ConfigForRun([]byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestStageConfig(t *testing.T) {
 		t.Errorf("the run's config lacks what it should keep:\n%s", got)
 	}
 	for _, bad := range []string{`[1]`, `not json`, `{"projects":[1]}`} {
-		if _, err := StageConfig([]byte(bad)); err == nil {
+		if _, err := ConfigForRun([]byte(bad)); err == nil {
 			t.Errorf("%s: taken", bad)
 		}
 	}
@@ -68,7 +68,7 @@ func TestStageConfigCarriesTheApprovalOfTheRunsKey(t *testing.T) {
 		{[]string{""}, `{}`},
 		{nil, `{}`},
 	} {
-		got, err := StageConfig([]byte(src), c.keyEnd...)
+		got, err := ConfigForRun([]byte(src), c.keyEnd...)
 		if err != nil || string(got) != c.want {
 			t.Errorf("key end %q: %s, %v; want %s", c.keyEnd, got, err, c.want)
 		}

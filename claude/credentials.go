@@ -39,7 +39,7 @@ type Login struct {
 	Secrets []string
 }
 
-// StageLogin makes, from the operator's credentials file src, the one a
+// LoginForRun makes, from the operator's credentials file src, the one a
 // run gets, at now, for a run of at most wall (0: no limit): the access
 // token of its login, with what claude reads beside it (expiresAt, scopes,
 // subscriptionType, rateLimitTier), and nothing else. The refresh token
@@ -58,7 +58,7 @@ type Login struct {
 // It fails with ErrNoLogin when src holds no login, and with
 // ErrLoginExpired when its access token had expired by now; a token that
 // expires before the wall limit gives a Warning.
-func StageLogin(src []byte, now time.Time, wall time.Duration) (Login, error) {
+func LoginForRun(src []byte, now time.Time, wall time.Duration) (Login, error) {
 	var file struct {
 		OAuth *stagedLogin `json:"claudeAiOauth"`
 	}

@@ -23,7 +23,7 @@ func TestStageLogin(t *testing.T) {
 	}
 	in8h := now.Add(8 * time.Hour)
 
-	l, err := StageLogin([]byte(login(in8h)), now, 10*time.Minute)
+	l, err := LoginForRun([]byte(login(in8h)), now, 10*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestStageLogin(t *testing.T) {
 	}
 
 	// No expiry given: staged, nothing to check.
-	l, err = StageLogin([]byte(`{"claudeAiOauth":{"accessToken":"tok"}}`), now, time.Hour)
+	l, err = LoginForRun([]byte(`{"claudeAiOauth":{"accessToken":"tok"}}`), now, time.Hour)
 	if err != nil || string(l.File) != `{"claudeAiOauth":{"accessToken":"tok"}}` || !l.Expires.IsZero() || l.Warning != "" {
 		t.Errorf("a login without expiresAt: %s %v %q %v", l.File, l.Expires, l.Warning, err)
 	}
@@ -50,11 +50,11 @@ func TestStageLogin(t *testing.T) {
 	// Expiring within the wall limit: staged, with a warning; with no
 	// wall limit, without.
 	in5m := now.Add(5 * time.Minute)
-	l, err = StageLogin([]byte(login(in5m)), now, 10*time.Minute)
+	l, err = LoginForRun([]byte(login(in5m)), now, 10*time.Minute)
 	if err != nil || l.File == nil || l.Warning != "its access token expires at 2027-01-15T08:05:00Z, 5m0s before the run's wall limit (10m0s), and the jail gets no refresh token to renew it: claude's model calls then fail" {
 		t.Errorf("a login expiring before the wall limit: %q %v", l.Warning, err)
 	}
-	if l, err = StageLogin([]byte(login(in5m)), now, 0); err != nil || l.Warning != "" {
+	if l, err = LoginForRun([]byte(login(in5m)), now, 0); err != nil || l.Warning != "" {
 		t.Errorf("without a wall limit: %q %v", l.Warning, err)
 	}
 
@@ -71,7 +71,7 @@ func TestStageLogin(t *testing.T) {
 		{"wrong type", `{"claudeAiOauth":{"accessToken":"t","expiresAt":"soon"}}`, ErrNoLogin, "holds no Claude Code login (its claudeAiOauth.expiresAt is a string, not what claude writes there)"},
 		{"empty", "", ErrNoLogin, "holds no Claude Code login (not JSON: unexpected end of JSON input)"},
 	} {
-		l, err := StageLogin([]byte(c.src), now, time.Hour)
+		l, err := LoginForRun([]byte(c.src), now, time.Hour)
 		if !errors.Is(err, c.want) || !strings.HasPrefix(fmt.Sprint(err), c.msg) || l.File != nil {
 			t.Errorf("%s: StageLogin = %s, %v; want %v (%q)", c.name, l.File, err, c.want, c.msg)
 		}

@@ -74,10 +74,10 @@ type Settings struct {
 	Dropped []string
 }
 
-// StageSettings makes, from the operator's ~/.claude/settings.json src,
+// SettingsForRun makes, from the operator's ~/.claude/settings.json src,
 // the one a run gets: the keys of settingsKeys, the rest dropped and
 // listed. It fails when src is not a JSON object.
-func StageSettings(src []byte) (Settings, error) {
+func SettingsForRun(src []byte) (Settings, error) {
 	var file map[string]json.RawMessage
 	if err := json.Unmarshal(src, &file); err != nil {
 		return Settings{}, fmt.Errorf("is not a settings file agentjail reads (%v); it takes plain JSON, without comments or trailing commas", err)

@@ -52,7 +52,7 @@ type Login struct {
 	Secrets []string
 }
 
-// StageAuth makes, from the operator's auth.json src, the one a run gets,
+// AuthForRun makes, from the operator's auth.json src, the one a run gets,
 // at now, for a run of at most wall (0: no limit). An API key is kept as it
 // is (as ANTHROPIC_API_KEY passes the environment for claude); of a
 // ChatGPT login only the id and access tokens, the account and
@@ -67,7 +67,7 @@ type Login struct {
 // It fails with ErrNoLogin when src holds no login, and with
 // ErrLoginExpired when the access token had expired by now; a token that
 // expires before the wall limit gives a Warning.
-func StageAuth(src []byte, now time.Time, wall time.Duration) (Login, error) {
+func AuthForRun(src []byte, now time.Time, wall time.Duration) (Login, error) {
 	var f authFile
 	if err := json.Unmarshal(src, &f); err != nil {
 		var te *json.UnmarshalTypeError

@@ -22,7 +22,7 @@ func TestStageAuth(t *testing.T) {
 	chatgpt := func(exp time.Time) string {
 		return fmt.Sprintf(`{"auth_mode":"chatgpt","OPENAI_API_KEY":null,"tokens":{"id_token":"id.x.y","access_token":%q,"refresh_token":"rt-secret","account_id":"acc"},"last_refresh":"2026-11-25T10:00:00Z","personal_access_token":"pat-secret","agent_identity":{"k":"v"}}`, jwt(exp))
 	}
-	l, err := StageAuth([]byte(chatgpt(now.Add(8*time.Hour))), now, time.Hour)
+	l, err := AuthForRun([]byte(chatgpt(now.Add(8*time.Hour))), now, time.Hour)
 	if err != nil || l.Kind != "ChatGPT login" || !l.Expires.Equal(now.Add(8*time.Hour)) || l.Warning != "" {
 		t.Fatalf("%+v %v", l, err)
 	}
@@ -37,18 +37,18 @@ func TestStageAuth(t *testing.T) {
 			t.Errorf("%s is staged: %s", secret, l.File)
 		}
 	}
-	if l, err := StageAuth([]byte(chatgpt(now.Add(30*time.Minute))), now, time.Hour); err != nil || !strings.Contains(l.Warning, "before the run's wall limit") {
+	if l, err := AuthForRun([]byte(chatgpt(now.Add(30*time.Minute))), now, time.Hour); err != nil || !strings.Contains(l.Warning, "before the run's wall limit") {
 		t.Errorf("expiring: %+v %v", l, err)
 	}
-	if _, err := StageAuth([]byte(chatgpt(now.Add(-time.Minute))), now, 0); !errors.Is(err, ErrLoginExpired) {
+	if _, err := AuthForRun([]byte(chatgpt(now.Add(-time.Minute))), now, 0); !errors.Is(err, ErrLoginExpired) {
 		t.Errorf("expired: %v", err)
 	}
-	l, err = StageAuth([]byte(`{"auth_mode":"apikey","OPENAI_API_KEY":"sk-op","tokens":null,"personal_access_token":"pat"}`), now, 0)
+	l, err = AuthForRun([]byte(`{"auth_mode":"apikey","OPENAI_API_KEY":"sk-op","tokens":null,"personal_access_token":"pat"}`), now, 0)
 	if err != nil || l.Kind != "API key" || string(l.File) != `{"auth_mode":"apikey","OPENAI_API_KEY":"sk-op"}` {
 		t.Errorf("api key: %s %v", l.File, err)
 	}
 	for _, bad := range []string{`not json`, `{}`, `{"OPENAI_API_KEY":""}`, `{"tokens":{"access_token":""}}`, `{"tokens":"x"}`} {
-		if _, err := StageAuth([]byte(bad), now, 0); !errors.Is(err, ErrNoLogin) {
+		if _, err := AuthForRun([]byte(bad), now, 0); !errors.Is(err, ErrNoLogin) {
 			t.Errorf("%s: %v", bad, err)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// StageExecutable returns a path to the agentjail binary exe that any run
+// PublicExecutable returns a path to the agentjail binary exe that any run
 // user can open, for bwrap to bind as the exec stage, and the hold that
 // keeps it there: close it when the run has ended (nil when exe itself is
 // returned). bwrap runs as the run user and opens bind sources with that
@@ -30,7 +30,7 @@ import (
 // link(2), which never replaces a name: so a name, once it leads to a
 // file, leads to that file until a pruner holding it removes it, and a
 // holder that finds its name gone (ENOENT, or another file) copies again.
-func StageExecutable(exe, dir string) (string, *os.File, error) {
+func PublicExecutable(exe, dir string) (string, *os.File, error) {
 	st, err := os.Stat(exe)
 	if err != nil {
 		return "", nil, err

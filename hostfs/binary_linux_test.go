@@ -75,7 +75,7 @@ func TestStageExecutablePrunes(t *testing.T) {
 	holdFile(t, filepath.Join(dir, ".agentjail-222"), unix.LOCK_EX)
 
 	exe := privateExe(t, "binary one")
-	got, hold, err := StageExecutable(exe, dir)
+	got, hold, err := PublicExecutable(exe, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestStageExecutablePrunes(t *testing.T) {
 	}
 
 	// The same binary again: the same copy, nothing new.
-	again, hold2, err := StageExecutable(exe, dir)
+	again, hold2, err := PublicExecutable(exe, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,11 +112,11 @@ func TestStageExecutablePrunes(t *testing.T) {
 func TestStageExecutableKeepsHeldCopies(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	one, hold1, err := StageExecutable(privateExe(t, "binary one"), dir)
+	one, hold1, err := PublicExecutable(privateExe(t, "binary one"), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	two, hold2, err := StageExecutable(privateExe(t, "binary two"), dir)
+	two, hold2, err := PublicExecutable(privateExe(t, "binary two"), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestStageExecutableKeepsHeldCopies(t *testing.T) {
 	}
 	hold1.Close()
 	hold2.Close()
-	two2, hold2, err := StageExecutable(privateExe(t, "binary two, rebuilt"), dir)
+	two2, hold2, err := PublicExecutable(privateExe(t, "binary two, rebuilt"), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestStageExecutableKeepsHeldCopies(t *testing.T) {
 	os.Chmod(filepath.Dir(pub), 0o755)
 	public := filepath.Join(pub, "agentjail")
 	os.WriteFile(public, []byte("installed"), 0o755)
-	got, hold, err := StageExecutable(public, dir)
+	got, hold, err := PublicExecutable(public, dir)
 	if err != nil || got != public || hold != nil {
 		t.Fatalf("a binary readable by all was staged as %s (hold %v, %v)", got, hold, err)
 	}
@@ -148,7 +148,7 @@ func TestStageExecutableKeepsHeldCopies(t *testing.T) {
 		t.Fatalf("a run of an installed binary pruned a held copy: %q", left)
 	}
 	hold2.Close()
-	if _, hold, err := StageExecutable(public, dir); err != nil || hold != nil {
+	if _, hold, err := PublicExecutable(public, dir); err != nil || hold != nil {
 		t.Fatal(err)
 	}
 	if left := names(t, dir); len(left) != 0 {
@@ -171,7 +171,7 @@ func TestStageExecutableConcurrent(t *testing.T) {
 			defer wg.Done()
 			for i := range 100 {
 				want := fmt.Sprintf("binary %s", []string{"zero", "one"}[(g+i)%2])
-				p, hold, err := StageExecutable(exes[(g+i)%2], dir)
+				p, hold, err := PublicExecutable(exes[(g+i)%2], dir)
 				if err != nil {
 					errs <- err
 					return

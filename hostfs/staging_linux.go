@@ -34,23 +34,23 @@ type FileCopy struct {
 // not fill agentjail's run directory, often a small tmpfs, with it.
 var MaxCopy = Budget{Entries: 20000, Bytes: 64 << 20}
 
-// StageDir is a directory made in a run's staging directory; Size, when
+// HomeDir is a directory made in a run's staging directory; Size, when
 // not 0, caps it with a tmpfs of that size.
-type StageDir struct {
+type HomeDir struct {
 	Path string
 	Size int64
 }
 
-// Staged is what Stage made: its root, the tmpfs mounts in it, and what it
+// Homes is what Stage made: its root, the tmpfs mounts in it, and what it
 // could not do as asked.
-type Staged struct {
+type Homes struct {
 	Root   string
 	Mounts []string
 	// Degradations are the caps that could not be applied.
 	Degradations []record.Note
 }
 
-// Stage makes a run's staging directory root (fresh, root-owned 0711: the
+// MakeHomes makes a run's staging directory root (fresh, root-owned 0711: the
 // run user, as whom bubblewrap opens bind sources, may traverse it but not
 // list it), the directories dirs in it, and the copies, all owned by
 // uid:gid. Everything is created and filled while owned by agentjail's user
@@ -64,7 +64,7 @@ type Staged struct {
 // holds (PrivateMounts): the host never sees it, so it cannot disturb other
 // runs (bubblewrap's --ro-bind / / fails when a submount vanishes while it
 // remounts them read-only), and it goes when the thread or the process
-// does, even when agentjail is SIGKILLed. Stage then locks the calling
+// does, even when agentjail is SIGKILLed. MakeHomes then locks the calling
 // goroutine to its thread for good: bwrap must be started, and the
 // directory read back and removed, from that goroutine. Where no tmpfs can
 // be mounted (no CAP_SYS_ADMIN), the directory is a plain one and the
@@ -74,8 +74,8 @@ type Staged struct {
 // below a writable root no link is followed, the source's own name
 // included; links inside a copied tree are copied as links; sockets, fifos
 // and devices are skipped; all copies together take at most MaxCopy.
-func Stage(root string, dirs []StageDir, copies []FileCopy, uid, gid int) (*Staged, error) {
-	st := &Staged{Root: root}
+func MakeHomes(root string, dirs []HomeDir, copies []FileCopy, uid, gid int) (*Homes, error) {
+	st := &Homes{Root: root}
 	if err := traversable(filepath.Dir(root)); err != nil {
 		return nil, err
 	}
@@ -279,7 +279,7 @@ func traversable(dir string) error {
 }
 
 // Path is the staging directory, "" for none.
-func (s *Staged) Path() string {
+func (s *Homes) Path() string {
 	if s == nil {
 		return ""
 	}
@@ -288,11 +288,11 @@ func (s *Staged) Path() string {
 
 // Remove unmounts the staging directory's tmpfs mounts and deletes it and
 // everything in it.
-func (s *Staged) Remove() error {
+func (s *Homes) Remove() error {
 	if s == nil {
 		return nil
 	}
-	return RemoveStage(s.Root)
+	return RemoveHomes(s.Root)
 }
 
 // PrivateMounts moves the calling OS thread into a private copy of its
@@ -331,10 +331,10 @@ func (d *Dir) Bind(target string) error {
 // FDPath is a path to d from any thread, through its descriptor.
 func (d *Dir) FDPath() string { return "/proc/self/fd/" + strconv.Itoa(d.fd()) }
 
-// RemoveStage unmounts every mount under root that the calling thread
+// RemoveHomes unmounts every mount under root that the calling thread
 // sees, deepest first, then deletes root. (A sweep after a supervisor that
 // died finds none: its private namespace died with it.)
-func RemoveStage(root string) error {
+func RemoveHomes(root string) error {
 	var errs []error
 	if data, err := os.ReadFile("/proc/thread-self/mountinfo"); err == nil {
 		var points []string

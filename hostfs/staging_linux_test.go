@@ -43,7 +43,7 @@ func TestStage(t *testing.T) {
 	run := filepath.Join(t.TempDir(), "runs")
 	os.Mkdir(run, 0o700) // as the state registries make it
 	root := filepath.Join(run, "RUN")
-	st, err := Stage(root, []StageDir{{Path: filepath.Join(root, "claude"), Size: 1 << 20}}, []FileCopy{
+	st, err := MakeHomes(root, []HomeDir{{Path: filepath.Join(root, "claude"), Size: 1 << 20}}, []FileCopy{
 		{Src: filepath.Join(src, ".ssh"), Dst: filepath.Join(root, "credentials", ".ssh")},
 		{Src: filepath.Join(src, "creds-link"), Dst: filepath.Join(root, "claude", ".credentials.json")},
 		{Src: filepath.Join(src, "creds.json"), Dst: filepath.Join(root, "claude", "staged.json"), Data: []byte(`{"b":2}`)},
@@ -105,7 +105,7 @@ func TestStage(t *testing.T) {
 	if mi, _ := os.ReadFile("/proc/thread-self/mountinfo"); strings.Contains(string(mi), root) {
 		t.Errorf("Remove left a mount under %s", root)
 	}
-	if _, err := Stage(filepath.Join(run, "R2"), nil, []FileCopy{{Src: filepath.Join(src, "missing"), Dst: filepath.Join(run, "R2", "x")}}, 1000, 1000); err == nil || !strings.Contains(err.Error(), "missing") {
+	if _, err := MakeHomes(filepath.Join(run, "R2"), nil, []FileCopy{{Src: filepath.Join(src, "missing"), Dst: filepath.Join(run, "R2", "x")}}, 1000, 1000); err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Errorf("a missing source: %v", err)
 	}
 }

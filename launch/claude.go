@@ -19,14 +19,14 @@ import (
 	"github.com/agentjail/agentjail/runstate"
 )
 
-// stage makes what the plan binds from the host and agentjail provides:
+// makeHomes makes what the plan binds from the host and agentjail provides:
 // the masks' sources, and the run's staging directory with the agents'
 // private directories and the copied credentials, owned by the run user
 // (nil when the plan needs none; the caller removes it). Of the operator's
 // agent logins and configuration (filtered) it copies only what login,
 // config, settings and codexLogin kept; nothing when they have not run or
 // kept nothing.
-func (j *Jail) stage() (*hostfs.Staged, error) {
+func (j *Jail) makeHomes() (*hostfs.Homes, error) {
 	if len(j.Plan.Masks) > 0 {
 		if err := hostfs.EmptyFile(EmptyFile()); err != nil {
 			return nil, err
@@ -54,11 +54,11 @@ func (j *Jail) stage() (*hostfs.Staged, error) {
 	if cfg := j.codexConfig(); cfg != nil {
 		copies = append(copies, hostfs.FileCopy{Src: "agentjail's Codex configuration for a proxy jail", Dst: filepath.Join(j.Plan.Codex.Dir, "config.toml"), Data: cfg})
 	}
-	dirs := make([]hostfs.StageDir, len(j.Plan.Dirs))
+	dirs := make([]hostfs.HomeDir, len(j.Plan.Dirs))
 	for i, d := range j.Plan.Dirs {
-		dirs[i] = hostfs.StageDir{Path: d.Path, Size: d.Size}
+		dirs[i] = hostfs.HomeDir{Path: d.Path, Size: d.Size}
 	}
-	st, err := hostfs.Stage(StageDir(j.RunID), dirs, copies, j.User.UID, j.User.GID)
+	st, err := hostfs.MakeHomes(HomesDir(j.RunID), dirs, copies, j.User.UID, j.User.GID)
 	if err != nil {
 		st.Remove()
 		if errors.Is(err, hostfs.ErrTooLarge) {
@@ -129,7 +129,7 @@ func (j *Jail) config() (warning string) {
 		data, err := readClaudeFile(j.walker(), c.Src, claude.MaxConfig)
 		if err == nil {
 			j.configKey(data) // before: the placeholder stands for the key
-			data, err = claude.StageConfig(data, claude.APIKeyEnd(j.realEnv()))
+			data, err = claude.ConfigForRun(data, claude.APIKeyEnd(j.realEnv()))
 			if err == nil {
 				data = j.approvePlaceholder(data)
 			}
@@ -162,7 +162,7 @@ func (j *Jail) settings() (warning string) {
 		data, err := readClaudeFile(j.walker(), c.Src, claude.MaxSettings)
 		var s claude.Settings
 		if err == nil {
-			s, err = claude.StageSettings(data)
+			s, err = claude.SettingsForRun(data)
 		}
 		if err != nil {
 			// The plan binds the staged file read-only: an empty one takes
@@ -249,7 +249,7 @@ func (j *Jail) login(now time.Time) (warning string, err error) {
 	var l claude.Login
 	data, err := readClaudeFile(j.walker(), src, claude.MaxCredentials)
 	if err == nil {
-		l, err = claude.StageLogin(data, now, wall)
+		l, err = claude.LoginForRun(data, now, wall)
 	}
 	other := claude.EnvLogin(j.Env)
 	if err == nil {

@@ -34,7 +34,7 @@ func (j *Jail) codexLogin(now time.Time) (warning string, err error) {
 	var l codex.Login
 	data, err := readClaudeFile(j.walker(), src, codex.MaxAuth)
 	if err == nil {
-		l, err = codex.StageAuth(data, now, wall)
+		l, err = codex.AuthForRun(data, now, wall)
 	}
 	other := codex.EnvLogin(j.Env)
 	if err == nil {

@@ -110,7 +110,7 @@ func TestApprovePlaceholder(t *testing.T) {
 	}
 	j := &Jail{net: n, Env: env}
 	src := `{"hasCompletedOnboarding":true,"customApiKeyResponses":{"approved":["` + real[len(real)-20:] + `"]}}`
-	staged, err := claude.StageConfig([]byte(src), claude.APIKeyEnd(j.realEnv()))
+	staged, err := claude.ConfigForRun([]byte(src), claude.APIKeyEnd(j.realEnv()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestApprovePlaceholder(t *testing.T) {
 		t.Errorf("staged %s; want the placeholder's end %q approved", out, want)
 	}
 	// Not approved by the operator: nothing added.
-	staged, _ = claude.StageConfig([]byte(`{"hasCompletedOnboarding":true}`), claude.APIKeyEnd(j.realEnv()))
+	staged, _ = claude.ConfigForRun([]byte(`{"hasCompletedOnboarding":true}`), claude.APIKeyEnd(j.realEnv()))
 	if out := string(j.approvePlaceholder(staged)); strings.Contains(out, "customApiKeyResponses") {
 		t.Errorf("staged %s", out)
 	}

@@ -171,7 +171,7 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 		j.warnings = append(j.warnings, why)
 	}
 	if err == nil && inv.UID == 0 && j.User.UID != 0 {
-		exe, j.exeCopy, err = hostfs.StageExecutable(exe, filepath.Join(runstate.RunDir(), "bin"))
+		exe, j.exeCopy, err = hostfs.PublicExecutable(exe, filepath.Join(runstate.RunDir(), "bin"))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cannot provide the jail's exec stage: %w", err)
@@ -198,7 +198,7 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 	if j.Policy.NetMode() == policy.NetProxy {
 		listen = brokerListen
 	}
-	stage := StageDir(j.RunID)
+	stage := HomesDir(j.RunID)
 	agents := map[string]string{}
 	if !opt.NoAgentHomes {
 		for _, name := range []string{"claude", "claude-config", "codex"} {
@@ -221,7 +221,7 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 		EmptyFile:       EmptyFile(),
 		CommonDirFile:   CommonDirFile(),
 		GitFile:         GitFile(),
-		StagingDir:      filepath.Join(StageDir(j.RunID), "credentials"),
+		StagingDir:      filepath.Join(HomesDir(j.RunID), "credentials"),
 		ClaudeDir:       agents["claude"],
 		ClaudeConfigDir: agents["claude-config"],
 		ClaudeSessions:  sessions,
@@ -310,9 +310,9 @@ func newRunID() string {
 	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
 }
 
-// StageDir holds what one run copies in: credentials, the agents' private
+// HomesDir holds what one run copies in: credentials, the agents' private
 // directories. It is removed when the run ends.
-func StageDir(runID string) string { return filepath.Join(runstate.RunDir(), runID) }
+func HomesDir(runID string) string { return filepath.Join(runstate.RunDir(), runID) }
 
 // EmptyFile is the empty file masks are bound from.
 func EmptyFile() string { return filepath.Join(runstate.RunDir(), "empty") }

@@ -216,7 +216,7 @@ func run(req Request, stdio IO) (int, error) {
 	live := live.New(runstate.LiveDir(), runstate.State{
 		RunID: j.RunID, Profile: j.Profile, StartedAt: rec.StartedAt, User: rec.User,
 		StopWaitMS: (spec.Grace + supervise.KillWait).Milliseconds(),
-		Stage:      StageDir(j.RunID),
+		Homes:      HomesDir(j.RunID),
 	})
 	spec.Live, spec.OnStarter = live, sess.onStarter
 

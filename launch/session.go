@@ -23,7 +23,7 @@ import (
 type session struct {
 	j      *Jail
 	masks  *runstate.Masks
-	staged *hostfs.Staged
+	staged *hostfs.Homes
 	// claudeDir holds the private Claude Code directory open (O_PATH), nil
 	// when the plan has none.
 	claudeDir *os.File
@@ -45,7 +45,7 @@ func (j *Jail) open() (*session, error) {
 // onStarter stages the run's files: supervise.Spec.OnStarter.
 func (s *session) onStarter() error {
 	var err error
-	if s.staged, err = s.j.stage(); err != nil {
+	if s.staged, err = s.j.makeHomes(); err != nil {
 		return err
 	}
 	if home := s.j.Plan.Claude; home != nil && s.staged != nil {

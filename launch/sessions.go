@@ -57,7 +57,7 @@ func (j *Jail) claudeSessions(off bool) (string, error) {
 		return "", fmt.Errorf("%s: claude.dir %w", at, err)
 	}
 	if os.Getuid() == 0 {
-		return filepath.Join(StageDir(j.RunID), "sessions"), nil
+		return filepath.Join(HomesDir(j.RunID), "sessions"), nil
 	}
 	return filepath.Join(d, "projects"), nil
 }

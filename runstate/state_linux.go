@@ -44,9 +44,9 @@ type State struct {
 	// CgroupsV1 are the run's cgroup v1 directories (where the host keeps
 	// the pids or memory controller on cgroup v1).
 	CgroupsV1 []string `json:"cgroups_v1,omitempty"`
-	// Stage is the run's staging directory (Stage), "" when it has none;
+	// Homes is the run's staging directory (Homes), "" when it has none;
 	// a sweep removes it with the rest.
-	Stage string `json:"stage,omitempty"`
+	Homes string `json:"stage,omitempty"`
 
 	// Alive is computed by Runs, not stored.
 	Alive bool `json:"-"`
@@ -153,8 +153,8 @@ func SweepDead(dir, procRoot string) (map[string][]procs.Proc, error) {
 		if len(killed) > 0 {
 			out[st.RunID] = killed
 		}
-		if st.Stage != "" {
-			if err := hostfs.RemoveStage(st.Stage); err != nil {
+		if st.Homes != "" {
+			if err := hostfs.RemoveHomes(st.Homes); err != nil {
 				// The state file stays: it is what leads the next sweep
 				// (and the operator) to the staged credentials.
 				errs = append(errs, err)

@@ -14,9 +14,9 @@ func TestRunsTellsDeadSupervisorsAndSweepDeadCleansUp(t *testing.T) {
 	dir := t.TempDir()
 	// A supervisor that died: pid 1's start time is not this one.
 	dead := State{RunID: "deadrun", PID: 1, PIDStart: 999999999, Socket: filepath.Join(dir, "deadrun.sock"), Cgroup: filepath.Join(dir, "no-such-cgroup"),
-		Stage: filepath.Join(t.TempDir(), "deadrun")}
-	os.MkdirAll(filepath.Join(dead.Stage, "claude"), 0o700)
-	os.WriteFile(filepath.Join(dead.Stage, "claude", ".credentials.json"), []byte("{}"), 0o600)
+		Homes: filepath.Join(t.TempDir(), "deadrun")}
+	os.MkdirAll(filepath.Join(dead.Homes, "claude"), 0o700)
+	os.WriteFile(filepath.Join(dead.Homes, "claude", ".credentials.json"), []byte("{}"), 0o600)
 	if err := WriteJSON(filepath.Join(dir, "deadrun.json"), dead); err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestRunsTellsDeadSupervisorsAndSweepDeadCleansUp(t *testing.T) {
 	if err != nil || len(killed) != 0 {
 		t.Errorf("SweepDead: %v %v", killed, err)
 	}
-	for _, f := range []string{filepath.Join(dir, "deadrun.json"), filepath.Join(dir, "deadrun.sock"), dead.Stage} {
+	for _, f := range []string{filepath.Join(dir, "deadrun.json"), filepath.Join(dir, "deadrun.sock"), dead.Homes} {
 		if _, err := os.Stat(f); !os.IsNotExist(err) {
 			t.Errorf("%s left", f)
 		}
@@ -63,7 +63,7 @@ func TestSweepDeadLeavesOtherPidNamespaces(t *testing.T) {
 	dir := t.TempDir()
 	stage := filepath.Join(t.TempDir(), "elsewhere")
 	os.MkdirAll(stage, 0o700)
-	other := State{RunID: "elsewhere", PID: 1, PIDStart: 999999999, PIDNS: "pid:[1]", Stage: stage}
+	other := State{RunID: "elsewhere", PID: 1, PIDStart: 999999999, PIDNS: "pid:[1]", Homes: stage}
 	if other.PIDNS == here {
 		other.PIDNS = "pid:[2]"
 	}
@@ -131,7 +131,7 @@ func TestRunsWithoutPID1sNamespace(t *testing.T) {
 func TestSweepDeadKeepsStateWhileStageStays(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	st := State{RunID: "stuck", PID: 1, PIDStart: 999999999, PIDNS: PIDNamespace("/proc", "self"), Stage: "/proc/self/comm"}
+	st := State{RunID: "stuck", PID: 1, PIDStart: 999999999, PIDNS: PIDNamespace("/proc", "self"), Homes: "/proc/self/comm"}
 	if err := WriteJSON(filepath.Join(dir, "stuck.json"), st); err != nil {
 		t.Fatal(err)
 	}

@@ -179,7 +179,7 @@ func newDeadRun(t *testing.T, runDir string) deadRun {
 		t.Fatal(err)
 	}
 	ns, _ := os.Readlink("/proc/self/ns/pid")
-	r.stateJSON, _ = json.Marshal(runstate.State{RunID: r.id, PID: gone.Process.Pid, PIDStart: 1, PIDNS: ns, Stage: stage})
+	r.stateJSON, _ = json.Marshal(runstate.State{RunID: r.id, PID: gone.Process.Pid, PIDStart: 1, PIDNS: ns, Homes: stage})
 	r.proc = exec.Command("sleep", "300")
 	r.proc.Env = []string{"AGENTJAIL_RUN=" + r.id}
 	if err := r.proc.Start(); err != nil {

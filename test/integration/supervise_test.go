@@ -242,9 +242,9 @@ func TestSIGKILLOfAgentjailLeavesNoJailedProcess(t *testing.T) {
 		}
 		// tier1's private Claude Code directory: a tmpfs in the run's
 		// staging directory.
-		staged = staged || st.Stage != ""
-		if st.Stage != "" && fileExists(st.Stage) {
-			t.Errorf("SweepDead left %s's staging directory %s", st.RunID, st.Stage)
+		staged = staged || st.Homes != ""
+		if st.Homes != "" && fileExists(st.Homes) {
+			t.Errorf("SweepDead left %s's staging directory %s", st.RunID, st.Homes)
 		}
 	}
 	if !staged {
