@@ -107,7 +107,7 @@ func bwrapCheck(b bwrap.Info, err error) Check {
 // agentjail without breaking the agent's own sandbox: Ubuntu's
 // bwrap-userns-restrict stacks what bwrap runs with unpriv_bwrap, which has
 // `audit deny capability`, so an inner bwrap could not build its namespaces.
-const apparmorFix = "allow user namespaces for bwrap with an AppArmor profile that keeps what bwrap runs in it: `userns,` in an unconfined-mode profile attached to /usr/bin/bwrap (docs/apparmor.md; Ubuntu's bwrap-userns-restrict is not enough, it denies the agent's own sandbox every capability), or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
+const apparmorFix = "give /usr/bin/bwrap an unconfined-mode AppArmor profile with `userns,` (docs/apparmor.md; Ubuntu's bwrap-userns-restrict is not enough), or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
 
 func usernsCheck(h Host) Check {
 	c := Check{Name: CheckUserns, Status: Pass}
@@ -240,7 +240,7 @@ func initCheck(h Host) Check {
 // lived with.
 const (
 	procFixContainer = "run the container with --security-opt systempaths=unconfined (Docker, Podman), or securityContext.procMount: Unmasked (Kubernetes; it requires hostUsers: false)"
-	procFix          = procFixContainer + "; or, accepting a weaker jail, allow binding the existing /proc with `filesystem: {proc: fresh-or-bind}` in a profile that extends this one: the jail then shares the container's pid namespace and shows its processes, and the agent's own sandbox works only in its weaker mode, binding /proc instead of mounting one (Claude Code: sandbox.enableWeakerNestedSandbox)"
+	procFix          = procFixContainer + "; or accept a weaker jail: `filesystem: {proc: fresh-or-bind}` in a profile that extends this one, with the agent's sandbox in its weaker mode (Claude Code: sandbox.enableWeakerNestedSandbox; docs/nesting.md)"
 )
 
 func hostProcCheck(h Host, j Jail) Check {

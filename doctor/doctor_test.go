@@ -152,7 +152,7 @@ func TestDiagnose(t *testing.T) {
 			[]string{"user.max_user_namespaces=0", "sysctl -w user.max_user_namespaces="}},
 		{"ubuntu apparmor knob", func(h *Host, _ *bwrap.Info, _ *error, _ *Jail) {
 			h.Sysctls["kernel.apparmor_restrict_unprivileged_userns"] = "1"
-		}, true, CheckUserns, Warn, []string{"AppArmor restricts unprivileged user namespaces", "unconfined-mode profile attached to /usr/bin/bwrap", "docs/apparmor.md"}},
+		}, true, CheckUserns, Warn, []string{"AppArmor restricts unprivileged user namespaces", "/usr/bin/bwrap an unconfined-mode AppArmor profile with `userns,`", "docs/apparmor.md"}},
 		{"inside bwrap --disable-userns", func(h *Host, _ *bwrap.Info, _ *error, j *Jail) {
 			h.UIDMap = "1000 0 1"
 			j.Started, j.Stderr, j.Probes = false, enospc+"\n", nil
@@ -190,7 +190,7 @@ func TestDiagnose(t *testing.T) {
 		{"apparmor withholds loopback", func(h *Host, _ *bwrap.Info, _ *error, j *Jail) {
 			h.Sysctls["kernel.apparmor_restrict_unprivileged_userns"] = "1"
 			j.Probes[ProbeNet] = Probe{Exit: 1, Output: "bwrap: loopback: Failed RTM_NEWADDR: Operation not permitted"}
-		}, false, CheckInnerNet, Fail, []string{"RTM_NEWADDR", "AppArmor (kernel.apparmor_restrict_unprivileged_userns=1)", "unconfined-mode profile attached to /usr/bin/bwrap", "docs/apparmor.md"}},
+		}, false, CheckInnerNet, Fail, []string{"RTM_NEWADDR", "AppArmor (kernel.apparmor_restrict_unprivileged_userns=1)", "/usr/bin/bwrap an unconfined-mode AppArmor profile with `userns,`", "docs/apparmor.md"}},
 		{"capless root cannot map uids", func(h *Host, _ *bwrap.Info, _ *error, j *Jail) {
 			j.Probes[ProbeProc] = Probe{Exit: 1, Output: "bwrap: setting up uid map: Operation not permitted"}
 		}, false, CheckInnerProc, Fail, []string{"capabilities to write its uid map", "--cap-drop ALL", "unprivileged uid"}},
