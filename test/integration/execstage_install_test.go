@@ -2,7 +2,6 @@ package integration
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -70,23 +69,9 @@ func TestExecStageInstalls(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			dir := install(t, c.stage)
-			bin := filepath.Join(dir, "agentjail")
 			warn := strings.ReplaceAll(c.warn, "DIR", dir)
-			run := func(args ...string) result {
-				cmd := exec.Command(bin, args...)
-				cmd.Env, cmd.Dir = []string{"PATH=/usr/bin:/bin"}, "/"
-				var out, errb strings.Builder
-				cmd.Stdout, cmd.Stderr = &out, &errb
-				err := cmd.Run()
-				code := 0
-				if ee, ok := err.(*exec.ExitError); ok {
-					code = ee.ExitCode()
-				} else if err != nil {
-					t.Fatal(err)
-				}
-				return result{code: code, stdout: out.String(), stderr: errb.String()}
-			}
-			r := run("render", "--user", "1000", "--", "true")
+			run := invocation{bin: filepath.Join(dir, "agentjail")}.run
+			r := run(t, "render", "--user", "1000", "--", "true")
 			if want := "--ro-bind " + filepath.Join(dir, c.bound) + " /dev/.agentjail-exec "; !strings.Contains(r.stdout, want) {
 				t.Errorf("render does not bind %s as the stage:\n%s", c.bound, r.stdout)
 			}
@@ -94,18 +79,18 @@ func TestExecStageInstalls(t *testing.T) {
 				t.Errorf("render's stderr, want warning %q:\n%s", warn, r.stderr)
 			}
 			rp := recordPath(t)
-			r = run("run", "--user", "1000", "--record", rp, "--", "sh", "-c", "exit 3")
+			r = run(t, "run", "--user", "1000", "--record", rp, "--", "sh", "-c", "exit 3")
 			wantCode(t, r, 3)
 			if rec := readRecord(t, rp, 3); warn != "" && !strings.Contains(strings.Join(rec.Warnings, "\n"), warn) {
 				t.Errorf("the record's warnings lack %q: %q", warn, rec.Warnings)
 			}
 			rp = recordPath(t)
-			r = run("run", "--user", "1000", "--record", rp, "--", "no-such-command-anywhere")
+			r = run(t, "run", "--user", "1000", "--record", rp, "--", "no-such-command-anywhere")
 			wantCode(t, r, 127)
 			if rec := readRecord(t, rp, 127); rec.ExecFailure == nil || rec.ExecFailure.Path != "no-such-command-anywhere" {
 				t.Errorf("exec_failure %+v", rec.ExecFailure)
 			}
-			r = run("run", "--user", "1000", "--", "/etc/hostname")
+			r = run(t, "run", "--user", "1000", "--", "/etc/hostname")
 			wantCode(t, r, 126)
 		})
 	}

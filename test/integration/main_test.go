@@ -5,6 +5,7 @@ package integration
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -59,6 +60,9 @@ type invocation struct {
 	// wrap runs agentjail under this command line (agentjail and its
 	// arguments are appended), as the caller's own sandbox or container.
 	wrap []string
+	// bin is the agentjail binary run, the one built for the tests when
+	// empty (an install of its own, say).
+	bin string
 }
 
 // aj runs agentjail with args and returns what it printed and its exit
@@ -72,9 +76,10 @@ func (inv invocation) run(t *testing.T, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, agentjail, args...)
+	bin := cmp.Or(inv.bin, agentjail)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	if len(inv.wrap) > 0 {
-		cmd = exec.CommandContext(ctx, inv.wrap[0], append(append(inv.wrap[1:], agentjail), args...)...)
+		cmd = exec.CommandContext(ctx, inv.wrap[0], append(append(inv.wrap[1:], bin), args...)...)
 	}
 	cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}, inv.env...)
 	cmd.Dir = inv.dir
