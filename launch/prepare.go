@@ -221,7 +221,7 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 		EmptyFile:       EmptyFile(),
 		CommonDirFile:   CommonDirFile(),
 		GitFile:         GitFile(),
-		StagingDir:      filepath.Join(HomesDir(j.RunID), "credentials"),
+		CredentialsDir:  filepath.Join(HomesDir(j.RunID), "credentials"),
 		ClaudeDir:       agents["claude"],
 		ClaudeConfigDir: agents["claude-config"],
 		ClaudeSessions:  sessions,
