@@ -6,10 +6,10 @@ import (
 	"testing"
 )
 
-// TestStageConfig: a run gets the onboarding and trust state of the
+// TestConfigForRun: a run gets the onboarding and trust state of the
 // operator's ~/.claude.json and nothing else: no API key, no MCP server's
 // secrets, no prompt history.
-func TestStageConfig(t *testing.T) {
+func TestConfigForRun(t *testing.T) {
 	t.Parallel()
 	src := `{"numStartups":7,"hasCompletedOnboarding":true,"lastOnboardingVersion":"2.1.197","theme":"dark","userID":"u-secret",
 "primaryApiKey":"sk-ant-api03-secret","customApiKeyResponses":{"approved":["api03-secret-end"],"rejected":[]},
@@ -48,10 +48,10 @@ func TestStageConfig(t *testing.T) {
 	}
 }
 
-// TestStageConfigCarriesTheApprovalOfTheRunsKey: the operator's approval
+// TestConfigForRunCarriesTheApprovalOfTheRunsKey: the operator's approval
 // of the API key the run gets comes along (claude would ask again
 // otherwise); the ends of other keys do not, and nothing without a key.
-func TestStageConfigCarriesTheApprovalOfTheRunsKey(t *testing.T) {
+func TestConfigForRunCarriesTheApprovalOfTheRunsKey(t *testing.T) {
 	t.Parallel()
 	key := "sk-ant-api03-0123456789abcdefghijKLMN"
 	end := APIKeyEnd([]string{"PATH=/bin", "ANTHROPIC_API_KEY=" + key})

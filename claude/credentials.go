@@ -12,10 +12,10 @@ import (
 // real one is a few hundred bytes.
 const MaxCredentials = 1 << 20
 
-// stagedLogin is as much of a Claude Code login (the claudeAiOauth object
+// runLogin is as much of a Claude Code login (the claudeAiOauth object
 // of ~/.claude/.credentials.json) as a run gets: what claude reads to use
 // the access token. The refresh token is not among it.
-type stagedLogin struct {
+type runLogin struct {
 	AccessToken      string   `json:"accessToken"`
 	ExpiresAt        *int64   `json:"expiresAt,omitempty"` // Unix milliseconds
 	Scopes           []string `json:"scopes,omitempty"`
@@ -60,7 +60,7 @@ type Login struct {
 // expires before the wall limit gives a Warning.
 func LoginForRun(src []byte, now time.Time, wall time.Duration) (Login, error) {
 	var file struct {
-		OAuth *stagedLogin `json:"claudeAiOauth"`
+		OAuth *runLogin `json:"claudeAiOauth"`
 	}
 	if err := json.Unmarshal(src, &file); err != nil {
 		var te *json.UnmarshalTypeError
@@ -84,7 +84,7 @@ func LoginForRun(src []byte, now time.Time, wall time.Duration) (Login, error) {
 		}
 	}
 	var err error
-	l.File, err = json.Marshal(map[string]*stagedLogin{"claudeAiOauth": file.OAuth})
+	l.File, err = json.Marshal(map[string]*runLogin{"claudeAiOauth": file.OAuth})
 	return l, err
 }
 

@@ -9,11 +9,11 @@ import (
 	"time"
 )
 
-// TestStageLogin: the run gets the access token and what claude reads
+// TestLoginForRun: the run gets the access token and what claude reads
 // beside it, never the refresh token, another login kept in the file, or
 // a field agentjail does not know; a file without a login, or with one
 // that expired, gives nothing.
-func TestStageLogin(t *testing.T) {
+func TestLoginForRun(t *testing.T) {
 	t.Parallel()
 	now := time.UnixMilli(1_800_000_000_000)
 	login := func(expires time.Time) string {
@@ -29,25 +29,25 @@ func TestStageLogin(t *testing.T) {
 	}
 	want := fmt.Sprintf(`{"claudeAiOauth":{"accessToken":"sk-ant-oat01-op","expiresAt":%d,"scopes":["user:inference","user:profile"],"subscriptionType":"max"}}`, in8h.UnixMilli())
 	if string(l.File) != want || !l.Expires.Equal(in8h) || l.Warning != "" {
-		t.Errorf("StageLogin = %s, expires %v, warning %q;\nwant %s", l.File, l.Expires, l.Warning, want)
+		t.Errorf("LoginForRun = %s, expires %v, warning %q;\nwant %s", l.File, l.Expires, l.Warning, want)
 	}
 	if strings.Contains(string(l.File), "ort01") || strings.Contains(string(l.File), "clientSecret") {
-		t.Errorf("a refresh token or secret was staged: %s", l.File)
+		t.Errorf("the run gets a refresh token or secret: %s", l.File)
 	}
 	var back struct {
 		OAuth map[string]json.RawMessage `json:"claudeAiOauth"`
 	}
 	if err := json.Unmarshal(l.File, &back); err != nil || len(back.OAuth) != 4 {
-		t.Errorf("the staged file does not parse as a login of 4 fields: %v %s", err, l.File)
+		t.Errorf("the run's file does not parse as a login of 4 fields: %v %s", err, l.File)
 	}
 
-	// No expiry given: staged, nothing to check.
+	// No expiry given: the run gets it, nothing to check.
 	l, err = LoginForRun([]byte(`{"claudeAiOauth":{"accessToken":"tok"}}`), now, time.Hour)
 	if err != nil || string(l.File) != `{"claudeAiOauth":{"accessToken":"tok"}}` || !l.Expires.IsZero() || l.Warning != "" {
 		t.Errorf("a login without expiresAt: %s %v %q %v", l.File, l.Expires, l.Warning, err)
 	}
 
-	// Expiring within the wall limit: staged, with a warning; with no
+	// Expiring within the wall limit: the run gets it, with a warning; with no
 	// wall limit, without.
 	in5m := now.Add(5 * time.Minute)
 	l, err = LoginForRun([]byte(login(in5m)), now, 10*time.Minute)
@@ -73,7 +73,7 @@ func TestStageLogin(t *testing.T) {
 	} {
 		l, err := LoginForRun([]byte(c.src), now, time.Hour)
 		if !errors.Is(err, c.want) || !strings.HasPrefix(fmt.Sprint(err), c.msg) || l.File != nil {
-			t.Errorf("%s: StageLogin = %s, %v; want %v (%q)", c.name, l.File, err, c.want, c.msg)
+			t.Errorf("%s: LoginForRun = %s, %v; want %v (%q)", c.name, l.File, err, c.want, c.msg)
 		}
 	}
 }

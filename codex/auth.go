@@ -59,7 +59,7 @@ type Login struct {
 // last_refresh, with an empty refresh token: whoever holds the refresh
 // token can mint access tokens for the operator's account, and a login
 // refreshed in the jail would have to be written back, letting the agent
-// choose the operator's login (the same rule as claude.StageLogin).
+// choose the operator's login (the same rule as claude.LoginForRun).
 // Measured with Codex 0.169.0: it accepts an empty refresh token, uses a
 // valid access token and asks for no refresh; with an expired one it asks
 // for a refresh, again and again, and fails.

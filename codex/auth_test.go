@@ -16,7 +16,7 @@ func jwt(exp time.Time) string {
 	return enc([]byte(`{"alg":"none"}`)) + "." + enc([]byte(fmt.Sprintf(`{"exp":%d,"sub":"u"}`, exp.Unix()))) + ".sig"
 }
 
-func TestStageAuth(t *testing.T) {
+func TestAuthForRun(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	chatgpt := func(exp time.Time) string {
@@ -30,11 +30,11 @@ func TestStageAuth(t *testing.T) {
 	json.Unmarshal(l.File, &got)
 	tok := got["tokens"].(map[string]any)
 	if tok["refresh_token"] != "" || tok["access_token"] != jwt(now.Add(8*time.Hour)) || tok["account_id"] != "acc" || got["last_refresh"] == nil {
-		t.Errorf("staged %s", l.File)
+		t.Errorf("the run gets %s", l.File)
 	}
 	for _, secret := range []string{"rt-secret", "pat-secret", "agent_identity"} {
 		if strings.Contains(string(l.File), secret) {
-			t.Errorf("%s is staged: %s", secret, l.File)
+			t.Errorf("the run gets %s: %s", secret, l.File)
 		}
 	}
 	if l, err := AuthForRun([]byte(chatgpt(now.Add(30*time.Minute))), now, time.Hour); err != nil || !strings.Contains(l.Warning, "before the run's wall limit") {

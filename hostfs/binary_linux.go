@@ -41,33 +41,33 @@ func PublicExecutable(exe, dir string) (string, *os.File, error) {
 	}
 	sys := st.Sys().(*syscall.Stat_t)
 	name := fmt.Sprintf("agentjail-%d-%d-%d", sys.Ino, st.Size(), st.ModTime().UnixNano())
-	staged := filepath.Join(dir, name)
+	public := filepath.Join(dir, name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", nil, fmt.Errorf("stage the exec stage binary: %w", err)
+		return "", nil, fmt.Errorf("copy the exec stage binary: %w", err)
 	}
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return "", nil, err
 	}
 	for {
-		hold, err := LockEntry(staged, os.O_RDONLY, unix.LOCK_SH)
+		hold, err := LockEntry(public, os.O_RDONLY, unix.LOCK_SH)
 		if err == nil {
 			pruneCopies(dir, name)
-			return staged, hold, nil
+			return public, hold, nil
 		}
 		if !errors.Is(err, fs.ErrNotExist) {
-			return "", nil, fmt.Errorf("stage the exec stage binary: %w", err)
+			return "", nil, fmt.Errorf("copy the exec stage binary: %w", err)
 		}
-		if err := copyExecutable(exe, staged); err != nil {
-			return "", nil, fmt.Errorf("stage the exec stage binary in %s: %w", dir, err)
+		if err := copyExecutable(exe, public); err != nil {
+			return "", nil, fmt.Errorf("copy the exec stage binary into %s: %w", dir, err)
 		}
 	}
 }
 
-// copyExecutable copies exe to staged (mode 0755) unless staged exists. The
+// copyExecutable copies exe to target (mode 0755) unless target exists. The
 // temporary copy is flocked while it is written, so that a concurrent
 // pruner leaves it alone, and a SIGKILLed copy is pruned by the next run.
-func copyExecutable(exe, staged string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(staged), ".agentjail-*")
+func copyExecutable(exe, target string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(target), ".agentjail-*")
 	if err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ func copyExecutable(exe, staged string) error {
 	if err == nil {
 		// link, not rename: an existing copy (a concurrent run's, maybe
 		// held already) is never replaced.
-		if err = os.Link(tmp.Name(), staged); errors.Is(err, fs.ErrExist) {
+		if err = os.Link(tmp.Name(), target); errors.Is(err, fs.ErrExist) {
 			err = nil
 		}
 	}
@@ -101,7 +101,7 @@ func copyExecutable(exe, staged string) error {
 	return err
 }
 
-// pruneCopies removes from dir every copy StageExecutable made, and every
+// pruneCopies removes from dir every copy PublicExecutable made, and every
 // temporary one, but keep, that no run holds. Failures are left for the
 // next run: they cost only space.
 func pruneCopies(dir, keep string) {

@@ -12,7 +12,7 @@ import (
 )
 
 // privateExe writes a stand-in for the agentjail binary under a directory
-// only its owner can search, so StageExecutable must copy it.
+// only its owner can search, so PublicExecutable must copy it.
 func privateExe(t *testing.T, content string) string {
 	t.Helper()
 	d := filepath.Join(t.TempDir(), "private")
@@ -53,10 +53,10 @@ func holdFile(t *testing.T, p string, how int) {
 	}
 }
 
-// TestStageExecutablePrunes: staging removes the copies and temporary
+// TestPublicExecutablePrunes: a call removes the copies and temporary
 // copies no one holds, keeps those a run or a copier holds, its own, and
 // what is not a copy.
-func TestStageExecutablePrunes(t *testing.T) {
+func TestPublicExecutablePrunes(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	for name, content := range map[string]string{
@@ -81,7 +81,7 @@ func TestStageExecutablePrunes(t *testing.T) {
 	}
 	defer hold.Close()
 	if filepath.Dir(got) != dir || hold == nil {
-		t.Fatalf("staged %s (hold %v), want a held copy in %s", got, hold, dir)
+		t.Fatalf("copied to %s (hold %v), want a held copy in %s", got, hold, dir)
 	}
 	if data, _ := os.ReadFile(got); string(data) != "binary one" {
 		t.Errorf("the copy holds %q", data)
@@ -92,7 +92,7 @@ func TestStageExecutablePrunes(t *testing.T) {
 	want := []string{".agentjail-222", "agentjail-4-5-6", filepath.Base(got), "agentjail.conf", "other-agentjail-77"}
 	slices.Sort(want)
 	if left := names(t, dir); !slices.Equal(left, want) {
-		t.Errorf("after staging %s holds %q, want %q", dir, left, want)
+		t.Errorf("after the copy %s holds %q, want %q", dir, left, want)
 	}
 
 	// The same binary again: the same copy, nothing new.
@@ -102,14 +102,14 @@ func TestStageExecutablePrunes(t *testing.T) {
 	}
 	hold2.Close()
 	if left := names(t, dir); again != got || !slices.Equal(left, want) {
-		t.Errorf("staging again gave %s and left %q, want %s and %q", again, left, got, want)
+		t.Errorf("the same binary again gave %s and left %q, want %s and %q", again, left, got, want)
 	}
 }
 
-// TestStageExecutableKeepsHeldCopies: a run of one binary holds its copy
+// TestPublicExecutableKeepsHeldCopies: a run of one binary holds its copy
 // while another binary's run prunes; the copy goes once its run has ended.
 // A binary readable by all is not copied, and prunes too.
-func TestStageExecutableKeepsHeldCopies(t *testing.T) {
+func TestPublicExecutableKeepsHeldCopies(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	one, hold1, err := PublicExecutable(privateExe(t, "binary one"), dir)
@@ -131,7 +131,7 @@ func TestStageExecutableKeepsHeldCopies(t *testing.T) {
 	}
 	defer hold2.Close()
 	if left := names(t, dir); !slices.Equal(left, []string{filepath.Base(two2)}) {
-		t.Errorf("after both runs ended, staging a rebuild left %q, want only %s", left, filepath.Base(two2))
+		t.Errorf("after both runs ended, copying a rebuild left %q, want only %s", left, filepath.Base(two2))
 	}
 
 	// t.TempDir makes its directories 0700.
@@ -142,7 +142,7 @@ func TestStageExecutableKeepsHeldCopies(t *testing.T) {
 	os.WriteFile(public, []byte("installed"), 0o755)
 	got, hold, err := PublicExecutable(public, dir)
 	if err != nil || got != public || hold != nil {
-		t.Fatalf("a binary readable by all was staged as %s (hold %v, %v)", got, hold, err)
+		t.Fatalf("a binary readable by all was copied to %s (hold %v, %v)", got, hold, err)
 	}
 	if left := names(t, dir); len(left) != 1 {
 		t.Fatalf("a run of an installed binary pruned a held copy: %q", left)
@@ -156,10 +156,10 @@ func TestStageExecutableKeepsHeldCopies(t *testing.T) {
 	}
 }
 
-// TestStageExecutableConcurrent: runs of two binaries stage and end at
+// TestPublicExecutableConcurrent: runs of two binaries copy theirs and end at
 // once, each pruning the other's copy when it can; while a run holds its
 // copy, the copy is there with the right content (bwrap binds it by path).
-func TestStageExecutableConcurrent(t *testing.T) {
+func TestPublicExecutableConcurrent(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	exes := []string{privateExe(t, "binary zero"), privateExe(t, "binary one")}

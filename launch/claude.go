@@ -20,7 +20,7 @@ import (
 )
 
 // makeHomes makes what the plan binds from the host and agentjail provides:
-// the masks' sources, and the run's staging directory with the agents'
+// the masks' sources, and the run's homes directory with the agents'
 // private directories and the copied credentials, owned by the run user
 // (nil when the plan needs none; the caller removes it). Of the operator's
 // agent logins and configuration (filtered) it copies only what login,
@@ -118,7 +118,7 @@ func (j *Jail) walker() hostfs.Walker {
 
 // config reads the operator's ~/.claude.json that the plan copies into the
 // run's private directory and keeps what the run gets of it
-// (claude.StageConfig: the onboarding and trust state, no secrets). One
+// (claude.ConfigForRun: the onboarding and trust state, no secrets). One
 // that cannot be read or is not claude's is left out, with a warning.
 func (j *Jail) config() (warning string) {
 	h := j.Plan.Claude
@@ -147,7 +147,7 @@ func (j *Jail) config() (warning string) {
 
 // settings reads the operator's ~/.claude/settings.json that the plan
 // carries into the run, read-only, and keeps what the run gets of it
-// (claude.StageSettings: no key that runs a command, holds or makes a
+// (claude.SettingsForRun: no key that runs a command, holds or makes a
 // credential, or sends data out). It returns a warning naming the keys
 // left out, or saying why none was carried.
 func (j *Jail) settings() (warning string) {
@@ -165,7 +165,7 @@ func (j *Jail) settings() (warning string) {
 			s, err = claude.SettingsForRun(data)
 		}
 		if err != nil {
-			// The plan binds the staged file read-only: an empty one takes
+			// The plan binds the copied file read-only: an empty one takes
 			// its place, so that bubblewrap finds its source and the agent
 			// still cannot plant settings there.
 			j.keep(c.Dst, []byte("{}\n"))
@@ -224,7 +224,7 @@ func claudeAfter(j *Jail, sess *session, parser *claude.Parser, results *hostfs.
 
 // login reads the operator's Claude Code login that the plan copies into
 // the run's private directory, and keeps what the run gets of it
-// (claude.StageLogin: the access token alone) and the record's report.
+// (claude.LoginForRun: the access token alone) and the record's report.
 // Nothing the run does to its copy ever goes back: the operator's file is
 // only read, here, before the run.
 //

@@ -13,7 +13,7 @@ import (
 
 // codexLogin reads the operator's ~/.codex/auth.json that the plan copies
 // into the run's private Codex directory, and keeps what the run gets of
-// it (codex.StageAuth: an API key, or a ChatGPT login's access token
+// it (codex.AuthForRun: an API key, or a ChatGPT login's access token
 // without its refresh token) and the record's report. Nothing the run
 // does to its copy goes back: the operator's file is only read, here,
 // before the run. The rules for a login that cannot be used are claude's

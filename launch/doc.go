@@ -2,7 +2,7 @@
 // Request into a Jail (profile loaded, merged and validated, run user
 // picked, bwrap detected, seccomp compiled, the plan rendered, the
 // environment built); Run takes it through its life in one sequence
-// (outputs opened, dead runs swept, staging, masks, the live registry,
+// (outputs opened, dead runs swept, the homes made, masks, the live registry,
 // supervise.Run, the post-run checks, the agent's output parsed, the
 // record written); RunProbe is the same launch for doctor.
 //

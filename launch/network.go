@@ -238,9 +238,9 @@ func (j *Jail) moveLogin() {
 // configKey gives the broker the API key of the operator's ~/.claude.json
 // (primaryApiKey, what `claude /login` with a Console account keeps), when
 // the run has no Anthropic credential otherwise: the jail never gets the
-// key (StageConfig leaves it out), only a placeholder in
-// ANTHROPIC_API_KEY. It runs before StageConfig, which approves the
-// placeholder's end for interactive claude.
+// key (ConfigForRun leaves it out), only a placeholder in
+// ANTHROPIC_API_KEY. It runs before ConfigForRun and approvePlaceholder,
+// which approve the placeholder's end for interactive claude.
 func (j *Jail) configKey(data []byte) {
 	if j.net == nil || j.holds("anthropic") {
 		return
@@ -272,33 +272,33 @@ func (j *Jail) realEnv() []string {
 	return j.Env
 }
 
-// approvePlaceholder turns, in the staged ~/.claude.json, the operator's
+// approvePlaceholder turns, in the run's ~/.claude.json, the operator's
 // approval of the real API key into one of the jail's placeholder, so that
 // interactive claude does not ask about the key it was given; without
 // such an approval nothing is added.
-func (j *Jail) approvePlaceholder(staged []byte) []byte {
+func (j *Jail) approvePlaceholder(config []byte) []byte {
 	real, ph := claude.APIKeyEnd(j.realEnv()), claude.APIKeyEnd(j.Env)
 	if j.net == nil || real == ph {
-		return staged
+		return config
 	}
 	var cfg map[string]json.RawMessage
-	if json.Unmarshal(staged, &cfg) != nil {
-		return staged
+	if json.Unmarshal(config, &cfg) != nil {
+		return config
 	}
 	if _, ok := cfg["customApiKeyResponses"]; !ok {
-		return staged
+		return config
 	}
 	cfg["customApiKeyResponses"], _ = json.Marshal(map[string][]string{"approved": {ph}})
 	out, err := json.Marshal(cfg)
 	if err != nil {
-		return staged
+		return config
 	}
 	return out
 }
 
 // moveCodexLogin keeps the operator's Codex login out of a proxy jail: an
 // API key of auth.json goes to the broker (the jail gets a placeholder in
-// OPENAI_API_KEY, which the staged config.toml's provider sends), a
+// OPENAI_API_KEY, which the provider of the run's config.toml sends), a
 // ChatGPT login is left out (it is used at chatgpt.com, which the API
 // route does not serve); with a credential in the run's environment the
 // file is left out altogether.

@@ -99,7 +99,7 @@ func TestConfigKey(t *testing.T) {
 }
 
 // TestApprovePlaceholder: where the operator approved the real key
-// (~/.claude.json's customApiKeyResponses), the staged copy approves the
+// (~/.claude.json's customApiKeyResponses), the run's copy approves the
 // jail's placeholder, and names nothing of the real key.
 func TestApprovePlaceholder(t *testing.T) {
 	p := policy.Policy{Network: policy.Network{Mode: policy.NetProxy}}
@@ -110,18 +110,18 @@ func TestApprovePlaceholder(t *testing.T) {
 	}
 	j := &Jail{net: n, Env: env}
 	src := `{"hasCompletedOnboarding":true,"customApiKeyResponses":{"approved":["` + real[len(real)-20:] + `"]}}`
-	staged, err := claude.ConfigForRun([]byte(src), claude.APIKeyEnd(j.realEnv()))
+	config, err := claude.ConfigForRun([]byte(src), claude.APIKeyEnd(j.realEnv()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := string(j.approvePlaceholder(staged))
+	out := string(j.approvePlaceholder(config))
 	if want := claude.APIKeyEnd(j.Env); !strings.Contains(out, `"approved":["`+want+`"]`) || strings.Contains(out, real[len(real)-20:]) || !strings.Contains(out, "hasCompletedOnboarding") {
-		t.Errorf("staged %s; want the placeholder's end %q approved", out, want)
+		t.Errorf("the run gets %s; want the placeholder's end %q approved", out, want)
 	}
 	// Not approved by the operator: nothing added.
-	staged, _ = claude.ConfigForRun([]byte(`{"hasCompletedOnboarding":true}`), claude.APIKeyEnd(j.realEnv()))
-	if out := string(j.approvePlaceholder(staged)); strings.Contains(out, "customApiKeyResponses") {
-		t.Errorf("staged %s", out)
+	config, _ = claude.ConfigForRun([]byte(`{"hasCompletedOnboarding":true}`), claude.APIKeyEnd(j.realEnv()))
+	if out := string(j.approvePlaceholder(config)); strings.Contains(out, "customApiKeyResponses") {
+		t.Errorf("the run gets %s", out)
 	}
 }
 

@@ -40,7 +40,7 @@ type Jail struct {
 	Env     []string   // the jail's environment, bwrap's own
 	Argv    []string
 	// exeCopy holds the copy of the exec stage bound into the jail, nil
-	// when none was made (hostfs.StageExecutable).
+	// when none was made (hostfs.PublicExecutable).
 	exeCopy *os.File
 	// warnings are what Prepare found that the run goes on without, for
 	// stderr and the record (beside the plan's).
@@ -55,7 +55,7 @@ type Jail struct {
 	codexCredentials *record.Login
 	// net is a proxy jail's network (network.go), nil in other modes.
 	net *netPlan
-	// secrets are the staged logins' values, redacted from the record as
+	// secrets are the copied logins' values, redacted from the record as
 	// the environment's are.
 	secrets []string
 }
@@ -198,11 +198,11 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 	if j.Policy.NetMode() == policy.NetProxy {
 		listen = brokerListen
 	}
-	stage := HomesDir(j.RunID)
+	runHomes := HomesDir(j.RunID)
 	agents := map[string]string{}
 	if !opt.NoAgentHomes {
 		for _, name := range []string{"claude", "claude-config", "codex"} {
-			agents[name] = filepath.Join(stage, name)
+			agents[name] = filepath.Join(runHomes, name)
 		}
 	}
 	sessions, err := j.claudeSessions(opt.NoAgentHomes)
@@ -221,7 +221,7 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 		EmptyFile:       EmptyFile(),
 		CommonDirFile:   CommonDirFile(),
 		GitFile:         GitFile(),
-		StagingDir:      filepath.Join(HomesDir(j.RunID), "credentials"),
+		CredentialsDir:  filepath.Join(HomesDir(j.RunID), "credentials"),
 		ClaudeDir:       agents["claude"],
 		ClaudeConfigDir: agents["claude-config"],
 		ClaudeSessions:  sessions,

@@ -33,7 +33,7 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sys
 	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE}
 
 // Run runs req end to end and returns agentjail's exit code: it prepares
-// the jail, opens the operator's outputs, stages what the jail binds from
+// the jail, opens the operator's outputs, makes what the jail binds from
 // the host, starts and supervises it, checks the writable roots once
 // nothing of it runs, and writes the record (on every path, a setup
 // failure included). What it has to say goes to out.Stderr, one line each
@@ -115,7 +115,7 @@ func run(req Request, stdio IO) (int, error) {
 		rec.Warnings = append(rec.Warnings, w)
 	}
 	// Every degradation is recorded, and printed once when it weakens what
-	// the operator asked for (j.degraded): the plan's now, the staging's
+	// the operator asked for (j.degraded): the plan's now, the homes'
 	// and the supervisor's (cgroup, rlimits, live) at the end.
 	for _, d := range j.Plan.Degradations {
 		rec.Degradations = append(rec.Degradations, j.degraded(notices, record.Note{What: "jail", Detail: d})...)
@@ -235,8 +235,8 @@ func run(req Request, stdio IO) (int, error) {
 	<-snapped
 	rec = outcome.Record
 	j.network(nr, &rec)
-	if staged := sess.staged; staged != nil {
-		rec.Degradations = append(rec.Degradations, staged.Degradations...)
+	if homes := sess.homes; homes != nil {
+		rec.Degradations = append(rec.Degradations, homes.Degradations...)
 	}
 	termIO.end(&rec, outcome.Abandoned)
 	// From here on agentjail speaks after the agent, on a line of its own
@@ -321,7 +321,7 @@ func (n *newlineFirst) Write(p []byte) (int, error) {
 // and returns them all, for the record. A value is the operator's when a
 // flag or a profile file of theirs set it; a built-in profile's default
 // the host cannot give (nofile 65536 under a lower inherited hard limit,
-// a capped staging directory without root) is recorded only, as is what
+// a capped homes directory without root) is recorded only, as is what
 // nobody asked for by name (a cgroup of the run's own, its listing in
 // `agentjail ps`). See docs/supervision.md, Degradations.
 func (j *Jail) degraded(w io.Writer, notes ...record.Note) []record.Note {
@@ -343,7 +343,7 @@ func weakens(what string) string {
 	}
 	return map[string]string{
 		"jail":          "filesystem.proc",
-		"staging.size":  "filesystem.home.size",
+		"staging.size":  "filesystem.home.size", // the homes' tmpfs (hostfs.MakeHomes)
 		"cgroup.pids":   "limits.pids",
 		"cgroup.memory": "limits.memory",
 		"cgroup.swap":   "limits.swap",

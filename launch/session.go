@@ -12,18 +12,18 @@ import (
 )
 
 // session is what a launch holds on the host around the jail: the masks
-// (until the jail has ended) and the staging directory (until the run's
+// (until the jail has ended) and the homes directory (until the run's
 // results are taken from it). Run and RunProbe open it alike, in one
-// order: the reaper and the masks now, the staging on the thread bwrap is
+// order: the reaper and the masks now, the homes on the thread bwrap is
 // started from (onStarter), where the private Claude Code directory's
 // tmpfs is mounted in a mount namespace of that thread's own. When the
 // run is over that thread ends and the namespace with it: the tmpfs is
 // reached afterwards through claudeDir, a descriptor taken there, and
 // nothing has to be unmounted.
 type session struct {
-	j      *Jail
-	masks  *runstate.Masks
-	staged *hostfs.Homes
+	j     *Jail
+	masks *runstate.Masks
+	homes *hostfs.Homes
 	// claudeDir holds the private Claude Code directory open (O_PATH), nil
 	// when the plan has none.
 	claudeDir *os.File
@@ -42,13 +42,13 @@ func (j *Jail) open() (*session, error) {
 	return &session{j: j, masks: masks}, nil
 }
 
-// onStarter stages the run's files: supervise.Spec.OnStarter.
+// onStarter makes the run's homes: supervise.Spec.OnStarter.
 func (s *session) onStarter() error {
 	var err error
-	if s.staged, err = s.j.makeHomes(); err != nil {
+	if s.homes, err = s.j.makeHomes(); err != nil {
 		return err
 	}
-	if home := s.j.Plan.Claude; home != nil && s.staged != nil {
+	if home := s.j.Plan.Claude; home != nil && s.homes != nil {
 		fd, err := unix.Open(home.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return fmt.Errorf("open the run's Claude Code directory: %w", err)
@@ -75,12 +75,12 @@ func (s *session) claudePath() string {
 // endJail lets the masks go: call it once nothing of the jail runs.
 func (s *session) endJail() error { return s.masks.Release() }
 
-// remove lets the Claude Code directory go and deletes the staging
+// remove lets the Claude Code directory go and deletes the homes
 // directory.
 func (s *session) remove() {
 	if s.claudeDir != nil {
 		s.claudeDir.Close()
 	}
 	s.sessions.Close()
-	s.staged.Remove()
+	s.homes.Remove()
 }

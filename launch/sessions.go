@@ -20,13 +20,13 @@ import (
 // alone (measured with 2.1.197: everything else of its directory removed,
 // the session resumed, its earlier turns sent again), so only DIR/projects
 // is the run's: bound at ~/.claude/projects. Everything else of the
-// private directory is staged afresh each run (the login, ~/.claude.json,
+// private directory is copied in afresh each run (the login, ~/.claude.json,
 // the settings, read-only), so no run can plant settings, hooks, a
 // CLAUDE.md or a login for the next; what it can leave is a transcript,
 // which the next run reads as the conversation so far.
 //
 // DIR is agentjail's user's own and 0700, DIR/projects the run user's. As
-// root, agentjail binds DIR/projects into the staging directory in the
+// root, agentjail binds DIR/projects into the homes directory in the
 // private mount namespace the jail is started from: bubblewrap, as the run
 // user, never has to reach DIR, which no other run user can.
 
@@ -97,7 +97,7 @@ func (j *Jail) checkSessions(dir, projects *hostfs.Dir) error {
 // bindSessions makes DIR and DIR/projects where missing, checks them
 // again, now through descriptors, and as root binds DIR/projects where the
 // plan expects it. It runs on the thread bwrap is started from, after the
-// staging (whose private mount namespace it binds in). It returns DIR,
+// homes are made (in whose private mount namespace it binds). It returns DIR,
 // held open for the transcripts (nil without claude.dir).
 func (j *Jail) bindSessions() (*hostfs.Dir, error) {
 	h := j.Plan.Claude

@@ -14,11 +14,11 @@ type ClaudeHome struct {
 	Jail string // in the jail, ~/.claude: CLAUDE_CONFIG_DIR's value
 	// Credentials is the operator's credentials file whose login is
 	// copied in as Dir/.credentials.json (its access token only, made by
-	// claude.StageLogin), "" when there is none.
+	// claude.LoginForRun), "" when there is none.
 	Credentials string
 	// Settings is the operator's settings.json whose allowed keys are
-	// staged read-only at Jail/settings.json (claude.StageSettings), ""
-	// when there is none.
+	// copied in and bound read-only at Jail/settings.json
+	// (claude.SettingsForRun), "" when there is none.
 	Settings string
 	// Sessions is what is bound at Jail/projects (Input.ClaudeSessions).
 	Sessions string
@@ -29,7 +29,7 @@ type CodexHome struct {
 	Dir  string // on the host (Input.CodexDir)
 	Jail string // in the jail, ~/.codex: CODEX_HOME's value
 	// Auth is the operator's auth.json whose login is copied in as
-	// Dir/auth.json (codex.StageAuth), "" when there is none.
+	// Dir/auth.json (codex.AuthForRun), "" when there is none.
 	Auth string
 }
 
@@ -110,15 +110,15 @@ func (r *renderer) claude(roots []string) {
 	r.mount("--bind", home.Dir, home.Jail)
 	if policy.On(c.Settings) && r.in.ClaudeConfigDir != "" {
 		for _, name := range ClaudeCarried {
-			staged := path.Join(r.in.ClaudeConfigDir, name)
-			p := file(path.Join(".claude", name), staged, name == "commands" || name == "agents" || name == "skills")
+			copied := path.Join(r.in.ClaudeConfigDir, name)
+			p := file(path.Join(".claude", name), copied, name == "commands" || name == "agents" || name == "skills")
 			if p == "" {
 				continue
 			}
 			if name == ClaudeSettings {
 				home.Settings = p
 			}
-			r.mount("--ro-bind", staged, path.Join(home.Jail, name))
+			r.mount("--ro-bind", copied, path.Join(home.Jail, name))
 		}
 	}
 	if home.Sessions != "" {

@@ -58,8 +58,8 @@ type Input struct {
 	// directory every jail shows (agentjail's run directory, covered):
 	// a missing .git under a writable root is masked with it, which
 	// neither git nor the agents misread as a repository.
-	GitFile    string
-	StagingDir string // where copied credentials are placed before launch
+	GitFile        string
+	CredentialsDir string // where copied credentials are placed before launch
 	// ClaudeDir is the host directory that holds the run's private Claude
 	// Code directory (claude.home), bound at ~/.claude in the jail;
 	// ClaudeConfigDir the one the operator's Claude Code configuration is
@@ -73,7 +73,7 @@ type Input struct {
 	// directory (codex.home), bound at ~/.codex in the jail.
 	CodexDir string
 	// RunDir is agentjail's run directory (masks' empty file and registry,
-	// live runs' state and control sockets, every run's staged files). The
+	// live runs' state and control sockets, every run's homes). The
 	// jail never sees it: binds take their sources from the host's root,
 	// not the jail's, so what this run needs from it still arrives.
 	RunDir string
@@ -111,7 +111,7 @@ type Plan struct {
 
 	// Home is the agent's HOME inside the jail.
 	Home string
-	// Copies are credentials to copy into StagingDir (and ClaudeDir)
+	// Copies are credentials to copy into CredentialsDir (and ClaudeDir)
 	// before the launch, owned by the run user.
 	Copies []Copy
 	// Dirs are directories to create, owned by the run user, before the
@@ -615,7 +615,7 @@ func (r *renderer) hideDir(d string) {
 }
 
 // hideRunDir covers agentjail's run directory with an empty, read-only
-// tmpfs: from inside it an agent could read other runs' staged files (a
+// tmpfs: from inside it an agent could read other runs' copied files (a
 // non-root operator's runs share one owner), reach their control sockets,
 // or, through a writable root above it, rewrite the file every mask is
 // bound from. Where the jail already covers it (a denied path, or a tmpfs
@@ -638,9 +638,9 @@ func (r *renderer) hideRunDir(roots []string) {
 
 // credentials makes each ~/path of the operator's appear under the agent's
 // home: bound read-only when the run user can read it, otherwise copied into
-// the staging directory (owned by the run user) and that copy bound
-// read-only, so nothing is ever written back. One that is a link in a
-// writable root, or passes through one, is left out (plantedLink).
+// CredentialsDir (owned by the run user) and that copy bound read-only, so
+// nothing is ever written back. One that is a link in a writable root, or
+// passes through one, is left out (plantedLink).
 func (r *renderer) credentials(roots []string) {
 	for _, c := range r.p.Filesystem.Credentials {
 		sub := policy.ExpandPath(c, []string{"/"}, "")[0]
@@ -658,9 +658,9 @@ func (r *renderer) credentials(roots []string) {
 					r.mount("--ro-bind", src, dst)
 				}
 			} else {
-				staged := path.Join(r.in.StagingDir, sub)
-				r.plan.Copies = append(r.plan.Copies, Copy{Src: src, Dst: staged})
-				r.mount("--ro-bind", staged, dst)
+				copied := path.Join(r.in.CredentialsDir, sub)
+				r.plan.Copies = append(r.plan.Copies, Copy{Src: src, Dst: copied})
+				r.mount("--ro-bind", copied, dst)
 			}
 			break
 		}

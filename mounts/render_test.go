@@ -131,7 +131,7 @@ func input(t *testing.T, profile string, write ...string) Input {
 		Bwrap:           bwrap.Version{Major: 0, Minor: 8},
 		Chdir:           "/srv/proj",
 		ExecStage:       "/usr/local/bin/agentjail",
-		StagingDir:      "/run/agentjail/RUN/credentials",
+		CredentialsDir:  "/run/agentjail/RUN/credentials",
 		ClaudeDir:       "/run/agentjail/RUN/claude",
 		ClaudeConfigDir: "/run/agentjail/RUN/claude-config",
 		CodexDir:        "/run/agentjail/RUN/codex",

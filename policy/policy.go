@@ -196,7 +196,7 @@ type Claude struct {
 	// Credentials copies the operator's ~/.claude/.credentials.json and
 	// ~/.claude.json into that directory, owned by the run user (a root-owned
 	// 0600 file bound in would be unreadable to it, and claude rewrites
-	// both): of the login, only its access token (claude.StageLogin). Nothing
+	// both): of the login, only its access token (claude.LoginForRun). Nothing
 	// is copied back. API-key or CLAUDE_CODE_OAUTH_TOKEN auth through the
 	// environment needs none of this.
 	Credentials *bool `yaml:"credentials,omitempty" json:"credentials,omitempty"`
@@ -204,7 +204,7 @@ type Claude struct {
 	// directory, read-only, from the first of the operator's homes that
 	// has each: ~/.claude/settings.json (of it only the keys that neither
 	// run commands, hold or make credentials, nor send data out:
-	// claude.StageSettings), CLAUDE.md, commands/, agents/ and skills/.
+	// claude.SettingsForRun), CLAUDE.md, commands/, agents/ and skills/.
 	// Needs home.
 	Settings *bool `yaml:"settings,omitempty" json:"settings,omitempty"`
 	// Dir keeps Claude Code's sessions between runs (--claude-dir): an
@@ -212,7 +212,7 @@ type Claude struct {
 	// when missing), whose projects/ (the session transcripts) is the
 	// private directory's projects/, so that `claude --resume` and
 	// `--continue` find the sessions of earlier runs. Nothing else in it is
-	// read: the configuration and the login are staged afresh each run.
+	// read: the configuration and the login are copied in afresh each run.
 	// Needs home.
 	Dir string `yaml:"dir,omitempty" json:"dir,omitempty"`
 }
@@ -228,7 +228,7 @@ type Codex struct {
 	Home *bool `yaml:"home,omitempty" json:"home,omitempty"`
 	// Credentials copies the operator's ~/.codex/auth.json into that
 	// directory: an API key as it is, of a ChatGPT login only its access
-	// and id tokens (never the refresh token: codex.StageAuth). Nothing is
+	// and id tokens (never the refresh token: codex.AuthForRun). Nothing is
 	// copied back. Needs home.
 	Credentials *bool `yaml:"credentials,omitempty" json:"credentials,omitempty"`
 }

@@ -127,7 +127,7 @@ func Validate(p Policy) error {
 		v.add("claude.credentials", "needs claude.home: true (the credentials are copied into the private Claude Code directory)")
 	}
 	if c := p.Claude; On(c.Settings) && !On(c.Home) {
-		v.add("claude.settings", "needs claude.home: true (the settings are staged into the private Claude Code directory)")
+		v.add("claude.settings", "needs claude.home: true (the settings are copied into the private Claude Code directory)")
 	}
 	if d := p.Claude.Dir; d != "" {
 		switch {

@@ -10,7 +10,7 @@ const (
 
 // Agent is the run record's `agent` object: what agentjail learnt about a
 // run of an agent it knows (Kind), from the agent's own output as it
-// passed and from what agentjail staged for it. Every kind has every
+// passed and from what agentjail copied in for it. Every kind has every
 // field; what a kind does not report is null (or 0, or []).
 type Agent struct {
 	Kind string `json:"kind"`

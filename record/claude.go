@@ -31,7 +31,7 @@ type Claude struct {
 	Transcripts []string `json:"transcripts"`
 }
 
-// ClaudeLogin reports the operator's login copied in (claude.StageLogin).
+// ClaudeLogin reports the operator's login copied in (claude.LoginForRun).
 type ClaudeLogin struct {
 	// Source is the operator's credentials file.
 	Source string `json:"source"`

@@ -13,7 +13,7 @@ import (
 
 // The run directory: where agentjail keeps what its runs share (the
 // exec-stage copies, the mask registry, the live runs' state files and
-// sockets) and each run's staging. Both binaries need it: agentjail, and
+// sockets) and each run's homes. Both binaries need it: agentjail, and
 // agentjail-init, whose periodic sweep ends what dead runs left there.
 
 // RunDir holds per-run state: /run/agentjail as root, else
@@ -29,15 +29,15 @@ func RunDir() string {
 }
 
 // RunSubdirs are the directories agentjail makes in the run directory
-// (the run's own staging directory, named by its fresh id, is made later).
+// (the run's own homes directory, named by its fresh id, is made later).
 var RunSubdirs = []string{"bin", "masks", "runs", "seccomp"}
 
 // CheckRunDir refuses a run directory that is not the caller's alone, and
 // creates it (0700) when create is set and it is missing. Without
 // $XDG_RUNTIME_DIR a non-root run uses /tmp/agentjail-UID, which any user
 // can make first: its owner could then swap the masks' empty file, plant
-// mask registry entries and control sockets, or read and redirect staged
-// credentials. So the directory, each one agentjail makes in it and the
+// mask registry entries and control sockets, or read and redirect the
+// copied credentials. So the directory, each one agentjail makes in it and the
 // empty file must be owned by the caller (root's /run/agentjail by root)
 // and writable by no one else, checked with lstat (a symlink is refused,
 // never followed). Once that holds, nobody else can create or replace
@@ -95,7 +95,7 @@ func ownedAlone(p string, fi fs.FileInfo, dir bool) error {
 	default:
 		return nil
 	}
-	return fmt.Errorf("%w: %s %s: whoever made it could swap the files agentjail binds into the jail, its control sockets and staged credentials; %s",
+	return fmt.Errorf("%w: %s %s: whoever made it could swap the files agentjail binds into the jail, its control sockets and the copied credentials; %s",
 		ErrRunDir, p, problem, runDirFix(RunDir()))
 }
 
@@ -114,7 +114,7 @@ func MaskDir() string { return filepath.Join(RunDir(), "masks") }
 func LiveDir() string { return filepath.Join(RunDir(), "runs") }
 
 // SweepDeadRuns ends what runs whose supervisor died left behind (their
-// marked processes, cgroups, staging directories, state files) and the mask
+// marked processes, cgroups, homes directories, state files) and the mask
 // placeholders of killed runs, and logs each process it had to kill. Runs
 // of other pid namespaces are left alone (SweepDead). init calls
 // it periodically, every run at its start: with nothing dead it reads one

@@ -1,7 +1,9 @@
 package runstate
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -61,9 +63,9 @@ func TestSweepDeadLeavesOtherPidNamespaces(t *testing.T) {
 	t.Parallel()
 	here := PIDNamespace("/proc", "self")
 	dir := t.TempDir()
-	stage := filepath.Join(t.TempDir(), "elsewhere")
-	os.MkdirAll(stage, 0o700)
-	other := State{RunID: "elsewhere", PID: 1, PIDStart: 999999999, PIDNS: "pid:[1]", Homes: stage}
+	homes := filepath.Join(t.TempDir(), "elsewhere")
+	os.MkdirAll(homes, 0o700)
+	other := State{RunID: "elsewhere", PID: 1, PIDStart: 999999999, PIDNS: "pid:[1]", Homes: homes}
 	if other.PIDNS == here {
 		other.PIDNS = "pid:[2]"
 	}
@@ -77,7 +79,7 @@ func TestSweepDeadLeavesOtherPidNamespaces(t *testing.T) {
 	if _, err := SweepDead(dir, "/proc"); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{filepath.Join(dir, "elsewhere.json"), stage} {
+	for _, f := range []string{filepath.Join(dir, "elsewhere.json"), homes} {
 		if _, err := os.Stat(f); err != nil {
 			t.Errorf("the sweep removed %s of a run in another pid namespace", f)
 		}
@@ -124,11 +126,11 @@ func TestRunsWithoutPID1sNamespace(t *testing.T) {
 	}
 }
 
-// TestSweepDeadKeepsStateWhileStageStays: a dead run whose staging
-// directory cannot be removed keeps its state file, which is what leads
-// the next sweep (and the operator) to the staged credentials. The stage
-// here is a file of /proc, which no one may unlink.
-func TestSweepDeadKeepsStateWhileStageStays(t *testing.T) {
+// TestSweepDeadKeepsStateWhileHomesStay: a dead run whose homes directory
+// cannot be removed keeps its state file, which is what leads the next
+// sweep (and the operator) to the copied credentials. The homes here are
+// a file of /proc, which no one may unlink.
+func TestSweepDeadKeepsStateWhileHomesStay(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	st := State{RunID: "stuck", PID: 1, PIDStart: 999999999, PIDNS: PIDNamespace("/proc", "self"), Homes: "/proc/self/comm"}
@@ -136,10 +138,48 @@ func TestSweepDeadKeepsStateWhileStageStays(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := SweepDead(dir, "/proc"); err == nil {
-		t.Error("SweepDead reported no error for a stage it could not remove")
+		t.Error("SweepDead reported no error for homes it could not remove")
 	}
 	if _, err := os.Stat(filepath.Join(dir, "stuck.json")); err != nil {
-		t.Errorf("the state file went while its stage stays: %v", err)
+		t.Errorf("the state file went while its homes stay: %v", err)
+	}
+}
+
+// TestStateKeysOfEarlierBuilds: a state file of an earlier build, which
+// holds the homes under "stage", leads the sweep to them; a state file
+// written now holds them under "homes" and "stage" both, for an
+// `agentjail init` of an earlier build.
+func TestStateKeysOfEarlierBuilds(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	homes := filepath.Join(t.TempDir(), "old")
+	os.MkdirAll(filepath.Join(homes, "credentials"), 0o700)
+	old := fmt.Sprintf(`{"run_id":"old","pid":1,"pid_start":999999999,"pid_ns":%q,"stage":%q}`, PIDNamespace("/proc", "self"), homes)
+	if err := os.WriteFile(filepath.Join(dir, "old.json"), []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := Runs(dir, "/proc")
+	if err != nil || len(runs) != 1 || runs[0].Homes != homes {
+		t.Fatalf("Runs: %+v %v; want the homes %s", runs, err, homes)
+	}
+	if _, err := SweepDead(dir, "/proc"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(homes); !os.IsNotExist(err) {
+		t.Errorf("the sweep left the homes of an earlier build's run: %v", err)
+	}
+
+	data, err := json.Marshal(State{RunID: "new", Homes: "/run/agentjail/new"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys map[string]any
+	if err := json.Unmarshal(data, &keys); err != nil || keys["homes"] != "/run/agentjail/new" || keys["stage"] != "/run/agentjail/new" {
+		t.Errorf("a state file holds %s; want the homes under homes and stage", data)
+	}
+	var back State
+	if err := json.Unmarshal(data, &back); err != nil || back.RunID != "new" || back.Homes != "/run/agentjail/new" {
+		t.Errorf("read back %+v, %v", back, err)
 	}
 }
 

@@ -119,7 +119,7 @@ func TestHelpGoesToStdoutAndUsageErrorsToStderr(t *testing.T) {
 }
 
 // TestRenderHeader: the header names as whom to run the line and every
-// path the line needs that only a run makes: the empty file, the staging
+// path the line needs that only a run makes: the empty file, the homes
 // directory, its directories and credential copies (of a Claude Code
 // login, the part a run gets), and the placeholders bwrap leaves on the
 // host. TestRenderedLineRuns runs a line by it.

@@ -303,7 +303,7 @@ func TestClaudeDirChecks(t *testing.T) {
 }
 
 // TestClaudeSettingsNotCarried: an operator's settings.json agentjail
-// cannot stage (one with a comment, which it does not parse) is left out
+// cannot filter (one with a comment, which it does not parse) is left out
 // with a warning, and the run goes on with an empty one in its place,
 // still read-only: the run is not refused by bubblewrap for the missing
 // file, and the agent cannot plant settings there for the rest of the run.

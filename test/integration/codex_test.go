@@ -32,7 +32,7 @@ type codexJail struct {
 }
 
 // viaBroker are codex's options in a proxy jail (tier1 and tier2): the
-// provider agentjail stages in CODEX_HOME/config.toml already points at
+// provider agentjail writes in CODEX_HOME/config.toml already points at
 // the broker's API route, whose upstream is the stand-in (OPENAI_BASE_URL
 // in agentjail's environment, which run adds); only the stand-in's model
 // and its retries off.
@@ -78,7 +78,7 @@ func (c codexJail) run(t *testing.T, srv *fakeopenai.Server, args ...string) (re
 		got.Network.noneRefused(t)
 	}
 	if _, err := os.Stat(filepath.Join("/run/agentjail", got.RunID)); err == nil {
-		t.Errorf("the run's staging directory /run/agentjail/%s is left after the run", got.RunID)
+		t.Errorf("the run's homes directory /run/agentjail/%s is left after the run", got.RunID)
 	}
 	return r, got
 }

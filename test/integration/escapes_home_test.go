@@ -35,7 +35,7 @@ func operatorHome(t *testing.T) (home, secret, secretDir string) {
 // TestEscapeCopiesFromAWritableHome: run N linked ~/.claude.json to a
 // root-only file and ~/.aws to a root-only directory; agentjail, as root,
 // copied what they point to into run N+1's jail, owned by the run user
-// (render followed the links, the staging opened them). No plain-bwrap
+// (render followed the links, the copy opened them). No plain-bwrap
 // baseline: the door was agentjail's own; this test fails on the tree
 // before the fix. Now run N cannot make the links (the names are
 // protected in a writable home), and links an earlier run left are a

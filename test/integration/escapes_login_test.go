@@ -139,7 +139,7 @@ ln -sf /etc/shadow "$CLAUDE_CONFIG_DIR/.credentials.json"`
 // an API key (primaryApiKey), MCP servers' environment and headers (their
 // tokens), every project's prompt history. No plain-bwrap baseline: the
 // copy was agentjail's own. Now the run gets the onboarding and trust state
-// alone (claude.StageConfig), and the record says nothing of the rest.
+// alone (claude.ConfigForRun), and the record says nothing of the rest.
 func TestEscapeClaudeConfig(t *testing.T) {
 	jailed(t)
 	home, _ := operatorLogin(t, "sk-ant-oat01-operator", time.Now().Add(8*time.Hour))
@@ -168,7 +168,7 @@ func TestEscapeClaudeConfig(t *testing.T) {
 // operator's file, and the refresh token must never enter the jail. As for
 // claude, plain bwrap copies no login: no baseline, and each run shows its
 // search can find what it looks for. With the host's network the jail gets
-// the access token alone (codex.StageAuth); in a proxy jail a ChatGPT login
+// the access token alone (codex.AuthForRun); in a proxy jail a ChatGPT login
 // is not copied in at all, and an API key stays with the broker, whose
 // requests after a forged auth.json still carry the operator's key.
 func TestEscapeCodexLogin(t *testing.T) {

@@ -72,7 +72,7 @@ func TestEscapeUserRuntimeSockets(t *testing.T) {
 
 // TestEscapeRunDirectoryInTheJail: a non-root operator's runs share one
 // owner, and their run directory ($XDG_RUNTIME_DIR/agentjail here) holds
-// every run's staged Claude directory and control socket. Under plain
+// every run's Claude directory and control socket. Under plain
 // bwrap an agent lists it; under agentjail the directory is covered.
 func TestEscapeRunDirectoryInTheJail(t *testing.T) {
 	jailed(t)

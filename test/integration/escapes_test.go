@@ -636,8 +636,8 @@ func TestEscapeFailClosed(t *testing.T) {
 		{"bwrap --version fails", invocation{env: []string{"AGENTJAIL_BWRAP=" + filepath.Join(dir, "fails")}}, nil, "bubblewrap does not run"},
 		{"bogus version", invocation{env: []string{"AGENTJAIL_BWRAP=" + filepath.Join(dir, "bogus")}}, nil, "bubblewrap does not run"},
 		{"bwrap cannot set up the jail", invocation{env: []string{"AGENTJAIL_BWRAP=" + filepath.Join(dir, "no-setup")}}, nil, "bubblewrap could not set up the jail"},
-		// The run directory (mask registry, control sockets, staged
-		// files) lives under $XDG_RUNTIME_DIR for a non-root caller; a
+		// The run directory (mask registry, control sockets, the runs'
+		// homes) lives under $XDG_RUNTIME_DIR for a non-root caller; a
 		// file there makes it unusable.
 		{"run directory unusable", invocation{dir: ws, cred: uid1000, env: []string{"HOME=/", "XDG_RUNTIME_DIR=" + filepath.Join(dir, "runtime")}},
 			[]string{"--write", ws}, "agentjail's run directory " + filepath.Join(dir, "runtime/agentjail") + ": "},
@@ -658,7 +658,7 @@ func TestEscapeFailClosed(t *testing.T) {
 	}
 
 	// The real bwrap fails while it sets up the jail, after agentjail
-	// staged the run's files (as root for run user 1000: the run's Claude
+	// made the run's homes (as root for run user 1000: the run's Claude
 	// directory in /run/agentjail/RUN-ID): between two mounts, and after
 	// every mount, the workspace's mask placeholders made on the host,
 	// when it enters a start directory the run user may not (EACCES).
@@ -718,9 +718,9 @@ func TestEscapeFailClosed(t *testing.T) {
 			if left := procsWithEnv("AGENTJAIL_RUN=" + got.RunID); len(left) > 0 {
 				t.Errorf("processes of the failed run are left: %s", left)
 			}
-			stage := filepath.Join("/run/agentjail", got.RunID)
-			if _, err := os.Lstat(stage); !errors.Is(err, fs.ErrNotExist) {
-				t.Errorf("the run's staging directory %s is left (%v)", stage, err)
+			homes := filepath.Join("/run/agentjail", got.RunID)
+			if _, err := os.Lstat(homes); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("the run's homes directory %s is left (%v)", homes, err)
 			}
 			if treeHash(t, ws) != before {
 				t.Errorf("mask placeholders are left in the workspace: %s", entries(t, ws))
@@ -732,7 +732,7 @@ func TestEscapeFailClosed(t *testing.T) {
 // TestEscapeRunDirectory: without $XDG_RUNTIME_DIR a non-root run keeps its
 // state in $TMPDIR/agentjail-UID, which any local user can make first
 // (mode 0777, or a symlink) to swap the masks' empty file, plant mask
-// registry entries and control sockets, or read staged credentials. This
+// registry entries and control sockets, or read copied credentials. This
 // hole is agentjail's own, not plain bubblewrap's: the test first shows the
 // precondition (the run user can use the planted directory), then that
 // agentjail refuses it — exit 125 naming the path, its owner and the fix —

@@ -47,7 +47,7 @@ func TestInitSweepsDeadRuns(t *testing.T) {
 }
 
 // TestRunSweepsDeadRuns: `agentjail run` ends what a run whose supervisor
-// died left (a process carrying its marker, its staging directory with
+// died left (a process carrying its marker, its homes directory with
 // copied credentials, its state file) before it starts its own, and says
 // so. The run has a private /run/agentjail (a tmpfs in a mount namespace of
 // its own) where the dead run's files go: no concurrent agentjail can sweep
@@ -55,24 +55,24 @@ func TestInitSweepsDeadRuns(t *testing.T) {
 func TestRunSweepsDeadRuns(t *testing.T) {
 	jailed(t)
 	d := newDeadRun(t, "/run/agentjail")
-	id, state, stage := d.id, d.stateJSON, filepath.Join("/run/agentjail", d.id)
+	id, state, homes := d.id, d.stateJSON, filepath.Join("/run/agentjail", d.id)
 
 	// $1 is agentjail, the rest its arguments (invocation.wrap).
 	script := `set -e
 mkdir -p /run/agentjail
 mount -t tmpfs -o mode=0700 tmpfs /run/agentjail
 mkdir -m 0700 /run/agentjail/runs
-mkdir -p "$STAGE/credentials"
-echo secret > "$STAGE/credentials/token"
+mkdir -p "$HOMES/credentials"
+echo secret > "$HOMES/credentials/token"
 printf '%s' "$STATE" > "/run/agentjail/runs/$ID.json"
 set +e
 "$@"
 echo "exit $?"
 ls -A /run/agentjail/runs
-[ -e "$STAGE" ] && echo "stage left"
+[ -e "$HOMES" ] && echo "homes left"
 true`
 	r := invocation{
-		env:  []string{"ID=" + id, "STAGE=" + stage, "STATE=" + string(state)},
+		env:  []string{"ID=" + id, "HOMES=" + homes, "STATE=" + string(state)},
 		wrap: []string{"unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh"},
 	}.run(t, "run", "--", "true")
 	if r.code != 0 || strings.TrimSpace(r.stdout) != "exit 0" {
@@ -166,20 +166,20 @@ type deadRun struct {
 // newDeadRun leaves a dead run's process in this namespace and returns its
 // state (for the caller to place) naming a supervisor that has exited (its
 // pid and start time match nothing); with runDir set, the state names a
-// staging directory there (not made).
+// homes directory there (not made).
 func newDeadRun(t *testing.T, runDir string) deadRun {
 	t.Helper()
 	r := deadRun{id: "deadrun" + strings.ToLower(token()), exited: make(chan struct{})}
-	stage := ""
+	homes := ""
 	if runDir != "" {
-		stage = filepath.Join(runDir, r.id)
+		homes = filepath.Join(runDir, r.id)
 	}
 	gone := exec.Command("true")
 	if err := gone.Run(); err != nil {
 		t.Fatal(err)
 	}
 	ns, _ := os.Readlink("/proc/self/ns/pid")
-	r.stateJSON, _ = json.Marshal(runstate.State{RunID: r.id, PID: gone.Process.Pid, PIDStart: 1, PIDNS: ns, Homes: stage})
+	r.stateJSON, _ = json.Marshal(runstate.State{RunID: r.id, PID: gone.Process.Pid, PIDStart: 1, PIDNS: ns, Homes: homes})
 	r.proc = exec.Command("sleep", "300")
 	r.proc.Env = []string{"AGENTJAIL_RUN=" + r.id}
 	if err := r.proc.Start(); err != nil {

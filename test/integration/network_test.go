@@ -534,10 +534,10 @@ func TestNetworkClaudeSandboxChains(t *testing.T) {
 
 // TestNetworkCodexKeyStaysOut: codex exec in a proxy jail (tier1) reaches
 // its stand-in through the broker's openai route, by the provider
-// agentjail stages in CODEX_HOME/config.toml; the operator's auth.json API
+// agentjail writes in CODEX_HOME/config.toml; the operator's auth.json API
 // key is the broker's: the stand-in receives it, while the jail has no
 // auth.json and no process environment or file of its Codex directory
-// holds it. It reaches nothing but that route: the staged config.toml
+// holds it. It reaches nothing but that route: that config.toml
 // keeps Codex's analytics and plugins off, which the broker would refuse.
 //
 // The environments are read twice. In the jail, by codex's shell tool:

@@ -226,7 +226,7 @@ func TestSIGKILLOfAgentjailLeavesNoJailedProcess(t *testing.T) {
 	if _, err := runstate.SweepDead("/run/agentjail/runs", "/proc"); err != nil {
 		t.Errorf("SweepDead: %v", err)
 	}
-	staged := false
+	hadHomes := false
 	for _, st := range dead {
 		if fileExists(filepath.Join("/run/agentjail/runs", st.RunID+".json")) || st.Cgroup != "" && fileExists(st.Cgroup) {
 			t.Errorf("SweepDead left %s's state or cgroup %s", st.RunID, st.Cgroup)
@@ -241,14 +241,14 @@ func TestSIGKILLOfAgentjailLeavesNoJailedProcess(t *testing.T) {
 			}
 		}
 		// tier1's private Claude Code directory: a tmpfs in the run's
-		// staging directory.
-		staged = staged || st.Homes != ""
+		// homes directory.
+		hadHomes = hadHomes || st.Homes != ""
 		if st.Homes != "" && fileExists(st.Homes) {
-			t.Errorf("SweepDead left %s's staging directory %s", st.RunID, st.Homes)
+			t.Errorf("SweepDead left %s's homes directory %s", st.RunID, st.Homes)
 		}
 	}
-	if !staged {
-		t.Errorf("no dead run had a staging directory to sweep")
+	if !hadHomes {
+		t.Errorf("no dead run had a homes directory to sweep")
 	}
 }
 

@@ -25,11 +25,11 @@ func owner(t *testing.T, p string) int {
 	return int(fi.Sys().(*syscall.Stat_t).Uid)
 }
 
-// TestStage: the staging directory is traversable but not listable, its
+// TestMakeHomes: the homes directory is traversable but not listable, its
 // copies are the run user's with the source's modes, a source that is a
 // link is followed, links inside a tree stay links, fifos are skipped, and
 // a copy with Data holds that data, not its source's.
-func TestStage(t *testing.T) {
+func TestMakeHomes(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
 	src := t.TempDir()
@@ -46,7 +46,7 @@ func TestStage(t *testing.T) {
 	st, err := MakeHomes(root, []HomeDir{{Path: filepath.Join(root, "claude"), Size: 1 << 20}}, []FileCopy{
 		{Src: filepath.Join(src, ".ssh"), Dst: filepath.Join(root, "credentials", ".ssh")},
 		{Src: filepath.Join(src, "creds-link"), Dst: filepath.Join(root, "claude", ".credentials.json")},
-		{Src: filepath.Join(src, "creds.json"), Dst: filepath.Join(root, "claude", "staged.json"), Data: []byte(`{"b":2}`)},
+		{Src: filepath.Join(src, "creds.json"), Dst: filepath.Join(root, "claude", "made.json"), Data: []byte(`{"b":2}`)},
 	}, 1000, 1000)
 	if err != nil {
 		t.Fatal(err)
@@ -58,20 +58,20 @@ func TestStage(t *testing.T) {
 		filepath.Join(root, "credentials", ".ssh"):         0o700,
 		filepath.Join(root, "credentials/.ssh/id_ed25519"): 0o600,
 		filepath.Join(root, "claude/.credentials.json"):    0o600,
-		filepath.Join(root, "claude/staged.json"):          0o600,
+		filepath.Join(root, "claude/made.json"):            0o600,
 	} {
 		fi, err := os.Stat(p)
 		if err != nil || fi.Mode().Perm()&mode != mode || (p != run && p != root && fi.Mode().Perm() != mode) {
 			t.Errorf("%s: %v, %v; want mode %v", p, fi.Mode(), err, mode)
 		}
 	}
-	for _, p := range []string{"claude", "credentials", "credentials/.ssh", "credentials/.ssh/id_ed25519", "credentials/.ssh/link", "claude/.credentials.json", "claude/staged.json"} {
+	for _, p := range []string{"claude", "credentials", "credentials/.ssh", "credentials/.ssh/id_ed25519", "credentials/.ssh/link", "claude/.credentials.json", "claude/made.json"} {
 		if got := owner(t, filepath.Join(root, p)); got != 1000 {
 			t.Errorf("%s is owned by %d, want 1000", p, got)
 		}
 	}
 	if owner(t, root) != 0 {
-		t.Errorf("the staging root must stay root's")
+		t.Errorf("the homes root must stay root's")
 	}
 	if l, err := os.Readlink(filepath.Join(root, "credentials/.ssh/link")); err != nil || l != "id_ed25519" {
 		t.Errorf("link inside the tree: %q %v", l, err)
@@ -79,7 +79,7 @@ func TestStage(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(root, "credentials/.ssh/fifo")); err == nil {
 		t.Errorf("a fifo was copied")
 	}
-	for name, want := range map[string]string{".credentials.json": `{"a":1}`, "staged.json": `{"b":2}`} {
+	for name, want := range map[string]string{".credentials.json": `{"a":1}`, "made.json": `{"b":2}`} {
 		if got, err := os.ReadFile(filepath.Join(root, "claude", name)); string(got) != want {
 			t.Errorf("claude/%s holds %q (%v), want %q", name, got, err, want)
 		}

@@ -18,7 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// FileCopy is one file or tree copied into a run's staging directory; with
+// FileCopy is one file or tree copied into a run's homes directory; with
 // Data, one file made with that content instead, Src only naming where it
 // comes from (the part of the operator's Claude Code login a run gets).
 // From reaches Src: with the run's writable roots, so that no link an
@@ -34,14 +34,14 @@ type FileCopy struct {
 // not fill agentjail's run directory, often a small tmpfs, with it.
 var MaxCopy = Budget{Entries: 20000, Bytes: 64 << 20}
 
-// HomeDir is a directory made in a run's staging directory; Size, when
+// HomeDir is a directory made in a run's homes directory; Size, when
 // not 0, caps it with a tmpfs of that size.
 type HomeDir struct {
 	Path string
 	Size int64
 }
 
-// Homes is what Stage made: its root, the tmpfs mounts in it, and what it
+// Homes is what MakeHomes made: its root, the tmpfs mounts in it, and what it
 // could not do as asked.
 type Homes struct {
 	Root   string
@@ -50,7 +50,7 @@ type Homes struct {
 	Degradations []record.Note
 }
 
-// MakeHomes makes a run's staging directory root (fresh, root-owned 0711: the
+// MakeHomes makes a run's homes directory root (fresh, root-owned 0711: the
 // run user, as whom bubblewrap opens bind sources, may traverse it but not
 // list it), the directories dirs in it, and the copies, all owned by
 // uid:gid. Everything is created and filled while owned by agentjail's user
@@ -80,7 +80,7 @@ func MakeHomes(root string, dirs []HomeDir, copies []FileCopy, uid, gid int) (*H
 		return nil, err
 	}
 	if err := os.Mkdir(root, 0o711); err != nil {
-		return nil, fmt.Errorf("create the run's staging directory: %w", err)
+		return nil, fmt.Errorf("create the run's homes directory: %w", err)
 	}
 	if err := os.Chmod(root, 0o711); err != nil { // the umask may have narrowed it
 		return st, err
@@ -89,7 +89,7 @@ func MakeHomes(root string, dirs []HomeDir, copies []FileCopy, uid, gid int) (*H
 	mkdirs := func(dir string) error {
 		rel, err := filepath.Rel(root, dir)
 		if err != nil || strings.HasPrefix(rel, "..") {
-			return fmt.Errorf("staging: %s is not inside %s", dir, root)
+			return fmt.Errorf("make the run's homes: %s is not inside %s", dir, root)
 		}
 		if rel == "." {
 			return nil
@@ -100,7 +100,7 @@ func MakeHomes(root string, dirs []HomeDir, copies []FileCopy, uid, gid int) (*H
 			if err := os.Mkdir(p, 0o700); err == nil {
 				made = append(made, p)
 			} else if !errors.Is(err, fs.ErrExist) {
-				return fmt.Errorf("staging: %w", err)
+				return fmt.Errorf("make the run's homes: %w", err)
 			}
 		}
 		return nil
@@ -121,6 +121,8 @@ func MakeHomes(root string, dirs []HomeDir, copies []FileCopy, uid, gid int) (*H
 			err = unix.Mount("tmpfs", d.Path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("size=%d,mode=0700", d.Size))
 		}
 		if err != nil {
+			// "staging.size" is the record's name from before the homes
+			// were called so: the record is a stable contract.
 			st.Degradations = append(st.Degradations, record.Note{What: "staging.size", Detail: fmt.Sprintf("%s is not capped at %d bytes (a tmpfs: %v); what the agent writes there is limited by that filesystem alone", d.Path, d.Size, err)})
 			continue
 		}
@@ -149,7 +151,7 @@ func MakeHomes(root string, dirs []HomeDir, copies []FileCopy, uid, gid int) (*H
 	slices.Reverse(made)
 	for _, p := range made {
 		if err := os.Lchown(p, uid, gid); err != nil {
-			return st, fmt.Errorf("staging: %w", err)
+			return st, fmt.Errorf("make the run's homes: %w", err)
 		}
 	}
 	return st, nil
@@ -278,7 +280,7 @@ func traversable(dir string) error {
 	return nil
 }
 
-// Path is the staging directory, "" for none.
+// Path is the homes directory, "" for none.
 func (s *Homes) Path() string {
 	if s == nil {
 		return ""
@@ -286,7 +288,7 @@ func (s *Homes) Path() string {
 	return s.Root
 }
 
-// Remove unmounts the staging directory's tmpfs mounts and deletes it and
+// Remove unmounts the homes directory's tmpfs mounts and deletes it and
 // everything in it.
 func (s *Homes) Remove() error {
 	if s == nil {
