@@ -19,14 +19,14 @@ import (
 	"github.com/agentjail/agentjail/runstate"
 )
 
-// makeHomes makes what the plan binds from the host and agentjail provides:
-// the masks' sources, and the run's homes directory with the agents'
+// makeAgentHomes makes what the plan binds from the host and agentjail provides:
+// the masks' sources, and the run's agent-homes directory with the agents'
 // private directories and the copied credentials, owned by the run user
 // (nil when the plan needs none; the caller removes it). Of the operator's
 // agent logins and configuration (filtered) it copies only what login,
 // config, settings and codexLogin kept; nothing when they have not run or
 // kept nothing.
-func (j *Jail) makeHomes() (*hostfs.Homes, error) {
+func (j *Jail) makeAgentHomes() (*hostfs.AgentHomes, error) {
 	if len(j.Plan.Masks) > 0 {
 		if err := hostfs.EmptyFile(EmptyFile()); err != nil {
 			return nil, err
@@ -54,11 +54,11 @@ func (j *Jail) makeHomes() (*hostfs.Homes, error) {
 	if cfg := j.codexConfig(); cfg != nil {
 		copies = append(copies, hostfs.FileCopy{Src: "agentjail's Codex configuration for a proxy jail", Dst: filepath.Join(j.Plan.Codex.Dir, "config.toml"), Data: cfg})
 	}
-	dirs := make([]hostfs.HomeDir, len(j.Plan.Dirs))
+	dirs := make([]hostfs.AgentHomeDir, len(j.Plan.Dirs))
 	for i, d := range j.Plan.Dirs {
-		dirs[i] = hostfs.HomeDir{Path: d.Path, Size: d.Size}
+		dirs[i] = hostfs.AgentHomeDir{Path: d.Path, Size: d.Size}
 	}
-	st, err := hostfs.MakeHomes(HomesDir(j.RunID), dirs, copies, j.User.UID, j.User.GID)
+	st, err := hostfs.MakeAgentHomes(AgentHomesDir(j.RunID), dirs, copies, j.User.UID, j.User.GID)
 	if err != nil {
 		st.Remove()
 		if errors.Is(err, hostfs.ErrTooLarge) {

@@ -198,7 +198,7 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 	if j.Policy.NetMode() == policy.NetProxy {
 		listen = brokerListen
 	}
-	runHomes := HomesDir(j.RunID)
+	runHomes := AgentHomesDir(j.RunID)
 	agents := map[string]string{}
 	if !opt.NoAgentHomes {
 		for _, name := range []string{"claude", "claude-config", "codex"} {
@@ -221,7 +221,7 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 		EmptyFile:       EmptyFile(),
 		CommonDirFile:   CommonDirFile(),
 		GitFile:         GitFile(),
-		CredentialsDir:  filepath.Join(HomesDir(j.RunID), "credentials"),
+		CredentialsDir:  filepath.Join(AgentHomesDir(j.RunID), "credentials"),
 		ClaudeDir:       agents["claude"],
 		ClaudeConfigDir: agents["claude-config"],
 		ClaudeSessions:  sessions,
@@ -310,9 +310,9 @@ func newRunID() string {
 	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
 }
 
-// HomesDir holds what one run copies in: credentials, the agents' private
+// AgentHomesDir holds what one run copies in: credentials, the agents' private
 // directories. It is removed when the run ends.
-func HomesDir(runID string) string { return filepath.Join(runstate.RunDir(), runID) }
+func AgentHomesDir(runID string) string { return filepath.Join(runstate.RunDir(), runID) }
 
 // EmptyFile is the empty file masks are bound from.
 func EmptyFile() string { return filepath.Join(runstate.RunDir(), "empty") }

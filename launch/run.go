@@ -216,7 +216,7 @@ func run(req Request, stdio IO) (int, error) {
 	live := live.New(runstate.LiveDir(), runstate.State{
 		RunID: j.RunID, Profile: j.Profile, StartedAt: rec.StartedAt, User: rec.User,
 		StopWaitMS: (spec.Grace + supervise.KillWait).Milliseconds(),
-		Homes:      HomesDir(j.RunID),
+		AgentHomes: AgentHomesDir(j.RunID),
 	})
 	spec.Live, spec.OnStarter = live, sess.onStarter
 
@@ -321,7 +321,7 @@ func (n *newlineFirst) Write(p []byte) (int, error) {
 // and returns them all, for the record. A value is the operator's when a
 // flag or a profile file of theirs set it; a built-in profile's default
 // the host cannot give (nofile 65536 under a lower inherited hard limit,
-// a capped homes directory without root) is recorded only, as is what
+// capped agent homes without root) is recorded only, as is what
 // nobody asked for by name (a cgroup of the run's own, its listing in
 // `agentjail ps`). See docs/supervision.md, Degradations.
 func (j *Jail) degraded(w io.Writer, notes ...record.Note) []record.Note {

@@ -12,7 +12,7 @@ import (
 )
 
 // session is what a launch holds on the host around the jail: the masks
-// (until the jail has ended) and the homes directory (until the run's
+// (until the jail has ended) and the agent-homes directory (until the run's
 // results are taken from it). Run and RunProbe open it alike, in one
 // order: the reaper and the masks now, the homes on the thread bwrap is
 // started from (onStarter), where the private Claude Code directory's
@@ -23,7 +23,7 @@ import (
 type session struct {
 	j     *Jail
 	masks *runstate.Masks
-	homes *hostfs.Homes
+	homes *hostfs.AgentHomes
 	// claudeDir holds the private Claude Code directory open (O_PATH), nil
 	// when the plan has none.
 	claudeDir *os.File
@@ -42,10 +42,10 @@ func (j *Jail) open() (*session, error) {
 	return &session{j: j, masks: masks}, nil
 }
 
-// onStarter makes the run's homes: supervise.Spec.OnStarter.
+// onStarter makes the run's agent homes: supervise.Spec.OnStarter.
 func (s *session) onStarter() error {
 	var err error
-	if s.homes, err = s.j.makeHomes(); err != nil {
+	if s.homes, err = s.j.makeAgentHomes(); err != nil {
 		return err
 	}
 	if home := s.j.Plan.Claude; home != nil && s.homes != nil {

@@ -26,7 +26,7 @@ import (
 // which the next run reads as the conversation so far.
 //
 // DIR is agentjail's user's own and 0700, DIR/projects the run user's. As
-// root, agentjail binds DIR/projects into the homes directory in the
+// root, agentjail binds DIR/projects into the agent-homes directory in the
 // private mount namespace the jail is started from: bubblewrap, as the run
 // user, never has to reach DIR, which no other run user can.
 
@@ -57,7 +57,7 @@ func (j *Jail) claudeSessions(off bool) (string, error) {
 		return "", fmt.Errorf("%s: claude.dir %w", at, err)
 	}
 	if os.Getuid() == 0 {
-		return filepath.Join(HomesDir(j.RunID), "sessions"), nil
+		return filepath.Join(AgentHomesDir(j.RunID), "sessions"), nil
 	}
 	return filepath.Join(d, "projects"), nil
 }

@@ -73,7 +73,7 @@ type Input struct {
 	// directory (codex.home), bound at ~/.codex in the jail.
 	CodexDir string
 	// RunDir is agentjail's run directory (masks' empty file and registry,
-	// live runs' state and control sockets, every run's homes). The
+	// live runs' state and control sockets, every run's agent homes). The
 	// jail never sees it: binds take their sources from the host's root,
 	// not the jail's, so what this run needs from it still arrives.
 	RunDir string

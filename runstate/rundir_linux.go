@@ -13,7 +13,7 @@ import (
 
 // The run directory: where agentjail keeps what its runs share (the
 // exec-stage copies, the mask registry, the live runs' state files and
-// sockets) and each run's homes. Both binaries need it: agentjail, and
+// sockets) and each run's agent homes. Both binaries need it: agentjail, and
 // agentjail-init, whose periodic sweep ends what dead runs left there.
 
 // RunDir holds per-run state: /run/agentjail as root, else
@@ -29,7 +29,7 @@ func RunDir() string {
 }
 
 // RunSubdirs are the directories agentjail makes in the run directory
-// (the run's own homes directory, named by its fresh id, is made later).
+// (the run's own agent-homes directory, named by its fresh id, is made later).
 var RunSubdirs = []string{"bin", "masks", "runs", "seccomp"}
 
 // CheckRunDir refuses a run directory that is not the caller's alone, and

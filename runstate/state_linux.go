@@ -44,10 +44,10 @@ type State struct {
 	// CgroupsV1 are the run's cgroup v1 directories (where the host keeps
 	// the pids or memory controller on cgroup v1).
 	CgroupsV1 []string `json:"cgroups_v1,omitempty"`
-	// Homes is the run's homes directory (hostfs.Homes), "" when it has
-	// none; a sweep removes it with the rest. Written under two keys
-	// (MarshalJSON).
-	Homes string `json:"homes,omitempty"`
+	// AgentHomes is the run's agent-homes directory (hostfs.AgentHomes),
+	// "" when it has none; a sweep removes it with the rest. Written under
+	// two keys (MarshalJSON).
+	AgentHomes string `json:"homes,omitempty"`
 
 	// Alive is computed by Runs, not stored.
 	Alive bool `json:"-"`
@@ -61,14 +61,14 @@ type State struct {
 // earlier builds: `agentjail init`, a binary of its own and long running,
 // may be of an earlier build than the agentjail whose dead run it sweeps
 // (during an upgrade), and without its key would remove the state file and
-// leave the run's homes, with the copied credentials, where nothing leads
+// leave the run's agent homes, with the copied credentials, where nothing leads
 // to them.
 func (s State) MarshalJSON() ([]byte, error) {
 	type plain State // without these methods
 	return json.Marshal(struct {
 		plain
 		Stage string `json:"stage,omitempty"`
-	}{plain(s), s.Homes})
+	}{plain(s), s.AgentHomes})
 }
 
 // UnmarshalJSON reads Homes from "homes", or from "stage" in a state file
@@ -83,8 +83,8 @@ func (s *State) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	*s = State(v.plain)
-	if s.Homes == "" {
-		s.Homes = v.Stage
+	if s.AgentHomes == "" {
+		s.AgentHomes = v.Stage
 	}
 	return nil
 }
@@ -142,7 +142,7 @@ func PIDNamespace(procRoot, pid string) string {
 
 // SweepDead ends what runs whose supervisor died (a state file in dir
 // whose supervisor no longer runs) left behind: every process still
-// carrying their marker, their cgroup, their homes directory (with the
+// carrying their marker, their cgroup, their agent-homes directory (with the
 // copied credentials), their state file and socket. It
 // returns the processes it killed, by run id. `agentjail init` calls it
 // periodically; a supervisor that was SIGKILLed leaves no jailed process
@@ -186,8 +186,8 @@ func SweepDead(dir, procRoot string) (map[string][]procs.Proc, error) {
 		if len(killed) > 0 {
 			out[st.RunID] = killed
 		}
-		if st.Homes != "" {
-			if err := hostfs.RemoveHomes(st.Homes); err != nil {
+		if st.AgentHomes != "" {
+			if err := hostfs.RemoveAgentHomes(st.AgentHomes); err != nil {
 				// The state file stays: it is what leads the next sweep
 				// (and the operator) to the copied credentials.
 				errs = append(errs, err)

@@ -16,9 +16,9 @@ func TestRunsTellsDeadSupervisorsAndSweepDeadCleansUp(t *testing.T) {
 	dir := t.TempDir()
 	// A supervisor that died: pid 1's start time is not this one.
 	dead := State{RunID: "deadrun", PID: 1, PIDStart: 999999999, Socket: filepath.Join(dir, "deadrun.sock"), Cgroup: filepath.Join(dir, "no-such-cgroup"),
-		Homes: filepath.Join(t.TempDir(), "deadrun")}
-	os.MkdirAll(filepath.Join(dead.Homes, "claude"), 0o700)
-	os.WriteFile(filepath.Join(dead.Homes, "claude", ".credentials.json"), []byte("{}"), 0o600)
+		AgentHomes: filepath.Join(t.TempDir(), "deadrun")}
+	os.MkdirAll(filepath.Join(dead.AgentHomes, "claude"), 0o700)
+	os.WriteFile(filepath.Join(dead.AgentHomes, "claude", ".credentials.json"), []byte("{}"), 0o600)
 	if err := WriteJSON(filepath.Join(dir, "deadrun.json"), dead); err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestRunsTellsDeadSupervisorsAndSweepDeadCleansUp(t *testing.T) {
 	if err != nil || len(killed) != 0 {
 		t.Errorf("SweepDead: %v %v", killed, err)
 	}
-	for _, f := range []string{filepath.Join(dir, "deadrun.json"), filepath.Join(dir, "deadrun.sock"), dead.Homes} {
+	for _, f := range []string{filepath.Join(dir, "deadrun.json"), filepath.Join(dir, "deadrun.sock"), dead.AgentHomes} {
 		if _, err := os.Stat(f); !os.IsNotExist(err) {
 			t.Errorf("%s left", f)
 		}
@@ -65,7 +65,7 @@ func TestSweepDeadLeavesOtherPidNamespaces(t *testing.T) {
 	dir := t.TempDir()
 	homes := filepath.Join(t.TempDir(), "elsewhere")
 	os.MkdirAll(homes, 0o700)
-	other := State{RunID: "elsewhere", PID: 1, PIDStart: 999999999, PIDNS: "pid:[1]", Homes: homes}
+	other := State{RunID: "elsewhere", PID: 1, PIDStart: 999999999, PIDNS: "pid:[1]", AgentHomes: homes}
 	if other.PIDNS == here {
 		other.PIDNS = "pid:[2]"
 	}
@@ -126,14 +126,14 @@ func TestRunsWithoutPID1sNamespace(t *testing.T) {
 	}
 }
 
-// TestSweepDeadKeepsStateWhileHomesStay: a dead run whose homes directory
+// TestSweepDeadKeepsStateWhileHomesStay: a dead run whose agent-homes directory
 // cannot be removed keeps its state file, which is what leads the next
 // sweep (and the operator) to the copied credentials. The homes here are
 // a file of /proc, which no one may unlink.
 func TestSweepDeadKeepsStateWhileHomesStay(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	st := State{RunID: "stuck", PID: 1, PIDStart: 999999999, PIDNS: PIDNamespace("/proc", "self"), Homes: "/proc/self/comm"}
+	st := State{RunID: "stuck", PID: 1, PIDStart: 999999999, PIDNS: PIDNamespace("/proc", "self"), AgentHomes: "/proc/self/comm"}
 	if err := WriteJSON(filepath.Join(dir, "stuck.json"), st); err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestStateKeysOfEarlierBuilds(t *testing.T) {
 		t.Fatal(err)
 	}
 	runs, err := Runs(dir, "/proc")
-	if err != nil || len(runs) != 1 || runs[0].Homes != homes {
+	if err != nil || len(runs) != 1 || runs[0].AgentHomes != homes {
 		t.Fatalf("Runs: %+v %v; want the homes %s", runs, err, homes)
 	}
 	if _, err := SweepDead(dir, "/proc"); err != nil {
@@ -169,7 +169,7 @@ func TestStateKeysOfEarlierBuilds(t *testing.T) {
 		t.Errorf("the sweep left the homes of an earlier build's run: %v", err)
 	}
 
-	data, err := json.Marshal(State{RunID: "new", Homes: "/run/agentjail/new"})
+	data, err := json.Marshal(State{RunID: "new", AgentHomes: "/run/agentjail/new"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestStateKeysOfEarlierBuilds(t *testing.T) {
 		t.Errorf("a state file holds %s; want the homes under homes and stage", data)
 	}
 	var back State
-	if err := json.Unmarshal(data, &back); err != nil || back.RunID != "new" || back.Homes != "/run/agentjail/new" {
+	if err := json.Unmarshal(data, &back); err != nil || back.RunID != "new" || back.AgentHomes != "/run/agentjail/new" {
 		t.Errorf("read back %+v, %v", back, err)
 	}
 }

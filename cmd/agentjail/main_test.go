@@ -130,21 +130,21 @@ func TestRenderHeader(t *testing.T) {
 		User:  mounts.User{UID: 1000, GID: 1001, Name: "agent", Groups: []int{4, 27}, Why: "--user"},
 		Plan: mounts.Plan{
 			Masks: []string{"/w/.env", "/w/a b"},
-			Dirs:  []mounts.Dir{{Path: launch.HomesDir("<run-id>") + "/claude", Size: 512}},
+			Dirs:  []mounts.Dir{{Path: launch.AgentHomesDir("<run-id>") + "/claude", Size: 512}},
 			Copies: []mounts.Copy{
-				{Src: "/root/.ssh", Dst: launch.HomesDir("<run-id>") + "/credentials/.ssh"},
-				{Src: "/root/.claude/.credentials.json", Dst: launch.HomesDir("<run-id>") + "/claude/.credentials.json"},
+				{Src: "/root/.ssh", Dst: launch.AgentHomesDir("<run-id>") + "/credentials/.ssh"},
+				{Src: "/root/.claude/.credentials.json", Dst: launch.AgentHomesDir("<run-id>") + "/claude/.credentials.json"},
 			},
-			Claude: &mounts.ClaudeHome{Dir: launch.HomesDir("<run-id>") + "/claude", Credentials: "/root/.claude/.credentials.json"},
+			Claude: &mounts.ClaudeHome{Dir: launch.AgentHomesDir("<run-id>") + "/claude", Credentials: "/root/.claude/.credentials.json"},
 		},
 	}
 	got := renderHeader(j)
 	want := []string{
 		"#   " + launch.EmptyFile() + ": an empty file every user can read (mode 0444), the source of every mask\n",
-		"#   '" + launch.HomesDir("<run-id>") + "': a directory the run user can traverse (mode 0711)\n",
-		"#   '" + launch.HomesDir("<run-id>") + "/claude': a directory owned by uid 1000 gid 1001, mode 0700 (run as root mounts a tmpfs of 512 bytes there)\n",
-		"#   '" + launch.HomesDir("<run-id>") + "/credentials/.ssh': a copy of /root/.ssh owned by uid 1000 gid 1001 (files 0600, directories 0700)\n",
-		"#   '" + launch.HomesDir("<run-id>") + "/claude/.credentials.json': the login of /root/.claude/.credentials.json without its refresh token (only claudeAiOauth's accessToken, expiresAt, scopes, subscriptionType, rateLimitTier) owned by uid 1000 gid 1001 (files 0600, directories 0700)\n",
+		"#   '" + launch.AgentHomesDir("<run-id>") + "': a directory the run user can traverse (mode 0711)\n",
+		"#   '" + launch.AgentHomesDir("<run-id>") + "/claude': a directory owned by uid 1000 gid 1001, mode 0700 (run as root mounts a tmpfs of 512 bytes there)\n",
+		"#   '" + launch.AgentHomesDir("<run-id>") + "/credentials/.ssh': a copy of /root/.ssh owned by uid 1000 gid 1001 (files 0600, directories 0700)\n",
+		"#   '" + launch.AgentHomesDir("<run-id>") + "/claude/.credentials.json': the login of /root/.claude/.credentials.json without its refresh token (only claudeAiOauth's accessToken, expiresAt, scopes, subscriptionType, rateLimitTier) owned by uid 1000 gid 1001 (files 0600, directories 0700)\n",
 		"remove them after running this line:\n#   /w/.env '/w/a b'\n",
 	}
 	if os.Getuid() == 0 {

@@ -115,7 +115,7 @@ func renderHeader(j *launch.Jail) string {
 		}
 	}
 	if len(j.Plan.Dirs) > 0 || len(j.Plan.Copies) > 0 {
-		made = append(made, shellQuote(launch.HomesDir(j.RunID))+": a directory the run user can traverse (mode 0711)")
+		made = append(made, shellQuote(launch.AgentHomesDir(j.RunID))+": a directory the run user can traverse (mode 0711)")
 	}
 	for _, d := range j.Plan.Dirs {
 		line := fmt.Sprintf("%s: a directory owned by %s, mode 0700", shellQuote(d.Path), who)
@@ -124,7 +124,7 @@ func renderHeader(j *launch.Jail) string {
 		}
 		made = append(made, line)
 	}
-	if h := j.Plan.Claude; h != nil && h.Sessions != "" && strings.HasPrefix(h.Sessions, launch.HomesDir(j.RunID)+"/") {
+	if h := j.Plan.Claude; h != nil && h.Sessions != "" && strings.HasPrefix(h.Sessions, launch.AgentHomesDir(j.RunID)+"/") {
 		made = append(made, fmt.Sprintf("%s: %s bound there (mount --bind, in a mount namespace of agentjail's own that bwrap inherits, so that the run user never reaches %s, mode 0700; its projects, made if missing, owned by %s)",
 			shellQuote(h.Sessions), shellQuote(filepath.Join(j.Policy.Claude.Dir, "projects")), shellQuote(j.Policy.Claude.Dir), who))
 	}

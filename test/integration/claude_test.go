@@ -104,7 +104,7 @@ func claudeOf(t *testing.T, rec runRecord, format string) claudeRecord {
 		t.Errorf("claude.output_format %q, want %q", c.OutputFormat, format)
 	}
 	if _, err := os.Stat(filepath.Join("/run/agentjail", rec.RunID)); err == nil {
-		t.Errorf("the run's homes directory /run/agentjail/%s is left after the run", rec.RunID)
+		t.Errorf("the run's agent-homes directory /run/agentjail/%s is left after the run", rec.RunID)
 	}
 	// The agent object (record_version 2) says what the claude object says.
 	a := rec.Agent
@@ -523,7 +523,7 @@ func TestClaudeLoginChecks(t *testing.T) {
 				t.Fatalf("exit %d, stdout %q; want %d, %q\nstderr:\n%s", r.code, r.stdout, c.code, c.stdout, r.stderr)
 			}
 			if _, err := os.Stat(filepath.Join("/run/agentjail", got.RunID)); err == nil {
-				t.Errorf("the run's homes directory is left")
+				t.Errorf("the run's agent-homes directory is left")
 			}
 			// What this host degrades (a lower nofile limit) is not at stake.
 			var lines []string

@@ -78,7 +78,7 @@ func (c codexJail) run(t *testing.T, srv *fakeopenai.Server, args ...string) (re
 		got.Network.noneRefused(t)
 	}
 	if _, err := os.Stat(filepath.Join("/run/agentjail", got.RunID)); err == nil {
-		t.Errorf("the run's homes directory /run/agentjail/%s is left after the run", got.RunID)
+		t.Errorf("the run's agent-homes directory /run/agentjail/%s is left after the run", got.RunID)
 	}
 	return r, got
 }

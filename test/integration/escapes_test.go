@@ -658,7 +658,7 @@ func TestEscapeFailClosed(t *testing.T) {
 	}
 
 	// The real bwrap fails while it sets up the jail, after agentjail
-	// made the run's homes (as root for run user 1000: the run's Claude
+	// made the run's agent homes (as root for run user 1000: the run's Claude
 	// directory in /run/agentjail/RUN-ID): between two mounts, and after
 	// every mount, the workspace's mask placeholders made on the host,
 	// when it enters a start directory the run user may not (EACCES).
@@ -720,7 +720,7 @@ func TestEscapeFailClosed(t *testing.T) {
 			}
 			homes := filepath.Join("/run/agentjail", got.RunID)
 			if _, err := os.Lstat(homes); !errors.Is(err, fs.ErrNotExist) {
-				t.Errorf("the run's homes directory %s is left (%v)", homes, err)
+				t.Errorf("the run's agent-homes directory %s is left (%v)", homes, err)
 			}
 			if treeHash(t, ws) != before {
 				t.Errorf("mask placeholders are left in the workspace: %s", entries(t, ws))

@@ -47,7 +47,7 @@ func TestInitSweepsDeadRuns(t *testing.T) {
 }
 
 // TestRunSweepsDeadRuns: `agentjail run` ends what a run whose supervisor
-// died left (a process carrying its marker, its homes directory with
+// died left (a process carrying its marker, its agent-homes directory with
 // copied credentials, its state file) before it starts its own, and says
 // so. The run has a private /run/agentjail (a tmpfs in a mount namespace of
 // its own) where the dead run's files go: no concurrent agentjail can sweep
@@ -166,7 +166,7 @@ type deadRun struct {
 // newDeadRun leaves a dead run's process in this namespace and returns its
 // state (for the caller to place) naming a supervisor that has exited (its
 // pid and start time match nothing); with runDir set, the state names a
-// homes directory there (not made).
+// agent-homes directory there (not made).
 func newDeadRun(t *testing.T, runDir string) deadRun {
 	t.Helper()
 	r := deadRun{id: "deadrun" + strings.ToLower(token()), exited: make(chan struct{})}
@@ -179,7 +179,7 @@ func newDeadRun(t *testing.T, runDir string) deadRun {
 		t.Fatal(err)
 	}
 	ns, _ := os.Readlink("/proc/self/ns/pid")
-	r.stateJSON, _ = json.Marshal(runstate.State{RunID: r.id, PID: gone.Process.Pid, PIDStart: 1, PIDNS: ns, Homes: homes})
+	r.stateJSON, _ = json.Marshal(runstate.State{RunID: r.id, PID: gone.Process.Pid, PIDStart: 1, PIDNS: ns, AgentHomes: homes})
 	r.proc = exec.Command("sleep", "300")
 	r.proc.Env = []string{"AGENTJAIL_RUN=" + r.id}
 	if err := r.proc.Start(); err != nil {

@@ -241,14 +241,14 @@ func TestSIGKILLOfAgentjailLeavesNoJailedProcess(t *testing.T) {
 			}
 		}
 		// tier1's private Claude Code directory: a tmpfs in the run's
-		// homes directory.
-		hadHomes = hadHomes || st.Homes != ""
-		if st.Homes != "" && fileExists(st.Homes) {
-			t.Errorf("SweepDead left %s's homes directory %s", st.RunID, st.Homes)
+		// agent-homes directory.
+		hadHomes = hadHomes || st.AgentHomes != ""
+		if st.AgentHomes != "" && fileExists(st.AgentHomes) {
+			t.Errorf("SweepDead left %s's agent-homes directory %s", st.RunID, st.AgentHomes)
 		}
 	}
 	if !hadHomes {
-		t.Errorf("no dead run had a homes directory to sweep")
+		t.Errorf("no dead run had an agent-homes directory to sweep")
 	}
 }
 

@@ -18,7 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// FileCopy is one file or tree copied into a run's homes directory; with
+// FileCopy is one file or tree copied into a run's agent-homes directory; with
 // Data, one file made with that content instead, Src only naming where it
 // comes from (the part of the operator's Claude Code login a run gets).
 // From reaches Src: with the run's writable roots, so that no link an
@@ -34,23 +34,23 @@ type FileCopy struct {
 // not fill agentjail's run directory, often a small tmpfs, with it.
 var MaxCopy = Budget{Entries: 20000, Bytes: 64 << 20}
 
-// HomeDir is a directory made in a run's homes directory; Size, when
+// AgentHomeDir is a directory made in a run's agent-homes directory; Size, when
 // not 0, caps it with a tmpfs of that size.
-type HomeDir struct {
+type AgentHomeDir struct {
 	Path string
 	Size int64
 }
 
-// Homes is what MakeHomes made: its root, the tmpfs mounts in it, and what it
+// AgentHomes is what MakeHomes made: its root, the tmpfs mounts in it, and what it
 // could not do as asked.
-type Homes struct {
+type AgentHomes struct {
 	Root   string
 	Mounts []string
 	// Degradations are the caps that could not be applied.
 	Degradations []record.Note
 }
 
-// MakeHomes makes a run's homes directory root (fresh, root-owned 0711: the
+// MakeAgentHomes makes a run's agent-homes directory root (fresh, root-owned 0711: the
 // run user, as whom bubblewrap opens bind sources, may traverse it but not
 // list it), the directories dirs in it, and the copies, all owned by
 // uid:gid. Everything is created and filled while owned by agentjail's user
@@ -64,7 +64,7 @@ type Homes struct {
 // holds (PrivateMounts): the host never sees it, so it cannot disturb other
 // runs (bubblewrap's --ro-bind / / fails when a submount vanishes while it
 // remounts them read-only), and it goes when the thread or the process
-// does, even when agentjail is SIGKILLed. MakeHomes then locks the calling
+// does, even when agentjail is SIGKILLed. MakeAgentHomes then locks the calling
 // goroutine to its thread for good: bwrap must be started, and the
 // directory read back and removed, from that goroutine. Where no tmpfs can
 // be mounted (no CAP_SYS_ADMIN), the directory is a plain one and the
@@ -74,13 +74,13 @@ type Homes struct {
 // below a writable root no link is followed, the source's own name
 // included; links inside a copied tree are copied as links; sockets, fifos
 // and devices are skipped; all copies together take at most MaxCopy.
-func MakeHomes(root string, dirs []HomeDir, copies []FileCopy, uid, gid int) (*Homes, error) {
-	st := &Homes{Root: root}
+func MakeAgentHomes(root string, dirs []AgentHomeDir, copies []FileCopy, uid, gid int) (*AgentHomes, error) {
+	st := &AgentHomes{Root: root}
 	if err := traversable(filepath.Dir(root)); err != nil {
 		return nil, err
 	}
 	if err := os.Mkdir(root, 0o711); err != nil {
-		return nil, fmt.Errorf("create the run's homes directory: %w", err)
+		return nil, fmt.Errorf("create the run's agent-homes directory: %w", err)
 	}
 	if err := os.Chmod(root, 0o711); err != nil { // the umask may have narrowed it
 		return st, err
@@ -89,7 +89,7 @@ func MakeHomes(root string, dirs []HomeDir, copies []FileCopy, uid, gid int) (*H
 	mkdirs := func(dir string) error {
 		rel, err := filepath.Rel(root, dir)
 		if err != nil || strings.HasPrefix(rel, "..") {
-			return fmt.Errorf("make the run's homes: %s is not inside %s", dir, root)
+			return fmt.Errorf("make the run's agent homes: %s is not inside %s", dir, root)
 		}
 		if rel == "." {
 			return nil
@@ -100,7 +100,7 @@ func MakeHomes(root string, dirs []HomeDir, copies []FileCopy, uid, gid int) (*H
 			if err := os.Mkdir(p, 0o700); err == nil {
 				made = append(made, p)
 			} else if !errors.Is(err, fs.ErrExist) {
-				return fmt.Errorf("make the run's homes: %w", err)
+				return fmt.Errorf("make the run's agent homes: %w", err)
 			}
 		}
 		return nil
@@ -151,7 +151,7 @@ func MakeHomes(root string, dirs []HomeDir, copies []FileCopy, uid, gid int) (*H
 	slices.Reverse(made)
 	for _, p := range made {
 		if err := os.Lchown(p, uid, gid); err != nil {
-			return st, fmt.Errorf("make the run's homes: %w", err)
+			return st, fmt.Errorf("make the run's agent homes: %w", err)
 		}
 	}
 	return st, nil
@@ -280,21 +280,21 @@ func traversable(dir string) error {
 	return nil
 }
 
-// Path is the homes directory, "" for none.
-func (s *Homes) Path() string {
+// Path is the agent-homes directory, "" for none.
+func (s *AgentHomes) Path() string {
 	if s == nil {
 		return ""
 	}
 	return s.Root
 }
 
-// Remove unmounts the homes directory's tmpfs mounts and deletes it and
+// Remove unmounts the agent-homes directory's tmpfs mounts and deletes it and
 // everything in it.
-func (s *Homes) Remove() error {
+func (s *AgentHomes) Remove() error {
 	if s == nil {
 		return nil
 	}
-	return RemoveHomes(s.Root)
+	return RemoveAgentHomes(s.Root)
 }
 
 // PrivateMounts moves the calling OS thread into a private copy of its
@@ -333,10 +333,10 @@ func (d *Dir) Bind(target string) error {
 // FDPath is a path to d from any thread, through its descriptor.
 func (d *Dir) FDPath() string { return "/proc/self/fd/" + strconv.Itoa(d.fd()) }
 
-// RemoveHomes unmounts every mount under root that the calling thread
+// RemoveAgentHomes unmounts every mount under root that the calling thread
 // sees, deepest first, then deletes root. (A sweep after a supervisor that
 // died finds none: its private namespace died with it.)
-func RemoveHomes(root string) error {
+func RemoveAgentHomes(root string) error {
 	var errs []error
 	if data, err := os.ReadFile("/proc/thread-self/mountinfo"); err == nil {
 		var points []string

@@ -33,7 +33,7 @@ func TestTier3CopiesUnreadableCredentials(t *testing.T) {
 	}
 	got := readRecord(t, rec, 0)
 	if _, err := os.Stat(filepath.Join("/run/agentjail", got.RunID)); err == nil {
-		t.Errorf("the run's homes directory is left")
+		t.Errorf("the run's agent-homes directory is left")
 	}
 }
 

@@ -25,7 +25,7 @@ func owner(t *testing.T, p string) int {
 	return int(fi.Sys().(*syscall.Stat_t).Uid)
 }
 
-// TestMakeHomes: the homes directory is traversable but not listable, its
+// TestMakeHomes: the agent-homes directory is traversable but not listable, its
 // copies are the run user's with the source's modes, a source that is a
 // link is followed, links inside a tree stay links, fifos are skipped, and
 // a copy with Data holds that data, not its source's.
@@ -43,7 +43,7 @@ func TestMakeHomes(t *testing.T) {
 	run := filepath.Join(t.TempDir(), "runs")
 	os.Mkdir(run, 0o700) // as the state registries make it
 	root := filepath.Join(run, "RUN")
-	st, err := MakeHomes(root, []HomeDir{{Path: filepath.Join(root, "claude"), Size: 1 << 20}}, []FileCopy{
+	st, err := MakeAgentHomes(root, []AgentHomeDir{{Path: filepath.Join(root, "claude"), Size: 1 << 20}}, []FileCopy{
 		{Src: filepath.Join(src, ".ssh"), Dst: filepath.Join(root, "credentials", ".ssh")},
 		{Src: filepath.Join(src, "creds-link"), Dst: filepath.Join(root, "claude", ".credentials.json")},
 		{Src: filepath.Join(src, "creds.json"), Dst: filepath.Join(root, "claude", "made.json"), Data: []byte(`{"b":2}`)},
@@ -105,7 +105,7 @@ func TestMakeHomes(t *testing.T) {
 	if mi, _ := os.ReadFile("/proc/thread-self/mountinfo"); strings.Contains(string(mi), root) {
 		t.Errorf("Remove left a mount under %s", root)
 	}
-	if _, err := MakeHomes(filepath.Join(run, "R2"), nil, []FileCopy{{Src: filepath.Join(src, "missing"), Dst: filepath.Join(run, "R2", "x")}}, 1000, 1000); err == nil || !strings.Contains(err.Error(), "missing") {
+	if _, err := MakeAgentHomes(filepath.Join(run, "R2"), nil, []FileCopy{{Src: filepath.Join(src, "missing"), Dst: filepath.Join(run, "R2", "x")}}, 1000, 1000); err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Errorf("a missing source: %v", err)
 	}
 }
