@@ -212,14 +212,40 @@ func (f *Filter) Join(o *Filter) {
 func (f *Filter) filter(dst, p []byte) []byte {
 	for i := 0; i < len(p); {
 		if f.st == ground && f.cont == 0 {
-			// A run of plain ASCII passes as it is.
+			// A run of plain ASCII, and of whole UTF-8 characters that are
+			// not C1 controls, passes as it is (as step would pass it).
 			j := i
-			for j < len(p) && p[j] < 0x80 && p[j] != 0x1b && p[j] != 0x0e {
-				j++
+			for j < len(p) {
+				if c := p[j]; c < 0x80 {
+					if c == 0x1b || c == 0x0e {
+						break
+					}
+					j++
+				} else if n := plainChar(p[j:]); n > 0 {
+					j += n
+				} else {
+					break
+				}
 			}
 			if j > i {
 				dst = append(dst, p[i:j]...)
 				i = j
+				continue
+			}
+		}
+		if f.st == ground && f.cont == 0 {
+			// A whole control sequence, ESC [ parameters final, as step
+			// would take it byte by byte.
+			if n := f.wholeCSI(p[i:]); n > 0 {
+				seq := p[i : i+n]
+				f.Seen.Escapes = true
+				if final, params := seq[n-1], seq[2:n-1]; withheld(final, params) {
+					f.Seen.Dropped++
+				} else {
+					f.track(final, params)
+					dst = append(dst, seq...)
+				}
+				i += n
 				continue
 			}
 		}
@@ -239,6 +265,61 @@ func (f *Filter) filter(dst, p []byte) []byte {
 		i++
 	}
 	return dst
+}
+
+// wholeCSI is the length of the control sequence ESC [ P... F that p
+// starts with, when p holds it whole and its parameters (0x20..0x3F) fit
+// the held ones (maxParams); 0 otherwise.
+func (f *Filter) wholeCSI(p []byte) int {
+	if len(p) < 3 || p[0] != 0x1b || p[1] != '[' {
+		return 0
+	}
+	for j := 2; j < len(p) && j-2 <= maxParams; j++ {
+		switch c := p[j]; {
+		case c >= 0x20 && c <= 0x3f:
+		case c >= 0x40 && c <= 0x7e:
+			return j + 1
+		default:
+			return 0
+		}
+	}
+	return 0
+}
+
+// plainChar is the length of the UTF-8 character p starts with when it is
+// whole and no C1 control (U+0080..U+009F, C2 80..C2 9F), 0 otherwise:
+// what step passes unchanged, one byte at a time, from ground.
+func plainChar(p []byte) int {
+	cont := func(n int) bool {
+		if len(p) <= n {
+			return false
+		}
+		for _, c := range p[1 : n+1] {
+			if c < 0x80 || c > 0xbf {
+				return false
+			}
+		}
+		return true
+	}
+	switch b := p[0]; {
+	case b == 0xc2:
+		if len(p) > 1 && p[1] >= 0xa0 && p[1] <= 0xbf {
+			return 2
+		}
+	case b >= 0xc3 && b <= 0xdf:
+		if cont(1) {
+			return 2
+		}
+	case b >= 0xe0 && b <= 0xef:
+		if cont(2) {
+			return 3
+		}
+	case b >= 0xf0 && b <= 0xf4:
+		if cont(3) {
+			return 4
+		}
+	}
+	return 0
 }
 
 // c1String reports whether the C1 control b starts a string a terminal
@@ -386,7 +467,7 @@ func (f *Filter) step(dst []byte, b byte) []byte {
 				f.Seen.Dropped++
 				return dst
 			}
-			f.track(b)
+			f.track(b, f.params)
 			return append(append(append(dst, f.csiIntro...), f.params...), b)
 		case b == 0x18 || b == 0x1a:
 			f.st = ground // CAN and SUB cancel the sequence
@@ -547,8 +628,8 @@ func (f *Filter) stepDrop(dst []byte, b byte) []byte {
 //     Terminals disagree on which of SRM's states echoes, so neither is
 //     passed, and ScreenReset cannot set it back.
 func withheld(final byte, p []byte) bool {
-	if len(p) > 0 && (p[0] < '0' || p[0] > ';') {
-		return false // a private sequence (CSI ? …, CSI > …)
+	if final != 't' && final != 'h' && final != 'l' || len(p) > 0 && (p[0] < '0' || p[0] > ';') {
+		return false // none of those, or a private sequence (CSI ? …, CSI > …)
 	}
 	n := splitParams(p)
 	switch final {
@@ -562,8 +643,7 @@ func withheld(final byte, p []byte) bool {
 
 // track notes the modes a control sequence with final byte final sets or
 // resets, of those ScreenReset leaves alone.
-func (f *Filter) track(final byte) {
-	p := f.params
+func (f *Filter) track(final byte, p []byte) {
 	switch {
 	case final == 'q' && len(p) > 0 && p[len(p)-1] == ' ':
 		f.Seen.CursorStyle = true

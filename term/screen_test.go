@@ -248,3 +248,49 @@ func TestFilterDropsKeyboardModes(t *testing.T) {
 		}
 	}
 }
+
+// TestFilterFastPathsAreStep: the runs Filter passes or holds without
+// step (plain ASCII and whole UTF-8 characters from ground, a control
+// sequence's parameters) come out exactly as step, one byte at a time,
+// would have them, however the input is split: random streams of the
+// bytes that matter (ESC, the C1 controls raw and in UTF-8, UTF-8 leads
+// and continuations whole and broken, sequence bytes, text).
+func TestFilterFastPathsAreStep(t *testing.T) {
+	t.Parallel()
+	pieces := [][]byte{
+		[]byte("\x1b"), []byte("["), []byte("]"), []byte("52;c;"), []byte("0;title"), []byte("\x07"), []byte("\x1b\\"),
+		[]byte("38;5;174m"), []byte("?1049h"), []byte("2h"), []byte("21t"), []byte("m"), []byte("P"), []byte("\x0e"),
+		[]byte("╭───"), []byte("é"), []byte("\xc2\xa0"), []byte("\xc2\x9b"), []byte("\xc2\x9d"), []byte("\xc2"), []byte("\x9b"),
+		[]byte("\x9d"), []byte("\x90"), []byte("\x9c"), []byte("\xe2\x94"), []byte("\xf0\x9f\x98\x80"), []byte("\xf0\x9f"),
+		[]byte("\xff"), []byte("\x80"), []byte("plain text "), []byte("\r\n"), []byte("\x18"), []byte("\x7f"),
+		bytes.Repeat([]byte("1;"), maxParams/2), []byte("9"), []byte(" q"),
+	}
+	rng := rand.New(rand.NewSource(2))
+	// A control sequence of as many parameters as are held, and one more.
+	long := [][]byte{append(append([]byte("\x1b["), bytes.Repeat([]byte("1"), maxParams)...), 'm'),
+		append(append([]byte("\x1b["), bytes.Repeat([]byte("1"), maxParams+1)...), 'm')}
+	for k := range 5000 {
+		var in []byte
+		if k < len(long) {
+			in = long[k]
+		}
+		for range rng.Intn(60) {
+			in = append(in, pieces[rng.Intn(len(pieces))]...)
+		}
+		for i, clipboard := range []bool{false, true} {
+			split := func() int { return 1 + rng.Intn(40) }
+			if i == 0 {
+				split = func() int { return len(in) } // one write: the fast paths see whole runs
+			}
+			f, got := filterAll(t, in, clipboard, split)
+			ref := NewFilter(nil, clipboard)
+			var want []byte
+			for _, b := range in {
+				want = ref.step(want, b)
+			}
+			if !bytes.Equal(got, want) || f.Seen != ref.Seen || f.st != ref.st {
+				t.Fatalf("input %q (clipboard %v):\n got %q %+v\nwant %q %+v", in, clipboard, got, f.Seen, want, ref.Seen)
+			}
+		}
+	}
+}
