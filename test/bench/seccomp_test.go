@@ -38,7 +38,9 @@ func BenchmarkSeccompLaunch(b *testing.B) {
 	}
 	dir := b.TempDir()
 	os.Chmod(dir, 0o755)
-	const common = "description: bench\nenvironment:\n  allow: [PATH]\n"
+	// A profile of its own (a child cannot turn a parent's filter off),
+	// with the caps every profile must have.
+	const common = "description: bench\nenvironment:\n  allow: [PATH]\nlimits:\n  pids: 4096\n  memory: 1GiB\nfilesystem:\n  tmpfs:\n    /tmp: {size: 64MiB}\n"
 	with, without := filepath.Join(dir, "with.yaml"), filepath.Join(dir, "without.yaml")
 	if err := os.WriteFile(with, []byte(common), 0o644); err != nil {
 		b.Fatal(err)
