@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // minChunk is the smallest buffer a stream reads into: large reads keep
@@ -80,6 +82,15 @@ const firstRead = 32 << 10
 func (s *stream) copy() {
 	defer s.ended.Store(true)
 	size := max(s.tailCap, minChunk)
+	// Only a source whose reads never wait (the jail's pipes and pty are
+	// such) is read ahead (readReady).
+	nonblocking := false
+	if rc, err := s.src.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) {
+			fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
+			nonblocking = err == nil && fl&unix.O_NONBLOCK != 0
+		})
+	}
 	for {
 		b := s.bufs[s.cur]
 		into := b[s.fill:]
@@ -89,6 +100,9 @@ func (s *stream) copy() {
 		s.reading.Store(int64(time.Since(s.activity.start)))
 		n, err := s.src.Read(into)
 		s.reading.Store(0)
+		if n > 0 && err == nil && n < writePiece && nonblocking {
+			n += s.readReady(into[n:min(len(into), writePiece)])
+		}
 		if n > 0 {
 			if b == nil {
 				b = make([]byte, size)
@@ -116,6 +130,32 @@ func (s *stream) copy() {
 			return
 		}
 	}
+}
+
+// readReady reads into p what src holds already, without waiting, until
+// p is full or src has nothing more; it returns how much it read. A pty
+// gives at most 4 KiB a read (its line discipline's buffer): what is ready
+// behind that goes out in the same write to agentjail's own output, and
+// through the filter in one call, instead of one of each per 4 KiB. An
+// error is left for the next Read to meet.
+func (s *stream) readReady(p []byte) int {
+	rc, err := s.src.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	total := 0
+	for total < len(p) {
+		n := 0
+		rc.Read(func(fd uintptr) bool {
+			n, _ = unix.Read(int(fd), p[total:])
+			return true // never wait: what is not there yet is the next Read's
+		})
+		if n <= 0 {
+			break
+		}
+		total += n
+	}
+	return total
 }
 
 func (s *stream) chunk(p []byte) {

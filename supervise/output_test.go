@@ -3,12 +3,15 @@ package supervise
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // pumpThrough writes data into a pipe in random-sized chunks and runs a
@@ -136,4 +139,77 @@ func TestDrainCutsOnlyAReaderWaitingOnAHeldPipe(t *testing.T) {
 	if !cut.Load() || out.String() != "data before the end" {
 		t.Errorf("cut %v, passed %q", cut.Load(), out.String())
 	}
+}
+
+// sizes records the size of each write.
+type sizes struct{ n []int }
+
+func (s *sizes) Write(p []byte) (int, error) { s.n = append(s.n, len(p)); return len(p), nil }
+
+// TestStreamReadsAheadOnAPty: a pty gives at most 4 KiB a read; what
+// waits behind that goes out in the same write (readReady), so a terminal
+// gets one write, not one per 4 KiB. Every byte still comes through.
+func TestStreamReadsAheadOnAPty(t *testing.T) {
+	t.Parallel()
+	mfd, err := syscall.Open("/dev/ptmx", syscall.O_RDWR|syscall.O_NOCTTY|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		t.Skipf("no pty here: %v", err)
+	}
+	master := os.NewFile(uintptr(mfd), "master")
+	defer master.Close()
+	slave, err := openSlave(master)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the pty takes before it is read (15-17 KiB here), up to
+	// three reads' worth, in writes that never wait.
+	if err := syscall.SetNonblock(int(slave.Fd()), true); err != nil {
+		t.Fatal(err)
+	}
+	size := int64(0)
+	for size < 12<<10 {
+		n, err := syscall.Write(int(slave.Fd()), bytes.Repeat([]byte("x"), 1024))
+		if err != nil || n <= 0 {
+			break
+		}
+		size += int64(n)
+	}
+	if size <= 4096 {
+		t.Fatalf("the pty took only %d bytes before it was read", size)
+	}
+	var out sizes
+	s := newStream(master, &out, nil, 10, 10, &activity{start: time.Now()})
+	done := make(chan struct{})
+	go func() { s.copy(); close(done) }()
+	deadline := time.Now().Add(30 * time.Second) // a hang detector
+	for s.n.Load() < size && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	slave.Close() // the master's reads end (EIO)
+	<-done
+	if s.n.Load() != size {
+		t.Fatalf("%d bytes through, want %d", s.n.Load(), size)
+	}
+	if len(out.n) == 0 || out.n[0] <= 4096 {
+		t.Errorf("writes %v: the first is one read's worth, want what was waiting", out.n)
+	}
+}
+
+// openSlave opens the slave of the pty master m.
+func openSlave(m *os.File) (*os.File, error) {
+	rc, err := m.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var n int
+	var ierr error
+	rc.Control(func(fd uintptr) {
+		if ierr = unix.IoctlSetPointerInt(int(fd), unix.TIOCSPTLCK, 0); ierr == nil {
+			n, ierr = unix.IoctlGetInt(int(fd), unix.TIOCGPTN)
+		}
+	})
+	if ierr != nil {
+		return nil, ierr
+	}
+	return os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
 }
