@@ -192,7 +192,7 @@ func BenchmarkTerminalThroughput(b *testing.B) {
 	}
 	mb := func(d time.Duration) float64 { return float64(size) / 1e6 / d.Seconds() }
 	for range b.N {
-		ref, subj := compare(b, "terminal output 64 MiB", samples(5),
+		ref, subj := compare(b, "terminal output 64 MiB", samples(11),
 			"script -q -c 'cat FILE'", func() error { return run("script", "-q", "-e", "-c", "cat "+file, "/dev/null") },
 			"agentjail run -- cat FILE", func() error { return run(agentjail, "run", "--", "cat", file) })
 		share := mb(subj) / mb(ref)
