@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentjail/agentjail/procs"
 	"github.com/agentjail/agentjail/record"
 	"golang.org/x/sys/unix"
 )
@@ -338,13 +339,16 @@ func (d *Dir) FDPath() string { return "/proc/self/fd/" + strconv.Itoa(d.fd()) }
 // died finds none: its private namespace died with it.)
 func RemoveAgentHomes(root string) error {
 	var errs []error
-	if data, err := os.ReadFile("/proc/thread-self/mountinfo"); err == nil {
+	if f, err := os.Open("/proc/thread-self/mountinfo"); err == nil {
+		table, err := procs.ParseMountinfo(f)
+		f.Close()
+		if err != nil {
+			errs = append(errs, err)
+		}
 		var points []string
-		for _, line := range strings.Split(string(data), "\n") {
-			// Field 5 is the mount point (proc(5)); agentjail's paths need
-			// no unescaping.
-			if f := strings.Fields(line); len(f) > 4 && (f[4] == root || strings.HasPrefix(f[4], root+"/")) {
-				points = append(points, f[4])
+		for _, m := range table {
+			if m.Point == root || strings.HasPrefix(m.Point, root+"/") {
+				points = append(points, m.Point)
 			}
 		}
 		slices.Sort(points)
