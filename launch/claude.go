@@ -15,6 +15,7 @@ import (
 	"github.com/agentjail/agentjail/claude"
 	"github.com/agentjail/agentjail/hostfs"
 	"github.com/agentjail/agentjail/mounts"
+	"github.com/agentjail/agentjail/policy"
 	"github.com/agentjail/agentjail/record"
 	"github.com/agentjail/agentjail/runstate"
 )
@@ -242,6 +243,10 @@ func (j *Jail) login(now time.Time) (warning string, err error) {
 	src := home.Credentials
 	c := &record.ClaudeLogin{Source: src}
 	j.credentials = c
+	if j.Policy.NetMode() == policy.NetNone {
+		c.Detail = noNetworkLogin
+		return "", nil
+	}
 	var wall time.Duration
 	if w := j.Policy.Limits.Wall; w != nil {
 		wall = time.Duration(*w)

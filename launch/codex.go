@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentjail/agentjail/codex"
 	"github.com/agentjail/agentjail/mounts"
+	"github.com/agentjail/agentjail/policy"
 	"github.com/agentjail/agentjail/record"
 )
 
@@ -27,6 +28,10 @@ func (j *Jail) codexLogin(now time.Time) (warning string, err error) {
 	src := home.Auth
 	c := &record.Login{Source: src}
 	j.codexCredentials = c
+	if j.Policy.NetMode() == policy.NetNone {
+		c.Detail = noNetworkLogin
+		return "", nil
+	}
 	var wall time.Duration
 	if w := j.Policy.Limits.Wall; w != nil {
 		wall = time.Duration(*w)

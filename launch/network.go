@@ -169,6 +169,25 @@ func proxyEnv(env []string, p policy.Policy, apiKey string) ([]string, *netPlan,
 	return out, n, nil
 }
 
+// withoutAPICredentials is env without the agents' API credentials (those
+// a proxy jail replaces with placeholders): a jail with no network holds
+// none of them, since nothing in it could reach an API.
+func withoutAPICredentials(env []string) []string {
+	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		for _, a := range apiRoutes {
+			if slices.ContainsFunc(a.creds, func(c credVar) bool { return c.name == k }) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// noNetworkLogin is why a jail with no network gets no login: nothing in
+// it could use one.
+const noNetworkLogin = "not copied in: the jail has no network (network.mode none)"
+
 // placeholder is a credential's stand-in in the jail: shaped like the
 // real one, worth nothing outside this run's broker.
 func placeholder(prefix string) string {

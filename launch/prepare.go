@@ -253,6 +253,8 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 			j.Release()
 			return nil, err
 		}
+	case j.Policy.NetMode() == policy.NetNone:
+		j.Env = withoutAPICredentials(j.Env) // nothing there could use them
 	case apiKey != "":
 		j.Env = setEnv(j.Env, "ANTHROPIC_API_KEY", apiKey)
 	}

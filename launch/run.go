@@ -143,7 +143,8 @@ func run(req Request, stdio IO) (int, error) {
 	if err != nil {
 		return failed(err)
 	}
-	// In a proxy jail the logins go to the broker, not into the jail.
+	// In a proxy jail the logins go to the broker, not into the jail (in
+	// one with no network, login and codexLogin leave them out).
 	j.moveLogin()
 	j.moveCodexLogin()
 	for _, warning := range []string{warning, j.config(), j.settings(), codexWarning} {

@@ -259,3 +259,57 @@ ln -sf /etc/shadow "$CODEX_HOME/auth.json"`)
 		})
 	}
 }
+
+// TestEscapeNoNetworkNoCredentials: a jail with no network (network.mode
+// none, the sealed profile) holds no credential at all: not the operator's
+// Claude Code login nor Codex's auth.json, and none of the agents' API
+// credentials from agentjail's environment. Nothing in it could use them,
+// and an agent could still write them into a writable root. (sealed was a
+// proxy jail, which keeps them with the broker; as none it copied the
+// login in.) With the host's network, the control, the same search finds
+// the access token and the keys: it can fail.
+func TestEscapeNoNetworkNoCredentials(t *testing.T) {
+	jailed(t)
+	chatgpt, access := chatGPTLogin(time.Now().Add(8 * time.Hour))
+	secrets := []string{"sk-ant-oat01-operator", access, "sk-env-anthropic-key", "sk-env-openai-key", "sk-ant-oat01-env-token"}
+	for _, c := range []struct {
+		name string
+		args []string
+		hold bool // the control: the jail holds them
+	}{
+		{"host", []string{"--net", "host"}, true},
+		{"none", []string{"--net", "none"}, false},
+		{"sealed", []string{"--profile", "sealed"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			home, _ := operatorLogin(t, "sk-ant-oat01-operator", time.Now().Add(8*time.Hour))
+			os.MkdirAll(filepath.Join(home, ".codex"), 0o700)
+			if err := os.WriteFile(filepath.Join(home, ".codex", "auth.json"), []byte(chatgpt), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			ws := workspace(t)
+			pattern := filepath.Join(ws, "pattern") // not on grep's command line
+			write(t, ws, map[string]string{"pattern": strings.Join(secrets, "\n") + "\n"})
+			env := []string{"HOME=" + home, "ANTHROPIC_API_KEY=sk-env-anthropic-key", "OPENAI_API_KEY=sk-env-openai-key", "CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-env-token"}
+			rec := recordPath(t)
+			r := invocation{env: env, dir: ws}.run(t, append(append([]string{"run", "--user", "1000", "--write", ws, "--record", rec}, c.args...),
+				"--", "sh", "-c", `grep -arhoF -f `+pattern+` "$CLAUDE_CONFIG_DIR" "$CODEX_HOME" /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | sort -u`)...)
+			wantCode(t, r, 0)
+			found := strings.Fields(r.stdout)
+			if c.hold {
+				if len(found) < 4 {
+					t.Fatalf("the control found only %q in a jail with the host's network: the search does not work", found)
+				}
+				return
+			}
+			if len(found) > 0 {
+				t.Errorf("a jail with no network holds %q", found)
+			}
+			got := readRecord(t, rec, 0)
+			if cl := got.Claude; cl == nil || cl.Credentials == nil || cl.Credentials.Copied || !strings.Contains(cl.Credentials.Detail, "no network") {
+				t.Errorf("record.claude: %+v", cl)
+			}
+		})
+	}
+}
