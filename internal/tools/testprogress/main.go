@@ -1,8 +1,10 @@
 // Command testprogress runs `go test -json ...` and says how it goes: a
 // line for each package as it finishes, the output of each test that
 // fails as soon as it fails, a line naming what still runs whenever nothing
-// has been said for a while, and at the end the totals, the time taken and
-// every skipped test with its reason. `make test` runs the tests through it:
+// has been said for a while, and at the end the totals, the time taken,
+// every skipped test with its reason and every failed one with the first
+// lines it reported (a CI log's tail then says what failed, however much a
+// failed test printed after its failure). `make test` runs the tests through it:
 //
 //	go run ./internal/tools/testprogress go test -json -count=1 ./...
 //
@@ -129,6 +131,7 @@ type progress struct {
 	npkgs, passed, failed int
 	failedPkgs            []string
 	skips                 []string // "package TestX: reason"
+	fails                 []string // "package TestX/sub: file_test.go:N: what it said"
 }
 
 func newProgress(w io.Writer, now time.Time) *progress {
@@ -192,6 +195,12 @@ func (p *progress) line(b []byte, now time.Time) {
 // test or a subtest, is listed at the end.
 func (p *progress) result(e event, k *pkg, now time.Time) {
 	top := !strings.Contains(e.Test, "/")
+	switch {
+	case e.Action == "fail":
+		if said := reported(k.output, e.Test); said != "" {
+			p.fails = append(p.fails, fmt.Sprintf("%s %s: %s", short(e.Package), e.Test, said))
+		}
+	}
 	switch {
 	case e.Action == "skip":
 		p.skips = append(p.skips, fmt.Sprintf("%s %s: %s", short(e.Package), e.Test, skipReason(k.output, e.Test)))
@@ -295,6 +304,9 @@ func (p *progress) summary(now time.Time) {
 	for _, s := range p.skips {
 		fmt.Fprintf(p.w, "skip  %s\n", s)
 	}
+	for _, s := range p.fails {
+		fmt.Fprintf(p.w, "fail  %s\n", s)
+	}
 	verdict := "ok"
 	if p.failed > 0 || len(p.failedPkgs) > 0 {
 		verdict = "FAIL"
@@ -325,6 +337,33 @@ func skipReason(output []event, test string) string {
 		reason = s
 	}
 	return reason
+}
+
+// reportedLines and reportedBytes bound what the summary repeats of a
+// failed test.
+const (
+	reportedLines = 3
+	reportedBytes = 300
+)
+
+// reported is the first lines a failed test reported itself (t.Error,
+// t.Fatal, t.Log: "file_test.go:N: ..."), not its subtests', each cut to
+// reportedBytes; "" when it reported none (a parent of failed subtests).
+func reported(output []event, test string) string {
+	var said []string
+	for _, o := range output {
+		if o.Test != test || len(said) == reportedLines {
+			continue
+		}
+		s := strings.TrimSpace(o.Output)
+		if file, _, ok := strings.Cut(s, ": "); ok && strings.Contains(file, "_test.go:") && !strings.Contains(file, " ") {
+			if len(s) > reportedBytes {
+				s = strings.ToValidUTF8(s[:reportedBytes], "") + "…"
+			}
+			said = append(said, s)
+		}
+	}
+	return strings.Join(said, " | ")
 }
 
 // short drops the module path from a package's import path.

@@ -36,6 +36,8 @@ var stream = []string{
 	ev("output", "mounts", "TestC", "=== RUN   TestC\n", 0),
 	ev("run", "mounts", "TestC/sub", "", 0),
 	ev("output", "mounts", "TestC/sub", "    c_test.go:20: got 1, want 2\n", 0),
+	ev("output", "mounts", "TestC/sub", "    c_test.go:31: the run printed: "+strings.Repeat("x", 400)+"\n", 0),
+	ev("output", "mounts", "TestC/sub", "        its second line\n", 0),
 	ev("fail", "mounts", "TestC/sub", "", 0),
 	ev("output", "mounts", "TestC", "--- FAIL: TestC (0.00s)\n", 0),
 	ev("fail", "mounts", "TestC", "", 0),
@@ -59,9 +61,12 @@ func TestProgress(t *testing.T) {
 go: downloading example.com/x v1.0.0
 === RUN   TestC
     c_test.go:20: got 1, want 2
+    c_test.go:31: the run printed: ` + strings.Repeat("x", 400) + `
+        its second line
 --- FAIL: TestC (0.00s)
 FAIL  mounts                                                 2.2s  0 passed, 1 failed
 skip  policy TestB: b_test.go:9: needs the arm64 cross toolchain (make test-release)
+fail  mounts TestC/sub: c_test.go:20: got 1, want 2 | c_test.go:31: the run printed: ` + strings.Repeat("x", 269) + `…
 FAIL: 2 packages, 1 tests passed, 1 failed, 1 skips (listed above) (failed: mounts) in 1m35s
 `
 	if got := out.String(); got != want {
