@@ -26,21 +26,19 @@ func Sibling(name string) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot find agentjail's own executable: %w", err)
 	}
+	return sibling(self, name)
+}
+
+// sibling is Sibling for the executable self.
+func sibling(self, name string) (*os.File, error) {
 	sfi, err := os.Stat(self)
 	if err != nil {
 		return nil, fmt.Errorf("cannot stat agentjail's own executable: %w", err)
 	}
-	owner := func(fi fs.FileInfo) uint32 { return fi.Sys().(*syscall.Stat_t).Uid }
-	trusted := func(fi fs.FileInfo) bool { return owner(fi) == 0 || owner(fi) == owner(sfi) }
 	dir := filepath.Dir(self)
 	p := filepath.Join(dir, name)
-	dfi, err := os.Stat(dir)
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("cannot stat %s: %w", dir, err)
-	case !trusted(dfi) || dfi.Mode().Perm()&0o022 != 0:
-		return nil, fmt.Errorf("%s is owned by uid %d, mode %04o: someone other than root or agentjail's owner could put an %s there", dir, owner(dfi), dfi.Mode().Perm(), name)
-	}
+	// Whether there is one comes first: a directory no one should trust
+	// (agentjail run from /tmp) is only worth a word when it holds one.
 	fd, err := unix.Open(p, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	switch {
 	case errors.Is(err, unix.ENOENT):
@@ -49,23 +47,40 @@ func Sibling(name string) (*os.File, error) {
 		return nil, fmt.Errorf("%s: %w", p, err)
 	}
 	f := os.NewFile(uintptr(fd), p)
-	fi, err := f.Stat()
-	why := ""
-	switch {
-	case err != nil:
-		why = fmt.Sprintf("%s: %v", p, err)
-	case fi.Mode()&fs.ModeSymlink != 0: // O_PATH|O_NOFOLLOW opens the link itself
-		why = fmt.Sprintf("%s is a symlink; install the binary itself", p)
-	case !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0:
-		why = fmt.Sprintf("%s is not an executable file", p)
-	case fi.Mode().Perm()&0o022 != 0:
-		why = fmt.Sprintf("%s is writable by others (mode %04o)", p, fi.Mode().Perm())
-	case !trusted(fi):
-		why = fmt.Sprintf("%s is owned by uid %d, neither root nor agentjail's owner", p, owner(fi))
-	}
-	if why != "" {
+	if err := trustworthy(f, dir, name, uidOf(sfi)); err != nil {
 		f.Close()
-		return nil, errors.New(why)
+		return nil, err
 	}
 	return f, nil
+}
+
+func uidOf(fi fs.FileInfo) uint32 { return fi.Sys().(*syscall.Stat_t).Uid }
+
+// trustworthy says why f, the sibling name opened in dir, is not used, or
+// returns nil: it trusts root and uid self, agentjail's owner.
+func trustworthy(f *os.File, dir, name string, self uint32) error {
+	trusted := func(fi fs.FileInfo) bool { return uidOf(fi) == 0 || uidOf(fi) == self }
+	p := f.Name()
+	dfi, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return fmt.Errorf("cannot stat %s: %w", dir, err)
+	case !trusted(dfi) || dfi.Mode().Perm()&0o022 != 0:
+		// %04o shows no sticky bit (Perm drops it): /tmp reads 0777.
+		return fmt.Errorf("%s is owned by uid %d, mode %04o: someone other than root or agentjail's owner could put an %s there", dir, uidOf(dfi), dfi.Mode().Perm(), name)
+	}
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s: %w", p, err)
+	case fi.Mode()&fs.ModeSymlink != 0: // O_PATH|O_NOFOLLOW opens the link itself
+		return fmt.Errorf("%s is a symlink; install the binary itself", p)
+	case !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0:
+		return fmt.Errorf("%s is not an executable file", p)
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("%s is writable by others (mode %04o)", p, fi.Mode().Perm())
+	case !trusted(fi):
+		return fmt.Errorf("%s is owned by uid %d, neither root nor agentjail's owner", p, uidOf(fi))
+	}
+	return nil
 }
