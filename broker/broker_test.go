@@ -350,7 +350,7 @@ func TestBrokerAPIRouteFullDuplex(t *testing.T) {
 	rec := w.b.Close()
 	cut := rec.Connections[1:]
 	if len(cut) == 0 || slices.ContainsFunc(cut, func(c record.Connection) bool {
-		return c.Error != "the response was cut off after 9 bytes" || c.BytesDown != 9
+		return c.Error != "the response was cut off after 9 bytes: reading it from upstream: unexpected EOF" || c.BytesDown != 9
 	}) {
 		t.Errorf("record: %+v", rec.Connections)
 	}

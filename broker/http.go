@@ -252,16 +252,35 @@ func (b *Broker) dialChecked(ctx context.Context, network, addr string) (net.Con
 	return b.dial(ctx, v, host, port, &c)
 }
 
-// counter counts the bytes that pass through a body.
+// tally is what passed through a body: its bytes, and the first error a
+// read of it met other than its end.
+type tally struct {
+	n   atomic.Int64
+	err atomic.Pointer[error]
+}
+
+// counter counts what passes through a body in a tally.
 type counter struct {
 	io.ReadCloser
-	n *atomic.Int64
+	t *tally
 }
 
 func (c counter) Read(p []byte) (int, error) {
 	n, err := c.ReadCloser.Read(p)
-	c.n.Add(int64(n))
+	c.t.n.Add(int64(n))
+	if err != nil && err != io.EOF {
+		c.t.err.CompareAndSwap(nil, &err)
+	}
 	return n, err
+}
+
+// cutOff says why a response was cut off after down's bytes: the first
+// error reading it from upstream, else its copy to the jail failed.
+func cutOff(down *tally) error {
+	if err := down.err.Load(); err != nil {
+		return fmt.Errorf("the response was cut off after %d bytes: reading it from upstream: %w", down.n.Load(), *err)
+	}
+	return fmt.Errorf("the response was cut off after %d bytes: the jail's side stopped taking it", down.n.Load())
 }
 
 // copyBuffers are the reverse proxy's copy buffers: large, so that a big
@@ -285,7 +304,7 @@ func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
 // proxied runs one request through a reverse proxy and records it.
 func (b *Broker) proxied(w http.ResponseWriter, r *http.Request, c record.Connection, rewrite func(*httputil.ProxyRequest), t http.RoundTripper) {
 	start := time.Now()
-	var up, down atomic.Int64
+	var up, down tally
 	var failed error
 	rp := &httputil.ReverseProxy{
 		Transport: t,
@@ -315,15 +334,17 @@ func (b *Broker) proxied(w http.ResponseWriter, r *http.Request, c record.Connec
 	// EOF the transport has not read yet, the transport then closes the
 	// upstream connection, and the response in flight is cut off: a
 	// streamed API answer broke so under load.
-	http.NewResponseController(w).EnableFullDuplex()
+	// The error is only ErrNotSupported, from a server that cannot (HTTP/2
+	// is full duplex already): nothing to do about it either way.
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	// Recorded on every path: a copy that fails mid-body aborts the
 	// handler (the reverse proxy panics with http.ErrAbortHandler).
 	cut := true
 	defer func() {
 		if cut && failed == nil {
-			failed = fmt.Errorf("the response was cut off after %d bytes", down.Load())
+			failed = cutOff(&down)
 		}
-		c.BytesUp, c.BytesDown = up.Load(), down.Load()
+		c.BytesUp, c.BytesDown = up.n.Load(), down.n.Load()
 		finish(&c, start, failed)
 		b.note(c, "")
 	}()
