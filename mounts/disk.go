@@ -3,6 +3,7 @@ package mounts
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path"
 	"slices"
@@ -24,18 +25,29 @@ type placeholderDisk struct {
 
 func (d placeholderDisk) Lstat(name string) (fs.FileInfo, error) {
 	fi, err := d.Disk.Lstat(name)
-	if err == nil && d.isPlaceholder != nil && d.empty(name, fi) && d.isPlaceholder("/"+name) {
+	if err == nil && d.isPlaceholder != nil && d.isPlaceholder("/"+name) && d.empty(name, fi) {
 		return nil, &fs.PathError{Op: "lstat", Path: name, Err: fs.ErrNotExist}
 	}
 	return fi, err
 }
 
+// empty says whether name is an empty file or directory: of a directory
+// it reads one entry, not all.
 func (d placeholderDisk) empty(name string, fi fs.FileInfo) bool {
-	if fi.IsDir() {
-		entries, err := fs.ReadDir(d.Disk, name)
-		return err == nil && len(entries) == 0
+	if !fi.IsDir() {
+		return fi.Mode().IsRegular() && fi.Size() == 0
 	}
-	return fi.Mode().IsRegular() && fi.Size() == 0
+	f, err := d.Disk.Open(name)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	dir, ok := f.(fs.ReadDirFile)
+	if !ok {
+		return false
+	}
+	_, err = dir.ReadDir(1)
+	return err == io.EOF
 }
 
 // rel turns an absolute path into a Disk name.
