@@ -336,33 +336,46 @@ func (d *Dir) FDPath() string { return "/proc/self/fd/" + strconv.Itoa(d.fd()) }
 
 // RemoveAgentHomes unmounts every mount under root that the calling thread
 // sees, deepest first, then deletes root. (A sweep after a supervisor that
-// died finds none: its private namespace died with it.)
+// died finds none: its private namespace died with it.) Without the mount
+// table it removes nothing: a deletion would descend into what is still
+// mounted there.
 func RemoveAgentHomes(root string) error {
+	table, err := mountTable()
+	if err != nil {
+		return fmt.Errorf("%s is left: %w", root, err)
+	}
+	var points []string
+	for _, m := range table {
+		if m.Point == root || strings.HasPrefix(m.Point, root+"/") {
+			points = append(points, m.Point)
+		}
+	}
+	slices.Sort(points)
+	slices.Reverse(points)
 	var errs []error
-	if f, err := os.Open("/proc/thread-self/mountinfo"); err == nil {
-		table, err := procs.ParseMountinfo(f)
-		f.Close()
-		if err != nil {
-			errs = append(errs, err)
-		}
-		var points []string
-		for _, m := range table {
-			if m.Point == root || strings.HasPrefix(m.Point, root+"/") {
-				points = append(points, m.Point)
-			}
-		}
-		slices.Sort(points)
-		slices.Reverse(points)
-		for _, p := range points {
-			if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
-				errs = append(errs, fmt.Errorf("unmount %s: %w", p, err))
-			}
+	for _, p := range points {
+		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", p, err))
 		}
 	}
 	if err := os.RemoveAll(root); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// mountTable is the calling thread's mount table.
+func mountTable() ([]procs.Mount, error) {
+	f, err := os.Open("/proc/thread-self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the mount table: %w", err)
+	}
+	defer f.Close()
+	table, err := procs.ParseMountinfo(f)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the mount table: %w", err)
+	}
+	return table, nil
 }
 
 // openOwned opens the file rel below root that the run user left there, as
