@@ -57,7 +57,7 @@ type State struct {
 	Foreign bool `json:"-"`
 }
 
-// MarshalJSON writes Homes under "homes" and under "stage", its key in
+// MarshalJSON writes AgentHomes under "homes" and under "stage", its key in
 // earlier builds: `agentjail init`, a binary of its own and long running,
 // may be of an earlier build than the agentjail whose dead run it sweeps
 // (during an upgrade), and without its key would remove the state file and
@@ -71,7 +71,7 @@ func (s State) MarshalJSON() ([]byte, error) {
 	}{plain(s), s.AgentHomes})
 }
 
-// UnmarshalJSON reads Homes from "homes", or from "stage" in a state file
+// UnmarshalJSON reads AgentHomes from "homes", or from "stage" in a state file
 // an earlier build wrote (see MarshalJSON).
 func (s *State) UnmarshalJSON(data []byte) error {
 	type plain State

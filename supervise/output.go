@@ -5,6 +5,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -84,11 +85,12 @@ func (s *stream) copy() {
 	size := max(s.tailCap, minChunk)
 	// Only a source whose reads never wait (the jail's pipes and pty are
 	// such) is read ahead (readReady).
-	nonblocking := false
+	var ready syscall.RawConn // src's, when it is such a source
 	if rc, err := s.src.SyscallConn(); err == nil {
 		rc.Control(func(fd uintptr) {
-			fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
-			nonblocking = err == nil && fl&unix.O_NONBLOCK != 0
+			if fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0); err == nil && fl&unix.O_NONBLOCK != 0 {
+				ready = rc
+			}
 		})
 	}
 	for {
@@ -100,8 +102,8 @@ func (s *stream) copy() {
 		s.reading.Store(int64(time.Since(s.activity.start)))
 		n, err := s.src.Read(into)
 		s.reading.Store(0)
-		if n > 0 && err == nil && n < writePiece && nonblocking {
-			n += s.readReady(into[n:min(len(into), writePiece)])
+		if n > 0 && err == nil && n < writePiece && ready != nil {
+			n += readReady(ready, into[n:min(len(into), writePiece)])
 		}
 		if n > 0 {
 			if b == nil {
@@ -132,17 +134,14 @@ func (s *stream) copy() {
 	}
 }
 
-// readReady reads into p what src holds already, without waiting, until
-// p is full or src has nothing more; it returns how much it read. A pty
+// readReady reads into p what rc (a stream's nonblocking source) holds
+// already, without waiting, until p is full or it has nothing more; it
+// returns how much it read. A pty
 // gives at most 4 KiB a read (its line discipline's buffer): what is ready
 // behind that goes out in the same write to agentjail's own output, and
 // through the filter in one call, instead of one of each per 4 KiB. An
 // error is left for the next Read to meet.
-func (s *stream) readReady(p []byte) int {
-	rc, err := s.src.SyscallConn()
-	if err != nil {
-		return 0
-	}
+func readReady(rc syscall.RawConn, p []byte) int {
 	total := 0
 	for total < len(p) {
 		n := 0

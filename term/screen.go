@@ -236,7 +236,7 @@ func (f *Filter) filter(dst, p []byte) []byte {
 		if f.st == ground && f.cont == 0 {
 			// A whole control sequence, ESC [ parameters final, as step
 			// would take it byte by byte.
-			if n := f.wholeCSI(p[i:]); n > 0 {
+			if n := wholeCSI(p[i:]); n > 0 {
 				seq := p[i : i+n]
 				f.Seen.Escapes = true
 				if final, params := seq[n-1], seq[2:n-1]; withheld(final, params) {
@@ -270,7 +270,7 @@ func (f *Filter) filter(dst, p []byte) []byte {
 // wholeCSI is the length of the control sequence ESC [ P... F that p
 // starts with, when p holds it whole and its parameters (0x20..0x3F) fit
 // the held ones (maxParams); 0 otherwise.
-func (f *Filter) wholeCSI(p []byte) int {
+func wholeCSI(p []byte) int {
 	if len(p) < 3 || p[0] != 0x1b || p[1] != '[' {
 		return 0
 	}
