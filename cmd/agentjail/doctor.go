@@ -28,11 +28,11 @@ func (e appEnv) doctorAction(ctx context.Context, cmd *cli.Command) error {
 	if dir := doctor.CgroupDir(h); dir != "" {
 		h.CgroupWritable = unix.Access(dir, unix.W_OK) == nil
 	}
-	if f, why := initcmd.Binary(); f != nil {
+	if f, err := initcmd.Binary(); err == nil {
 		h.InitBinary = f.Name()
 		f.Close()
 	} else {
-		h.InitWhyNot = why
+		h.InitWhyNot = err.Error()
 	}
 	h.KernelReaps = reaper.KernelReaps()
 	info, bErr := bwrap.Detect(launch.CacheDir())

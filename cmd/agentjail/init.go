@@ -41,14 +41,13 @@ func (e appEnv) initAction(ctx context.Context, cmd *cli.Command) error {
 	// Hand over to agentjail-init when this process's own streams are
 	// init's (not when run is called with others, as in tests).
 	if e.stdin == os.Stdin && e.stdout == os.Stdout && e.stderr == os.Stderr {
-		bin, why := initcmd.Binary()
-		if bin != nil {
-			err := initcmd.Exec(bin, o, argv)
-			why = fmt.Sprintf("cannot start %s: %v", bin.Name(), err)
+		bin, err := initcmd.Binary()
+		if err == nil {
+			err = fmt.Errorf("cannot start %s: %w", bin.Name(), initcmd.Exec(bin, o, argv))
 			bin.Close()
 		}
 		if o.Verbose {
-			fmt.Fprintf(e.stderr, "agentjail: init: %s; running in agentjail itself, with about twice the memory resident (put agentjail-init next to agentjail: make build does)\n", why)
+			fmt.Fprintf(e.stderr, "agentjail: init: %v; running in agentjail itself, with about twice the memory resident (put agentjail-init next to agentjail: make build does)\n", err)
 		}
 	}
 	*e.code = initcmd.Run(o, argv, e.stdin, e.stdout, e.stderr)

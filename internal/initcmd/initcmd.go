@@ -121,14 +121,8 @@ func startFailure(err error) int {
 }
 
 // Binary opens agentjail-init next to the running executable for Exec
-// (hostfs.Sibling), or returns nil and why it is not used.
-func Binary() (*os.File, string) {
-	f, err := hostfs.Sibling(Name)
-	if err != nil {
-		return nil, err.Error()
-	}
-	return f, ""
-}
+// (hostfs.Sibling), or says why it is not used.
+func Binary() (*os.File, error) { return hostfs.Sibling(Name) }
 
 // Exec replaces this process with the agentjail-init Binary opened, for
 // the command argv under o. It returns only on failure.
