@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/agentjail/agentjail/record"
 )
@@ -85,6 +87,7 @@ type Parser struct {
 	ended   bool    // a turn.completed or turn.failed
 	run     int
 	bad     int
+	dropped int             // events codex said it dropped (droppedEvents)
 	seen    map[string]bool // command items counted
 	problem string
 }
@@ -131,6 +134,7 @@ type event struct {
 		ID       string  `json:"id"`
 		Type     string  `json:"type"`
 		Text     *string `json:"text"`
+		Message  string  `json:"message"` // an error item's
 		ExitCode *int    `json:"exit_code"`
 		Status   string  `json:"status"`
 	} `json:"item"`
@@ -173,6 +177,8 @@ func (p *Parser) endLine(eof bool) {
 		case it == nil:
 		case it.Type == "agent_message" && it.Text != nil:
 			p.message = it.Text
+		case it.Type == "error":
+			p.dropped = min(p.dropped+droppedEvents(it.Message), 1<<30)
 		case it.Type == "command_execution" && !p.seen[record.Cut(it.ID, maxID)]:
 			if len(p.seen) < maxCommandIDs {
 				p.seen[record.Cut(it.ID, maxID)] = true
@@ -202,6 +208,23 @@ func (p *Parser) endLine(eof bool) {
 	}
 }
 
+// droppedEvents is N of the error item codex 0.169.0 prints when the
+// in-process event stream between its core and its output lagged (its
+// consumer, the JSONL printer, fell behind: a busy machine) and it dropped
+// events, command_execution items among them: "in-process app-server event
+// stream lagged; dropped N events". 0 for any other message.
+func droppedEvents(msg string) int {
+	_, rest, ok := strings.Cut(msg, "event stream lagged; dropped ")
+	if !ok {
+		return 0
+	}
+	n, err := strconv.Atoi(strings.TrimSuffix(rest, " events"))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return min(n, 1<<30)
+}
+
 // Summary returns what the output said, as the record's agent object. Call
 // it once the output has ended: a last line without its newline is parsed
 // then.
@@ -223,7 +246,7 @@ func (p *Parser) Summary() record.Agent {
 		a.Result = &ex
 	}
 	a.Usage = p.usage
-	a.Commands = &record.Commands{Run: p.run, Failed: p.bad}
+	a.Commands = &record.Commands{Run: p.run, Failed: p.bad, EventsDropped: p.dropped}
 	switch {
 	case p.failed != nil:
 		yes := true

@@ -105,6 +105,29 @@ func TestParserProblems(t *testing.T) {
 	}
 }
 
+// TestParserDroppedEvents: codex's error items saying its event stream
+// lagged and dropped events are summed in commands.events_dropped (the
+// counts are then lower bounds); other error items count nothing.
+func TestParserDroppedEvents(t *testing.T) {
+	t.Parallel()
+	lag := func(msg string) string {
+		return `{"type":"item.completed","item":{"id":"item_9","type":"error","message":"` + msg + `"}}` + "\n"
+	}
+	out := lag("in-process app-server event stream lagged; dropped 7 events") +
+		lag("Model metadata for `stub-model` not found.") +
+		lag("in-process app-server event stream lagged; dropped 3 events") +
+		lag("in-process app-server event stream lagged; dropped 99999999999999999999 events") + success
+	for _, chunk := range []int{1, 4096} {
+		a := parse(FormatJSON, out, chunk).Summary()
+		if a.Commands == nil || a.Commands.EventsDropped != 10 || a.Commands.Run != 2 {
+			t.Errorf("chunk %d: commands %+v, want 10 events dropped and 2 run", chunk, a.Commands)
+		}
+	}
+	if a := parse(FormatJSON, success, 4096).Summary(); a.Commands.EventsDropped != 0 {
+		t.Errorf("events_dropped %d of a run that dropped none", a.Commands.EventsDropped)
+	}
+}
+
 func TestParserText(t *testing.T) {
 	t.Parallel()
 	a := parse(FormatText, success, 100).Summary()

@@ -52,6 +52,10 @@ type Agent struct {
 type Commands struct {
 	Run    int `json:"run"`
 	Failed int `json:"failed"` // a non-zero exit, or failed or declined
+	// EventsDropped is how many of its events the agent said it dropped
+	// (codex, when its in-process event stream lags, as under load): Run
+	// and Failed are then only at least so.
+	EventsDropped int `json:"events_dropped"`
 }
 
 // Login reports the operator's login for an agent, as a run got it.

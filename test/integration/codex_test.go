@@ -199,11 +199,17 @@ func TestCodexJailed(t *testing.T) {
 				t.Errorf("record.agent = %s", jsonOf(t, a))
 			}
 			// The record counts the command_execution items codex printed:
-			// one, for the one call. (Under load codex once printed none
-			// though the call ran: the broker cut its streamed answer,
-			// since fixed; TestBrokerAPIRouteFullDuplex.)
-			if n := commandItems(r.stdout); a.Commands == nil || a.Commands.Run != n || n != 1 {
-				t.Errorf("record.agent.commands = %s, codex printed %d command_execution items", jsonOf(t, a.Commands), n)
+			// one, for the one call, unless codex said it dropped events
+			// (its in-process event stream lags on a busy machine: CI saw
+			// it print none though the call ran), which the record says.
+			n := commandItems(r.stdout)
+			switch c := a.Commands; {
+			case c == nil || c.Run != n:
+				t.Errorf("record.agent.commands = %s, codex printed %d command_execution items", jsonOf(t, c), n)
+			case n != 1 && c.EventsDropped == 0:
+				t.Errorf("codex printed %d command_execution items for the one call, and said it dropped no event", n)
+			case n != 1:
+				t.Logf("codex dropped %d events, the command's among them", c.EventsDropped)
 			}
 		})
 	}

@@ -110,8 +110,9 @@ type agentRecord struct {
 	TotalCostUSD   *float64        `json:"total_cost_usd"`
 	APIErrorStatus *int            `json:"api_error_status"`
 	Commands       *struct {
-		Run    int `json:"run"`
-		Failed int `json:"failed"`
+		Run           int `json:"run"`
+		Failed        int `json:"failed"`
+		EventsDropped int `json:"events_dropped"`
 	} `json:"commands"`
 	Credentials *struct {
 		Source    string  `json:"source"`
