@@ -1,6 +1,7 @@
 package supervise
 
 import (
+	"errors"
 	"io"
 	"os"
 	"sync"
@@ -58,6 +59,8 @@ type stream struct {
 	dstErr, logErr error
 	// ended: copy has returned.
 	ended atomic.Bool
+	// rechecking: recheck asked copy to read once more.
+	rechecking atomic.Bool
 }
 
 // running reports whether copy was started (it has a source: the agent's
@@ -82,79 +85,202 @@ const firstRead = 32 << 10
 // supervisor once the jail is gone).
 func (s *stream) copy() {
 	defer s.ended.Store(true)
-	size := max(s.tailCap, minChunk)
-	// Only a source whose reads never wait (the jail's pipes and pty are
-	// such) is read ahead (readReady).
-	var ready syscall.RawConn // src's, when it is such a source
-	if rc, err := s.src.SyscallConn(); err == nil {
-		rc.Control(func(fd uintptr) {
-			if fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0); err == nil && fl&unix.O_NONBLOCK != 0 {
-				ready = rc
-			}
-		})
+	var ended bool
+	if rc := pollable(s.src); rc != nil {
+		ended = s.copyPolled(rc, isTerminal(rc))
+	} else {
+		ended = s.copyReads()
 	}
+	if !ended {
+		// agentjail's own output is gone (a closed pipe): close the jail's
+		// end too, so the agent meets the broken pipe itself, as it would
+		// in a shell pipeline.
+		s.src.Close()
+	}
+}
+
+// pollable is f's RawConn when f is nonblocking (the jail's pipes and pty
+// are), nil otherwise.
+func pollable(f *os.File) syscall.RawConn {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	ok := false
+	rc.Control(func(fd uintptr) {
+		fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
+		ok = err == nil && fl&unix.O_NONBLOCK != 0
+	})
+	if !ok {
+		return nil
+	}
+	return rc
+}
+
+// isTerminal says whether rc is a terminal's (a pty master's).
+func isTerminal(rc syscall.RawConn) bool {
+	var err error
+	rc.Control(func(fd uintptr) { _, err = unix.IoctlGetTermios(int(fd), unix.TCGETS) })
+	return err == nil
+}
+
+// into is where the next read goes: the rest of the current buffer, or,
+// before the first bytes came, a small one of its own.
+func (s *stream) into() []byte {
+	if b := s.bufs[s.cur]; b != nil {
+		return b[s.fill:]
+	}
+	return make([]byte, min(firstRead, max(s.tailCap, minChunk)))
+}
+
+// take passes on the n bytes a read put in into's buffer p.
+func (s *stream) take(p []byte, n int) {
+	b := s.bufs[s.cur]
+	if b == nil {
+		b = make([]byte, max(s.tailCap, minChunk))
+		copy(b, p[:n])
+		s.mu.Lock()
+		s.bufs[s.cur] = b
+		s.mu.Unlock()
+	}
+	s.chunk(b[s.fill : s.fill+n])
+	s.mu.Lock()
+	s.fill += n
+	if s.fill == len(b) {
+		s.cur, s.fill, s.switched = 1-s.cur, 0, true
+	}
+	s.mu.Unlock()
+}
+
+// copyReads is copy for a source that is not pollable: read, pass on. It
+// returns false when agentjail's own output failed first.
+func (s *stream) copyReads() bool {
 	for {
-		b := s.bufs[s.cur]
-		into := b[s.fill:]
-		if b == nil {
-			into = make([]byte, min(firstRead, size))
-		}
-		s.reading.Store(int64(time.Since(s.activity.start)))
-		n, err := s.src.Read(into)
+		p := s.into()
+		s.reading.Store(max(1, int64(time.Since(s.activity.start))))
+		n, err := s.src.Read(p)
 		s.reading.Store(0)
-		if n > 0 && err == nil && n < writePiece && ready != nil {
-			n += readReady(ready, into[n:min(len(into), writePiece)])
-		}
 		if n > 0 {
-			if b == nil {
-				b = make([]byte, size)
-				copy(b, into[:n])
-				s.mu.Lock()
-				s.bufs[s.cur] = b
-				s.mu.Unlock()
-			}
-			s.chunk(b[s.fill : s.fill+n])
-			s.mu.Lock()
-			s.fill += n
-			if s.fill == len(b) {
-				s.cur, s.fill, s.switched = 1-s.cur, 0, true
-			}
-			s.mu.Unlock()
+			s.take(p, n)
 		}
 		if err != nil {
-			return
+			return true
 		}
 		if s.dstErr != nil {
-			// agentjail's own output is gone (a closed pipe): close the
-			// jail's end too, so the agent meets the broken pipe itself, as
-			// it would in a shell pipeline.
-			s.src.Close()
-			return
+			return false
 		}
 	}
 }
 
-// readReady reads into p what rc (a stream's nonblocking source) holds
-// already, without waiting, until p is full or it has nothing more; it
-// returns how much it read. A pty
-// gives at most 4 KiB a read (its line discipline's buffer): what is ready
-// behind that goes out in the same write to agentjail's own output, and
-// through the filter in one call, instead of one of each per 4 KiB. An
-// error is left for the next Read to meet.
-func readReady(rc syscall.RawConn, p []byte) int {
-	total := 0
-	for total < len(p) {
-		n := 0
-		rc.Read(func(fd uintptr) bool {
-			n, _ = unix.Read(int(fd), p[total:])
-			return true // never wait: what is not there yet is the next Read's
-		})
-		if n <= 0 {
-			break
+// copyPolled is copy for a pollable source. What a source holds already
+// behind a read is read ahead, up to writePiece, and goes out in one write
+// to agentjail's own output and through the filter in one call. It
+// returns false when agentjail's own output failed first.
+//
+// A terminal's source (the agent's pty) is read only after a wake-up of
+// the poller or when it says it holds bytes (pending): a read of a pty
+// master that finds nothing (os.File.Read's first try, and the one that
+// ends a read-ahead) waits for the kernel's worker that moves the slave's
+// output over (n_tty_read's flush_work) until it has moved all it can,
+// where a wait for the poller resumes at its first bytes. The relay ran at
+// 0.75–0.80× script's speed so, 0.90–0.95× without (docs/benchmarks.md,
+// "The terminal's output"). What pending does not show is a hang-up: one
+// whose wake-up was spent (on bytes read with it, or cleared as the next
+// read began) is seen at the next read only; drain has copy make one once
+// the jail has ended (recheck).
+func (s *stream) copyPolled(rc syscall.RawConn, tty bool) bool {
+	look := true // the next read is made, whatever pending says
+	for {
+		p := s.into()
+		n, err := s.readPolled(rc, tty, p, &look)
+		if errors.Is(err, os.ErrDeadlineExceeded) && s.rechecking.Swap(false) {
+			s.src.SetReadDeadline(time.Time{})
+			look = true
+			continue
 		}
-		total += n
+		if n > 0 {
+			s.take(p, n)
+		}
+		if err != nil {
+			// EOF, a read error, or the poller's: the deadline drain set
+			// for a source someone outside the jail still holds, or the
+			// source closed.
+			return true
+		}
+		if s.dstErr != nil {
+			return false
+		}
 	}
-	return total
+}
+
+// readPolled reads into p from rc and what follows it already there, as
+// copyPolled says; io.EOF at the end.
+func (s *stream) readPolled(rc syscall.RawConn, tty bool, p []byte, look *bool) (n int, err error) {
+	wait := func() bool {
+		*look = true
+		s.reading.Store(max(1, int64(time.Since(s.activity.start))))
+		return false
+	}
+	werr := rc.Read(func(fd uintptr) bool {
+		s.reading.Store(0)
+		if !*look && tty && pending(fd) == 0 {
+			return wait()
+		}
+		*look = false
+		if n, err = readFD(fd, p); err == unix.EAGAIN {
+			return wait()
+		}
+		for limit := min(len(p), writePiece); err == nil && n > 0 && n < limit && (!tty || pending(fd) > 0); {
+			m, err := readFD(fd, p[n:limit])
+			if err != nil || m <= 0 {
+				break // the next read meets it
+			}
+			n += m
+		}
+		return true
+	})
+	switch {
+	case werr != nil:
+		return 0, werr
+	case err != nil:
+		return 0, err
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// recheck has copy read its source once more, should it wait for a
+// wake-up already spent (copyPolled): drain calls it once the jail has
+// ended, and a hang-up of the agent's terminal is then seen.
+func (s *stream) recheck() {
+	if !s.running() {
+		return
+	}
+	s.rechecking.Store(true)
+	s.src.SetReadDeadline(time.Now())
+}
+
+// readFD is read(2) of fd, again after an interruption.
+func readFD(fd uintptr, p []byte) (int, error) {
+	for {
+		n, err := unix.Read(int(fd), p)
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
+}
+
+// pending is how many bytes a read of fd would find without waiting
+// (FIONREAD, TIOCINQ for a tty; for a pty master what its line discipline
+// holds, not what the slave's side still queues), or -1 when fd does not
+// say.
+func pending(fd uintptr) int {
+	n, err := unix.IoctlGetInt(int(fd), unix.TIOCINQ)
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 func (s *stream) chunk(p []byte) {
@@ -247,8 +373,13 @@ func (a *activity) idle() time.Duration {
 // that has waited in Read for d is held open by a process outside the
 // jail (only one handed the pipe can be), so its reading ends; reported is
 // set then. A stream busy writing to agentjail's own output is left to
-// finish: what is still in the pipe is never cut off.
+// finish: what is still in the pipe is never cut off. First every stream
+// reads once more (recheck): a hang-up that came with its last bytes is
+// seen.
 func drain(streams []*stream, d time.Duration, done <-chan struct{}, cut *atomic.Bool) {
+	for _, s := range streams {
+		s.recheck()
+	}
 	t := time.NewTicker(d / 10)
 	defer t.Stop()
 	var begun int64

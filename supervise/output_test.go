@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -141,15 +142,11 @@ func TestDrainCutsOnlyAReaderWaitingOnAHeldPipe(t *testing.T) {
 	}
 }
 
-// sizes records the size of each write.
-type sizes struct{ n []int }
-
-func (s *sizes) Write(p []byte) (int, error) { s.n = append(s.n, len(p)); return len(p), nil }
-
-// TestStreamReadsAheadOnAPty: a pty gives at most 4 KiB a read; what
-// waits behind that goes out in the same write (readReady), so a terminal
-// gets one write, not one per 4 KiB. Every byte still comes through.
-func TestStreamReadsAheadOnAPty(t *testing.T) {
+// TestStreamOnAPtyPassesEveryByte: from a pty (read only after a wake-up
+// or when it holds bytes), every byte comes through in order, in writes
+// of any size, and the stream ends at the hang-up, which the recheck drain
+// makes once the jail has ended shows when its wake-up was spent.
+func TestStreamOnAPtyPassesEveryByte(t *testing.T) {
 	t.Parallel()
 	mfd, err := syscall.Open("/dev/ptmx", syscall.O_RDWR|syscall.O_NOCTTY|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
 	if err != nil {
@@ -161,37 +158,75 @@ func TestStreamReadsAheadOnAPty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// What the pty takes before it is read (15-17 KiB here), up to
-	// three reads' worth, in writes that never wait.
-	if err := syscall.SetNonblock(int(slave.Fd()), true); err != nil {
-		t.Fatal(err)
+	// Raw: the bytes pass as written (no \n to \r\n).
+	if tio, err := unix.IoctlGetTermios(int(slave.Fd()), unix.TCGETS); err == nil {
+		tio.Oflag &^= unix.OPOST
+		unix.IoctlSetTermios(int(slave.Fd()), unix.TCSETS, tio)
 	}
-	size := int64(0)
-	for size < 12<<10 {
-		n, err := syscall.Write(int(slave.Fd()), bytes.Repeat([]byte("x"), 1024))
-		if err != nil || n <= 0 {
-			break
-		}
-		size += int64(n)
+	data := make([]byte, 3<<20)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range data {
+		data[i] = byte(rng.Uint32())
 	}
-	if size <= 4096 {
-		t.Fatalf("the pty took only %d bytes before it was read", size)
-	}
-	var out sizes
+	var out bytes.Buffer
 	s := newStream(master, &out, nil, 10, 10, &activity{start: time.Now()})
 	done := make(chan struct{})
 	go func() { s.copy(); close(done) }()
-	deadline := time.Now().Add(30 * time.Second) // a hang detector
-	for s.n.Load() < size && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	for rest := data; len(rest) > 0; {
+		n := min(len(rest), 1+rng.IntN(20<<10))
+		if _, err := slave.Write(rest[:n]); err != nil {
+			t.Fatal(err)
+		}
+		rest = rest[n:]
 	}
-	slave.Close() // the master's reads end (EIO)
-	<-done
-	if s.n.Load() != size {
-		t.Fatalf("%d bytes through, want %d", s.n.Load(), size)
+	slave.Close()
+	s.recheck() // as drain does, once the jail has ended
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second): // a hang detector
+		t.Fatalf("the stream did not end at the hang-up: %d of %d bytes through", s.n.Load(), len(data))
 	}
-	if len(out.n) == 0 || out.n[0] <= 4096 {
-		t.Errorf("writes %v: the first is one read's worth, want what was waiting", out.n)
+	if !bytes.Equal(out.Bytes(), data) {
+		t.Errorf("%d bytes through, want the %d written, identical", out.Len(), len(data))
+	}
+}
+
+// TestStreamGoesOnAfterARecheck: a recheck of a stream whose source is
+// still held open (someone outside the jail) reads once more and waits
+// again: the stream is not ended by it, and later bytes come through.
+func TestStreamGoesOnAfterARecheck(t *testing.T) {
+	t.Parallel()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var mu sync.Mutex
+	var out bytes.Buffer
+	s := newStream(r, writerFunc(func(p []byte) { mu.Lock(); out.Write(p); mu.Unlock() }), nil, 10, 10, &activity{start: time.Now()})
+	done := make(chan struct{})
+	go func() { s.copy(); close(done) }()
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) { // a hang detector
+			if time.Now().After(deadline) {
+				t.Fatalf("waited 30 s for %s", what)
+			}
+		}
+	}
+	w.Write([]byte("before "))
+	waitFor("the first bytes", func() bool { return s.n.Load() == 7 && s.reading.Load() != 0 })
+	s.recheck()
+	waitFor("the recheck", func() bool { return !s.rechecking.Load() && s.reading.Load() != 0 })
+	w.Write([]byte("after"))
+	w.Close()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stream did not end at EOF")
+	}
+	if got := out.String(); got != "before after" {
+		t.Errorf("passed %q, want %q", got, "before after")
 	}
 }
 
