@@ -59,8 +59,9 @@ type stream struct {
 	dstErr, logErr error
 	// ended: copy has returned.
 	ended atomic.Bool
-	// rechecking: recheck asked copy to read once more.
-	rechecking atomic.Bool
+	// rechecking: recheck asked copy to read once more; cutting: drain
+	// set the read deadline to end the stream.
+	rechecking, cutting atomic.Bool
 }
 
 // running reports whether copy was started (it has a source: the agent's
@@ -183,19 +184,24 @@ func (s *stream) copyReads() bool {
 // ends a read-ahead) waits for the kernel's worker that moves the slave's
 // output over (n_tty_read's flush_work) until it has moved all it can,
 // where a wait for the poller resumes at its first bytes. The relay ran at
-// 0.75–0.80× script's speed so, 0.90–0.95× without (docs/benchmarks.md,
+// 0.75–0.80× script's speed so, 0.84–0.98× without (docs/benchmarks.md,
 // "The terminal's output"). What pending does not show is a hang-up: one
 // whose wake-up was spent (on bytes read with it, or cleared as the next
-// read began) is seen at the next read only; drain has copy make one once
-// the jail has ended (recheck).
+// read began) is seen at the next read only. Once the jail has ended
+// (drain's recheck), every read is made: the bytes still in the pty come,
+// then the hang-up (EIO), whenever it came.
 func (s *stream) copyPolled(rc syscall.RawConn, tty bool) bool {
-	look := true // the next read is made, whatever pending says
+	look := true   // the next read is made, whatever pending says
+	ended := false // the jail has: recheck came
 	for {
+		if ended {
+			look = true // a hang-up may come with no wake-up left: every read is made
+		}
 		p := s.into()
 		n, err := s.readPolled(rc, tty, p, &look)
-		if errors.Is(err, os.ErrDeadlineExceeded) && s.rechecking.Swap(false) {
+		if errors.Is(err, os.ErrDeadlineExceeded) && !s.cutting.Load() && s.rechecking.Swap(false) {
 			s.src.SetReadDeadline(time.Time{})
-			look = true
+			ended = true
 			continue
 		}
 		if n > 0 {
@@ -221,6 +227,7 @@ func (s *stream) readPolled(rc syscall.RawConn, tty bool, p []byte, look *bool) 
 		s.reading.Store(max(1, int64(time.Since(s.activity.start))))
 		return false
 	}
+	defer s.reading.Store(0)
 	werr := rc.Read(func(fd uintptr) bool {
 		s.reading.Store(0)
 		if !*look && tty && pending(fd) == 0 {
@@ -250,9 +257,9 @@ func (s *stream) readPolled(rc syscall.RawConn, tty bool, p []byte, look *bool) 
 	return n, nil
 }
 
-// recheck has copy read its source once more, should it wait for a
-// wake-up already spent (copyPolled): drain calls it once the jail has
-// ended, and a hang-up of the agent's terminal is then seen.
+// recheck tells copy that the jail has ended: from then on it makes every
+// read (copyPolled), and a hang-up of the agent's terminal whose wake-up
+// was spent is seen. drain calls it.
 func (s *stream) recheck() {
 	if !s.running() {
 		return
@@ -374,8 +381,8 @@ func (a *activity) idle() time.Duration {
 // jail (only one handed the pipe can be), so its reading ends; reported is
 // set then. A stream busy writing to agentjail's own output is left to
 // finish: what is still in the pipe is never cut off. First every stream
-// reads once more (recheck): a hang-up that came with its last bytes is
-// seen.
+// is told the jail has ended (recheck): a hang-up that came with its last
+// bytes is seen.
 func drain(streams []*stream, d time.Duration, done <-chan struct{}, cut *atomic.Bool) {
 	for _, s := range streams {
 		s.recheck()
@@ -396,6 +403,7 @@ func drain(streams []*stream, d time.Duration, done <-chan struct{}, cut *atomic
 			since := s.reading.Load()
 			if since != 0 && time.Since(s.activity.start)-time.Duration(max(since, begun)) >= d {
 				cut.Store(true) // before the cut: whoever sees the stream end sees it
+				s.cutting.Store(true)
 				s.src.SetReadDeadline(time.Now())
 			}
 		}

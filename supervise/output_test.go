@@ -143,51 +143,69 @@ func TestDrainCutsOnlyAReaderWaitingOnAHeldPipe(t *testing.T) {
 }
 
 // TestStreamOnAPtyPassesEveryByte: from a pty (read only after a wake-up
-// or when it holds bytes), every byte comes through in order, in writes
-// of any size, and the stream ends at the hang-up, which the recheck drain
-// makes once the jail has ended shows when its wake-up was spent.
+// or when it holds bytes), every byte comes through in order, and the
+// stream ends at the hang-up once told the jail has ended (recheck, as
+// drain does), also when the hang-up's wake-up was spent on bytes: with
+// a slow reader of agentjail's output, the agent's last bytes still wait
+// in the pty when it closes its end and when recheck comes.
 func TestStreamOnAPtyPassesEveryByte(t *testing.T) {
 	t.Parallel()
-	mfd, err := syscall.Open("/dev/ptmx", syscall.O_RDWR|syscall.O_NOCTTY|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		t.Skipf("no pty here: %v", err)
-	}
-	master := os.NewFile(uintptr(mfd), "master")
-	defer master.Close()
-	slave, err := openSlave(master)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Raw: the bytes pass as written (no \n to \r\n).
-	if tio, err := unix.IoctlGetTermios(int(slave.Fd()), unix.TCGETS); err == nil {
-		tio.Oflag &^= unix.OPOST
-		unix.IoctlSetTermios(int(slave.Fd()), unix.TCSETS, tio)
-	}
-	data := make([]byte, 3<<20)
-	rng := rand.New(rand.NewPCG(3, 4))
-	for i := range data {
-		data[i] = byte(rng.Uint32())
-	}
-	var out bytes.Buffer
-	s := newStream(master, &out, nil, 10, 10, &activity{start: time.Now()})
-	done := make(chan struct{})
-	go func() { s.copy(); close(done) }()
-	for rest := data; len(rest) > 0; {
-		n := min(len(rest), 1+rng.IntN(20<<10))
-		if _, err := slave.Write(rest[:n]); err != nil {
-			t.Fatal(err)
-		}
-		rest = rest[n:]
-	}
-	slave.Close()
-	s.recheck() // as drain does, once the jail has ended
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second): // a hang detector
-		t.Fatalf("the stream did not end at the hang-up: %d of %d bytes through", s.n.Load(), len(data))
-	}
-	if !bytes.Equal(out.Bytes(), data) {
-		t.Errorf("%d bytes through, want the %d written, identical", out.Len(), len(data))
+	for _, c := range []struct {
+		name  string
+		pause time.Duration // each write to agentjail's output
+	}{{"fast", 0}, {"slow reader", time.Millisecond}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			mfd, err := syscall.Open("/dev/ptmx", syscall.O_RDWR|syscall.O_NOCTTY|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
+			if err != nil {
+				t.Skipf("no pty here: %v", err)
+			}
+			master := os.NewFile(uintptr(mfd), "master")
+			defer master.Close()
+			slave, err := openSlave(master)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Raw: the bytes pass as written (no \n to \r\n).
+			if tio, err := unix.IoctlGetTermios(int(slave.Fd()), unix.TCGETS); err == nil {
+				tio.Oflag &^= unix.OPOST
+				unix.IoctlSetTermios(int(slave.Fd()), unix.TCSETS, tio)
+			}
+			data := make([]byte, 3<<20)
+			rng := rand.New(rand.NewPCG(3, 4))
+			for i := range data {
+				data[i] = byte(rng.Uint32())
+			}
+			var mu sync.Mutex
+			var out bytes.Buffer
+			s := newStream(master, writerFunc(func(p []byte) {
+				time.Sleep(c.pause)
+				mu.Lock()
+				out.Write(p)
+				mu.Unlock()
+			}), nil, 10, 10, &activity{start: time.Now()})
+			done := make(chan struct{})
+			go func() { s.copy(); close(done) }()
+			for rest := data; len(rest) > 0; {
+				n := min(len(rest), 1+rng.IntN(20<<10))
+				if _, err := slave.Write(rest[:n]); err != nil {
+					t.Fatal(err)
+				}
+				rest = rest[n:]
+			}
+			slave.Close()
+			s.recheck() // as drain does, once the jail has ended
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second): // a hang detector
+				t.Fatalf("the stream did not end at the hang-up: %d of %d bytes through", s.n.Load(), len(data))
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !bytes.Equal(out.Bytes(), data) {
+				t.Errorf("%d bytes through, want the %d written, identical", out.Len(), len(data))
+			}
+		})
 	}
 }
 
