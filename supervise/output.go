@@ -86,18 +86,37 @@ const firstRead = 32 << 10
 // supervisor once the jail is gone).
 func (s *stream) copy() {
 	defer s.ended.Store(true)
-	var ended bool
+	read := s.readPlain
 	if rc := pollable(s.src); rc != nil {
-		ended = s.copyPolled(rc, isTerminal(rc))
-	} else {
-		ended = s.copyReads()
+		read = s.pollReader(rc, isTerminal(rc))
 	}
-	if !ended {
-		// agentjail's own output is gone (a closed pipe): close the jail's
-		// end too, so the agent meets the broken pipe itself, as it would
-		// in a shell pipeline.
-		s.src.Close()
+	for {
+		p := s.into()
+		n, err := read(p)
+		if n > 0 {
+			s.take(p, n)
+		}
+		if err != nil {
+			// EOF, a read error, or the poller's: the deadline drain set
+			// for a source someone outside the jail still holds, or the
+			// source closed.
+			return
+		}
+		if s.dstErr != nil {
+			// agentjail's own output is gone (a closed pipe): close the
+			// jail's end too, so the agent meets the broken pipe itself,
+			// as it would in a shell pipeline.
+			s.src.Close()
+			return
+		}
 	}
+}
+
+// readPlain is copy's read of a source that is not pollable.
+func (s *stream) readPlain(p []byte) (int, error) {
+	s.reading.Store(max(1, int64(time.Since(s.activity.start))))
+	defer s.reading.Store(0)
+	return s.src.Read(p)
 }
 
 // pollable is f's RawConn when f is nonblocking (the jail's pipes and pty
@@ -153,30 +172,9 @@ func (s *stream) take(p []byte, n int) {
 	s.mu.Unlock()
 }
 
-// copyReads is copy for a source that is not pollable: read, pass on. It
-// returns false when agentjail's own output failed first.
-func (s *stream) copyReads() bool {
-	for {
-		p := s.into()
-		s.reading.Store(max(1, int64(time.Since(s.activity.start))))
-		n, err := s.src.Read(p)
-		s.reading.Store(0)
-		if n > 0 {
-			s.take(p, n)
-		}
-		if err != nil {
-			return true
-		}
-		if s.dstErr != nil {
-			return false
-		}
-	}
-}
-
-// copyPolled is copy for a pollable source. What a source holds already
+// pollReader is copy's read of a pollable source. What a source holds already
 // behind a read is read ahead, up to writePiece, and goes out in one write
-// to agentjail's own output and through the filter in one call. It
-// returns false when agentjail's own output failed first.
+// to agentjail's own output and through the filter in one call.
 //
 // A terminal's source (the agent's pty) is read only after a wake-up of
 // the poller or when it says it holds bytes (pending): a read of a pty
@@ -190,37 +188,27 @@ func (s *stream) copyReads() bool {
 // read began) is seen at the next read only. Once the jail has ended
 // (drain's recheck), every read is made: the bytes still in the pty come,
 // then the hang-up (EIO), whenever it came.
-func (s *stream) copyPolled(rc syscall.RawConn, tty bool) bool {
+func (s *stream) pollReader(rc syscall.RawConn, tty bool) func([]byte) (int, error) {
 	look := true   // the next read is made, whatever pending says
 	ended := false // the jail has: recheck came
-	for {
-		if ended {
-			look = true // a hang-up may come with no wake-up left: every read is made
-		}
-		p := s.into()
-		n, err := s.readPolled(rc, tty, p, &look)
-		if errors.Is(err, os.ErrDeadlineExceeded) && !s.cutting.Load() && s.rechecking.Swap(false) {
-			s.src.SetReadDeadline(time.Time{})
-			ended = true
-			continue
-		}
-		if n > 0 {
-			s.take(p, n)
-		}
-		if err != nil {
-			// EOF, a read error, or the poller's: the deadline drain set
-			// for a source someone outside the jail still holds, or the
-			// source closed.
-			return true
-		}
-		if s.dstErr != nil {
-			return false
+	return func(p []byte) (int, error) {
+		for {
+			if ended {
+				look = true // a hang-up may come with no wake-up left: every read is made
+			}
+			n, err := s.readPolled(rc, tty, p, &look)
+			if errors.Is(err, os.ErrDeadlineExceeded) && !s.cutting.Load() && s.rechecking.Swap(false) {
+				s.src.SetReadDeadline(time.Time{})
+				ended = true
+				continue
+			}
+			return n, err
 		}
 	}
 }
 
 // readPolled reads into p from rc and what follows it already there, as
-// copyPolled says; io.EOF at the end.
+// pollReader says; io.EOF at the end.
 func (s *stream) readPolled(rc syscall.RawConn, tty bool, p []byte, look *bool) (n int, err error) {
 	wait := func() bool {
 		*look = true
@@ -258,7 +246,7 @@ func (s *stream) readPolled(rc syscall.RawConn, tty bool, p []byte, look *bool) 
 }
 
 // recheck tells copy that the jail has ended: from then on it makes every
-// read (copyPolled), and a hang-up of the agent's terminal whose wake-up
+// read (pollReader), and a hang-up of the agent's terminal whose wake-up
 // was spent is seen. drain calls it.
 func (s *stream) recheck() {
 	if !s.running() {
