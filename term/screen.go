@@ -4,6 +4,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"unicode/utf8"
 )
 
 // ScreenReset puts back what a program may leave set on a terminal and
@@ -287,39 +288,15 @@ func wholeCSI(p []byte) int {
 }
 
 // plainChar is the length of the UTF-8 character p starts with when it is
-// whole and no C1 control (U+0080..U+009F, C2 80..C2 9F), 0 otherwise:
-// what step passes unchanged, one byte at a time, from ground.
+// whole, valid and no C1 control (U+0080..U+009F), 0 otherwise: what step
+// passes unchanged, one byte at a time, from ground. (step passes more,
+// broken characters too; those it is left to.)
 func plainChar(p []byte) int {
-	cont := func(n int) bool {
-		if len(p) <= n {
-			return false
-		}
-		for _, c := range p[1 : n+1] {
-			if c < 0x80 || c > 0xbf {
-				return false
-			}
-		}
-		return true
+	r, n := utf8.DecodeRune(p)
+	if r == utf8.RuneError || r >= 0x80 && r <= 0x9f {
+		return 0
 	}
-	switch b := p[0]; {
-	case b == 0xc2:
-		if len(p) > 1 && p[1] >= 0xa0 && p[1] <= 0xbf {
-			return 2
-		}
-	case b >= 0xc3 && b <= 0xdf:
-		if cont(1) {
-			return 2
-		}
-	case b >= 0xe0 && b <= 0xef:
-		if cont(2) {
-			return 3
-		}
-	case b >= 0xf0 && b <= 0xf4:
-		if cont(3) {
-			return 4
-		}
-	}
-	return 0
+	return n
 }
 
 // c1String reports whether the C1 control b starts a string a terminal
