@@ -87,8 +87,8 @@ const firstRead = 32 << 10
 func (s *stream) copy() {
 	defer s.ended.Store(true)
 	read := s.readPlain
-	if rc := pollable(s.src); rc != nil {
-		read = s.pollReader(rc, isTerminal(rc))
+	if rc, tty := pollable(s.src); rc != nil {
+		read = s.pollReader(rc, tty)
 	}
 	for {
 		p := s.into()
@@ -120,28 +120,23 @@ func (s *stream) readPlain(p []byte) (int, error) {
 }
 
 // pollable is f's RawConn when f is nonblocking (the jail's pipes and pty
-// are), nil otherwise.
-func pollable(f *os.File) syscall.RawConn {
+// are), nil otherwise, and whether f is a terminal (the pty's master).
+func pollable(f *os.File) (rc syscall.RawConn, tty bool) {
 	rc, err := f.SyscallConn()
 	if err != nil {
-		return nil
+		return nil, false
 	}
 	ok := false
 	rc.Control(func(fd uintptr) {
 		fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
 		ok = err == nil && fl&unix.O_NONBLOCK != 0
+		_, err = unix.IoctlGetTermios(int(fd), unix.TCGETS)
+		tty = err == nil
 	})
 	if !ok {
-		return nil
+		return nil, false
 	}
-	return rc
-}
-
-// isTerminal says whether rc is a terminal's (a pty master's).
-func isTerminal(rc syscall.RawConn) bool {
-	var err error
-	rc.Control(func(fd uintptr) { _, err = unix.IoctlGetTermios(int(fd), unix.TCGETS) })
-	return err == nil
+	return rc, tty
 }
 
 // into is where the next read goes: the rest of the current buffer, or,
@@ -189,17 +184,15 @@ func (s *stream) take(p []byte, n int) {
 // (drain's recheck), every read is made: the bytes still in the pty come,
 // then the hang-up (EIO), whenever it came.
 func (s *stream) pollReader(rc syscall.RawConn, tty bool) func([]byte) (int, error) {
-	look := true   // the next read is made, whatever pending says
-	ended := false // the jail has: recheck came
+	look := true       // the next read is made, whatever pending says
+	jailEnded := false // recheck came: every read is made (a hang-up may have no wake-up left)
 	return func(p []byte) (int, error) {
 		for {
-			if ended {
-				look = true // a hang-up may come with no wake-up left: every read is made
-			}
+			look = look || jailEnded
 			n, err := s.readPolled(rc, tty, p, &look)
 			if errors.Is(err, os.ErrDeadlineExceeded) && !s.cutting.Load() && s.rechecking.Swap(false) {
 				s.src.SetReadDeadline(time.Time{})
-				ended = true
+				jailEnded = true
 				continue
 			}
 			return n, err
