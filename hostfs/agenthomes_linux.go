@@ -42,7 +42,7 @@ type AgentHomeDir struct {
 	Size int64
 }
 
-// AgentHomes is what MakeHomes made: its root, the tmpfs mounts in it, and what it
+// AgentHomes is what MakeAgentHomes made: its root, the tmpfs mounts in it, and what it
 // could not do as asked.
 type AgentHomes struct {
 	Root   string
@@ -339,7 +339,11 @@ func (d *Dir) FDPath() string { return "/proc/self/fd/" + strconv.Itoa(d.fd()) }
 // died finds none: its private namespace died with it.) Without the mount
 // table it removes nothing: a deletion would descend into what is still
 // mounted there.
-func RemoveAgentHomes(root string) error {
+func RemoveAgentHomes(root string) error { return removeAgentHomes(root, mountTable) }
+
+// removeAgentHomes is RemoveAgentHomes with the mount table from
+// mountTable.
+func removeAgentHomes(root string, mountTable func() ([]procs.Mount, error)) error {
 	table, err := mountTable()
 	if err != nil {
 		return fmt.Errorf("%s is left: %w", root, err)

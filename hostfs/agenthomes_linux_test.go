@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentjail/agentjail/internal/testutil"
+	"github.com/agentjail/agentjail/procs"
 )
 
 func owner(t *testing.T, p string) int {
@@ -25,11 +26,11 @@ func owner(t *testing.T, p string) int {
 	return int(fi.Sys().(*syscall.Stat_t).Uid)
 }
 
-// TestMakeHomes: the agent-homes directory is traversable but not listable, its
+// TestMakeAgentHomes: the agent-homes directory is traversable but not listable, its
 // copies are the run user's with the source's modes, a source that is a
 // link is followed, links inside a tree stay links, fifos are skipped, and
 // a copy with Data holds that data, not its source's.
-func TestMakeHomes(t *testing.T) {
+func TestMakeAgentHomes(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
 	src := t.TempDir()
@@ -253,4 +254,27 @@ func readOwned(root, rel string, uid int, max int64) ([]byte, error) {
 	}
 	defer f.Close()
 	return io.ReadAll(f)
+}
+
+// TestRemoveAgentHomesWithoutTheMountTable: without the mount table,
+// nothing is removed (a deletion would descend into what may still be
+// mounted there), and the error says the directory is left.
+func TestRemoveAgentHomesWithoutTheMountTable(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "run")
+	if err := os.MkdirAll(filepath.Join(root, "home"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	err := removeAgentHomes(root, func() ([]procs.Mount, error) { return nil, errors.New("cannot read the mount table: EACCES") })
+	if err == nil || !strings.Contains(err.Error(), root+" is left") {
+		t.Errorf("got %v, want an error saying %s is left", err, root)
+	}
+	if _, err := os.Stat(filepath.Join(root, "home")); err != nil {
+		t.Errorf("removed without the mount table: %v", err)
+	}
+	if err := removeAgentHomes(root, func() ([]procs.Mount, error) { return nil, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(root); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("with the mount table, %s is still there: %v", root, err)
+	}
 }

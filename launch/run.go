@@ -344,7 +344,7 @@ func weakens(what string) string {
 	}
 	return map[string]string{
 		"jail":          "filesystem.proc",
-		"staging.size":  "filesystem.home.size", // the homes' tmpfs (hostfs.MakeHomes)
+		"staging.size":  "filesystem.home.size", // the homes' tmpfs (hostfs.MakeAgentHomes)
 		"cgroup.pids":   "limits.pids",
 		"cgroup.memory": "limits.memory",
 		"cgroup.swap":   "limits.swap",
