@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"sync"
@@ -265,4 +266,34 @@ func openSlave(m *os.File) (*os.File, error) {
 		return nil, ierr
 	}
 	return os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+}
+
+// TestStreamCutIsNotARecheck: drain's cut ends a stream even when a
+// recheck is still pending (not yet seen by copy): the cut's deadline is
+// not swallowed as the recheck's.
+func TestStreamCutIsNotARecheck(t *testing.T) {
+	t.Parallel()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close() // held open: only the cut ends the stream
+	s := newStream(r, io.Discard, nil, 10, 10, &activity{start: time.Now()})
+	done := make(chan struct{})
+	go func() { s.copy(); close(done) }()
+	w.Write([]byte("x"))
+	for deadline := time.Now().Add(30 * time.Second); s.n.Load() != 1 || s.reading.Load() == 0; time.Sleep(5 * time.Millisecond) { // a hang detector
+		if time.Now().After(deadline) {
+			t.Fatal("the stream did not take its byte and wait")
+		}
+	}
+	s.rechecking.Store(true) // a recheck copy has not seen yet
+	s.cutting.Store(true)    // and drain's cut, as drain sets it
+	r.SetReadDeadline(time.Now())
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the cut did not end the stream: taken for a recheck")
+	}
 }
