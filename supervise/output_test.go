@@ -28,18 +28,33 @@ func pumpThrough(t *testing.T, data []byte, head, tail int, seed uint64) (*bytes
 	s := newStream(r, &out, &log, head, tail, &activity{start: time.Now()})
 	done := make(chan struct{})
 	go func() { s.copy(); close(done) }()
-	rng := rand.New(rand.NewPCG(seed, seed))
+	writePieces(t, w, data, rand.New(rand.NewPCG(seed, seed)), 300<<10)
+	w.Close()
+	<-done
+	r.Close()
+	return &out, &log, s
+}
+
+// writePieces writes data to w in pieces of 1 to most bytes.
+func writePieces(t *testing.T, w io.Writer, data []byte, rng *rand.Rand, most int) {
+	t.Helper()
 	for rest := data; len(rest) > 0; {
-		n := min(len(rest), 1+rng.IntN(300<<10))
+		n := min(len(rest), 1+rng.IntN(most))
 		if _, err := w.Write(rest[:n]); err != nil {
 			t.Fatal(err)
 		}
 		rest = rest[n:]
 	}
-	w.Close()
-	<-done
-	r.Close()
-	return &out, &log, s
+}
+
+// waitFor waits until ok, up to 30 s (a hang detector).
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 30 s for %s", what)
+		}
+	}
 }
 
 func TestStreamKeepsHeadAndTailAndEveryByte(t *testing.T) {
@@ -187,13 +202,7 @@ func TestStreamOnAPtyPassesEveryByte(t *testing.T) {
 			}), nil, 10, 10, &activity{start: time.Now()})
 			done := make(chan struct{})
 			go func() { s.copy(); close(done) }()
-			for rest := data; len(rest) > 0; {
-				n := min(len(rest), 1+rng.IntN(20<<10))
-				if _, err := slave.Write(rest[:n]); err != nil {
-					t.Fatal(err)
-				}
-				rest = rest[n:]
-			}
+			writePieces(t, slave, data, rng, 20<<10)
 			slave.Close()
 			s.recheck() // as drain does, once the jail has ended
 			select {
@@ -225,18 +234,10 @@ func TestStreamGoesOnAfterARecheck(t *testing.T) {
 	s := newStream(r, writerFunc(func(p []byte) { mu.Lock(); out.Write(p); mu.Unlock() }), nil, 10, 10, &activity{start: time.Now()})
 	done := make(chan struct{})
 	go func() { s.copy(); close(done) }()
-	waitFor := func(what string, ok func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) { // a hang detector
-			if time.Now().After(deadline) {
-				t.Fatalf("waited 30 s for %s", what)
-			}
-		}
-	}
 	w.Write([]byte("before "))
-	waitFor("the first bytes", func() bool { return s.n.Load() == 7 && s.reading.Load() != 0 })
+	waitFor(t, "the first bytes", func() bool { return s.n.Load() == 7 && s.reading.Load() != 0 })
 	s.recheck()
-	waitFor("the recheck", func() bool { return !s.rechecking.Load() && s.reading.Load() != 0 })
+	waitFor(t, "the recheck", func() bool { return !s.rechecking.Load() && s.reading.Load() != 0 })
 	w.Write([]byte("after"))
 	w.Close()
 	select {
@@ -283,11 +284,7 @@ func TestStreamCutIsNotARecheck(t *testing.T) {
 	done := make(chan struct{})
 	go func() { s.copy(); close(done) }()
 	w.Write([]byte("x"))
-	for deadline := time.Now().Add(30 * time.Second); s.n.Load() != 1 || s.reading.Load() == 0; time.Sleep(5 * time.Millisecond) { // a hang detector
-		if time.Now().After(deadline) {
-			t.Fatal("the stream did not take its byte and wait")
-		}
-	}
+	waitFor(t, "the stream to take its byte and wait", func() bool { return s.n.Load() == 1 && s.reading.Load() != 0 })
 	s.rechecking.Store(true) // a recheck copy has not seen yet
 	s.cutting.Store(true)    // and drain's cut, as drain sets it
 	r.SetReadDeadline(time.Now())
