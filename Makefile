@@ -7,6 +7,7 @@ CC        ?= gcc
 BIN       := bin/agentjail
 INIT_BIN  := bin/agentjail-init
 EXEC_BIN  := bin/agentjail-exec
+RUN_BIN   := bin/agentjail-run
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
 STARTED   := $(shell date +%s)
@@ -68,6 +69,7 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/agentjail
 	CGO_ENABLED=0 $(GO) build -o $(INIT_BIN) ./cmd/agentjail-init
 	$(CC) -static -Os -s -Wall -Werror -o $(EXEC_BIN) cmd/agentjail-exec/stage.c
+	$(CC) -static -Os -s -Wall -Werror -o $(RUN_BIN) cmd/agentjail-run/client.c
 
 # release builds dist/agentjail-$(VERSION)-linux-{amd64,arm64} with cgo and
 # libseccomp, the static dist/agentjail-init-$(VERSION)-linux-{amd64,arm64},

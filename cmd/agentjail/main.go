@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentjail/agentjail/execstage"
 	"github.com/agentjail/agentjail/launch"
+	"github.com/agentjail/agentjail/launcher"
 	"github.com/agentjail/agentjail/record"
 	"github.com/urfave/cli/v3"
 )
@@ -32,6 +33,9 @@ func main() {
 	// installed beside it (execstage.Binary).
 	if execstage.IsStage(os.Args[0]) {
 		os.Exit(execstage.Main(os.Args[1:]))
+	}
+	if launcher.IsWorker(os.Args[0]) {
+		os.Exit(worker())
 	}
 	os.Exit(run(context.Background(), os.Args, os.Stdin, os.Stdout, os.Stderr))
 }
@@ -144,6 +148,12 @@ func newApp(args []string, stdin io.Reader, stdout, stderr io.Writer, code *int)
 				StopOnNthArg: &one,
 				Flags:        append(jailFlags(), &cli.BoolFlag{Name: "json", Usage: "print the plan as JSON (argv, fds, env names, user)"}),
 				Action:       env.renderAction,
+			}),
+			sub(&cli.Command{
+				Name:   "launcher",
+				Usage:  "keep agentjail started ahead, for agentjail-run to launch runs through (see docs/launcher.md)",
+				Flags:  launcherFlags(),
+				Action: env.launcherAction,
 			}),
 			sub(&cli.Command{
 				Name:   "ps",

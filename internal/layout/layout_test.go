@@ -55,7 +55,7 @@ func ours(paths []string) []string {
 
 // running are the packages that start, signal or wait for processes, or
 // mount: what the pure packages must not reach.
-var running = []string{"supervise", "launch", "reaper", "procs", "runstate", "runstate/live", "hostfs", "execstage", "broker", "term"}
+var running = []string{"supervise", "launch", "launcher", "reaper", "procs", "runstate", "runstate/live", "hostfs", "execstage", "broker", "term"}
 
 // TestImportRules: each package imports only what its place in the data
 // path allows (docs/architecture.md), directly or through another.
@@ -83,6 +83,9 @@ func TestImportRules(t *testing.T) {
 		"broker":    {"mounts", "supervise", "launch", "reaper", "claude", "codex", "profiles", "seccomp"},
 		"execstage": {"policy", "mounts", "supervise", "launch", "claude", "codex", "hostfs", "procs", "broker"},
 		"term":      {"policy", "mounts", "supervise", "launch", "claude", "codex", "broker", "record"},
+		// The launcher hands a request to cmd/agentjail as a command
+		// line; it knows processes and sockets, never runs or policies.
+		"launcher": {"policy", "mounts", "supervise", "launch", "claude", "codex", "broker", "seccomp", "profiles", "reaper", "term", "execstage"},
 	}
 	for from, bad := range never {
 		p, ok := pkgs[from]

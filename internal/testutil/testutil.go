@@ -202,8 +202,10 @@ func Build(dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if out, err := exec.Command("gcc", "-static", "-Os", "-s", "-Wall", "-Werror", "-o", filepath.Join(dir, "agentjail-exec"), filepath.Join(root, "cmd/agentjail-exec/stage.c")).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("gcc agentjail-exec: %v\n%s", err, out)
+	for _, c := range []struct{ name, src string }{{"agentjail-exec", "stage.c"}, {"agentjail-run", "client.c"}} {
+		if out, err := exec.Command("gcc", "-static", "-Os", "-s", "-Wall", "-Werror", "-o", filepath.Join(dir, c.name), filepath.Join(root, "cmd", c.name, c.src)).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("gcc %s: %v\n%s", c.name, err, out)
+		}
 	}
 	for _, b := range []struct{ name, cgo string }{{"agentjail", "1"}, {"agentjail-init", "0"}} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.name), "github.com/agentjail/agentjail/cmd/"+b.name)

@@ -64,6 +64,12 @@ func median(d []time.Duration) time.Duration {
 // the subject/reference ratio of times (below 1: the subject is faster),
 // also as benchmark metrics.
 func compare(b *testing.B, name string, n int, refName string, ref func() error, subjName string, subject func() error) (time.Duration, time.Duration) {
+	return compareSettled(b, name, n, refName, ref, subjName, subject, func() {})
+}
+
+// compareSettled is compare with settle called, untimed, after each
+// sample of either side.
+func compareSettled(b *testing.B, name string, n int, refName string, ref func() error, subjName string, subject func() error, settle func()) (time.Duration, time.Duration) {
 	b.Helper()
 	var rs, ss []time.Duration
 	for i := range n {
@@ -81,6 +87,7 @@ func compare(b *testing.B, name string, n int, refName string, ref func() error,
 				b.Fatalf("%s: %v", name, err)
 			}
 			*dst = append(*dst, time.Since(start))
+			settle()
 		}
 	}
 	mr, ms := median(rs), median(ss)
@@ -124,6 +131,40 @@ func BenchmarkLaunch(b *testing.B) {
 		for range b.N {
 			compare(b, "launch ("+c.name+")", samples(300), "bare bwrap, same argv, no agentjail code", ref, "agentjail run", subject)
 		}
+		client := launcherClient(b, env, args)
+		for range b.N {
+			compare(b, "launch ("+c.name+")", samples(300), "bare bwrap, same argv, no agentjail code", ref,
+				"agentjail-run, `agentjail launcher` up", client)
+		}
+	}
+}
+
+// launcherClient starts `agentjail launcher` for the benchmark's life and
+// returns a launch of `agentjail-run ARGS -- /bin/true` through it.
+func launcherClient(b *testing.B, env, args []string) func() error {
+	sock := filepath.Join(b.TempDir(), "launcher.sock")
+	daemon := exec.Command(agentjail, "launcher", "--socket", sock)
+	daemon.Env, daemon.Dir, daemon.Stderr = env, "/", os.Stderr
+	if err := daemon.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { daemon.Process.Signal(syscall.SIGTERM); daemon.Wait() })
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			b.Fatalf("agentjail launcher made no socket at %s in 10 s", sock)
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // its first worker started
+	client := filepath.Join(filepath.Dir(agentjail), "agentjail-run")
+	return func() error {
+		cmd := exec.Command(client, append(append([]string{}, args...), "--", "/bin/true")...)
+		cmd.Env, cmd.Dir = append(env, "AGENTJAIL_LAUNCHER="+sock), "/"
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
 	}
 }
 

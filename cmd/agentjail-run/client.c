@@ -1,0 +1,275 @@
+/*
+ * agentjail-run: `agentjail run` through the resident launcher.
+ *
+ *     agentjail-run [RUN FLAGS] -- CMD ARG...
+ *
+ * is `agentjail run [RUN FLAGS] -- CMD ARG...`, started by a process that
+ * `agentjail launcher` started ahead (docs/launcher.md). It connects to the
+ * launcher's socket ($AGENTJAIL_LAUNCHER, else launcher.sock in agentjail's
+ * run directory: /run/agentjail as root, $XDG_RUNTIME_DIR/agentjail or
+ * /tmp/agentjail-UID otherwise), checks that the process listening there
+ * runs as its own user, and sends one request in the protocol of Go's
+ * package launcher (protocol.go, the specification): its standard
+ * descriptors and working directory (SCM_RIGHTS), umask, resource limits,
+ * arguments and environment. It then forwards the signals it receives (one
+ * byte each) and exits with the one byte the launcher's process answers:
+ * the run's exit code.
+ *
+ * Where no launcher listens it execs the agentjail installed beside it,
+ * `agentjail run` itself, so a script may always call agentjail-run; a
+ * socket named by $AGENTJAIL_LAUNCHER that cannot be reached is said once
+ * on stderr first. A failure of its own exits 125, as agentjail's do.
+ *
+ * It is C, static and small because its start is on every launch's path:
+ * a Go program's start alone costs more than the launcher saves.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define MAGIC "AJL1"         /* launcher.Magic */
+#define MAX_BODY (16 << 20)  /* launcher.MaxBody */
+#define EXIT_SETUP 125
+
+extern char **environ;
+
+/* The signals agentjail run acts on (launch.forwarded, SIGWINCH), and
+ * SIGTSTP's partners are left alone: the client stops, the run goes on. */
+static const int forwarded[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH, SIGALRM};
+
+static int sock = -1;
+
+static int fail(const char *format, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, format);
+	vsnprintf(msg, sizeof msg, format, ap);
+	va_end(ap);
+	dprintf(2, "agentjail-run: %s\n", msg);
+	return EXIT_SETUP;
+}
+
+/* forward sends the signal to the launcher's process as one byte. */
+static void forward(int sig)
+{
+	int saved = errno;
+	unsigned char b = (unsigned char)sig;
+	while (write(sock, &b, 1) < 0 && errno == EINTR)
+		;
+	errno = saved;
+}
+
+/* socketPath is where the launcher listens (runstate.RunDir + launcher.sock). */
+static void socketPath(char *p, size_t cap, int *explicit)
+{
+	const char *env = getenv("AGENTJAIL_LAUNCHER");
+	*explicit = env && *env;
+	if (*explicit) {
+		snprintf(p, cap, "%s", env);
+		return;
+	}
+	const char *x = getenv("XDG_RUNTIME_DIR");
+	if (getuid() == 0)
+		snprintf(p, cap, "/run/agentjail/launcher.sock");
+	else if (x && *x)
+		snprintf(p, cap, "%s/agentjail/launcher.sock", x);
+	else
+		snprintf(p, cap, "/tmp/agentjail-%u/launcher.sock", (unsigned)getuid());
+}
+
+/* fallback execs `agentjail run ARGS` from the directory agentjail-run is
+ * in, if that agentjail is the caller's or root's and no one else may
+ * write it or its directory. It returns only on failure. */
+static int fallback(int argc, char **argv)
+{
+	char self[PATH_MAX], bin[PATH_MAX + 16];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (n <= 0)
+		return fail("no launcher, and cannot find agentjail beside agentjail-run: /proc/self/exe: %s", strerror(errno));
+	self[n] = 0;
+	char *slash = strrchr(self, '/');
+	*slash = 0;
+	snprintf(bin, sizeof bin, "%s/agentjail", self);
+	const char *what[] = {self, bin};
+	for (int i = 0; i < 2; i++) {
+		struct stat st;
+		if (lstat(what[i], &st) < 0)
+			return fail("no launcher, and no agentjail beside agentjail-run: %s: %s; install both (make install), or start `agentjail launcher`", what[i], strerror(errno));
+		if ((st.st_uid != 0 && st.st_uid != getuid()) || (st.st_mode & 022) || (i == 1 && !S_ISREG(st.st_mode)))
+			return fail("no launcher, and %s may be changed by someone else (owner %u, mode %o): refused; make it root's and not group or world writable", what[i], (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+	}
+	char **args = calloc((size_t)argc + 2, sizeof *args);
+	if (!args)
+		return fail("out of memory");
+	args[0] = "agentjail";
+	args[1] = "run";
+	for (int i = 1; i < argc; i++)
+		args[i + 1] = argv[i];
+	execv(bin, args);
+	return fail("cannot run %s: %s", bin, strerror(errno));
+}
+
+/* put appends s and its NUL to the body. */
+static void put(char **b, const char *s)
+{
+	size_t n = strlen(s) + 1;
+	memcpy(*b, s, n);
+	*b += n;
+}
+
+/* limit is one resource limit as the protocol writes it: a number or inf. */
+static void limit(char *dst, size_t cap, int res, rlim_t cur, rlim_t max)
+{
+	char c[32], m[32];
+	if (cur == RLIM_INFINITY)
+		snprintf(c, sizeof c, "inf");
+	else
+		snprintf(c, sizeof c, "%llu", (unsigned long long)cur);
+	if (max == RLIM_INFINITY)
+		snprintf(m, sizeof m, "inf");
+	else
+		snprintf(m, sizeof m, "%llu", (unsigned long long)max);
+	snprintf(dst, cap, "%d:%s:%s", res, c, m);
+}
+
+int main(int argc, char **argv)
+{
+	char path[PATH_MAX];
+	int explicit;
+	socketPath(path, sizeof path, &explicit);
+
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	if (strlen(path) >= sizeof addr.sun_path)
+		return fail("the launcher's socket path is too long (%zu bytes, at most %zu): %s; set AGENTJAIL_LAUNCHER to a shorter one", strlen(path), sizeof addr.sun_path - 1, path);
+	memcpy(addr.sun_path, path, strlen(path) + 1);
+	sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (sock < 0)
+		return fail("socket: %s", strerror(errno));
+	if (connect(sock, (struct sockaddr *)&addr, sizeof addr) < 0) {
+		if (explicit)
+			dprintf(2, "agentjail-run: warning: no launcher at %s (%s): running agentjail run itself\n", path, strerror(errno));
+		close(sock);
+		return fallback(argc, argv);
+	}
+	/* Only a launcher of the caller's own user is given the caller's
+	 * descriptors and environment. */
+	struct ucred cred;
+	socklen_t clen = sizeof cred;
+	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0)
+		return fail("the launcher at %s: SO_PEERCRED: %s", path, strerror(errno));
+	if (cred.uid != geteuid())
+		return fail("the launcher at %s runs as uid %u, not as this user (%u): refused; start your own (agentjail launcher) or unset AGENTJAIL_LAUNCHER", path, (unsigned)cred.uid, (unsigned)geteuid());
+
+	/* The working directory travels as a descriptor: the same directory
+	 * even if its path means another now. One that cannot be opened is
+	 * left to agentjail run itself. */
+	int cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (cwd < 0) {
+		close(sock);
+		return fallback(argc, argv);
+	}
+
+	/* The body: umask, limits, arguments, environment (protocol.go). */
+	size_t size = 64;
+	size += (size_t)RLIM_NLIMITS * 80;
+	for (int i = 1; i < argc; i++)
+		size += strlen(argv[i]) + 1;
+	int envc = 0;
+	for (char **e = environ; *e; e++, envc++)
+		size += strlen(*e) + 1;
+	if (size > MAX_BODY)
+		return fail("arguments and environment of %zu bytes, more than the launcher takes (%d): run agentjail run itself", size, MAX_BODY);
+	char *body = malloc(size), *b = body, field[96];
+	if (!body)
+		return fail("out of memory");
+	mode_t mask = umask(0);
+	umask(mask);
+	snprintf(field, sizeof field, "%o", (unsigned)mask);
+	put(&b, field);
+	snprintf(field, sizeof field, "%d", RLIM_NLIMITS);
+	put(&b, field);
+	for (int r = 0; r < RLIM_NLIMITS; r++) {
+		struct rlimit rl;
+		if (getrlimit(r, &rl) < 0)
+			return fail("getrlimit %d: %s", r, strerror(errno));
+		limit(field, sizeof field, r, rl.rlim_cur, rl.rlim_max);
+		put(&b, field);
+	}
+	snprintf(field, sizeof field, "%d", argc - 1);
+	put(&b, field);
+	for (int i = 1; i < argc; i++)
+		put(&b, argv[i]);
+	snprintf(field, sizeof field, "%d", envc);
+	put(&b, field);
+	for (char **e = environ; *e; e++)
+		put(&b, *e);
+	uint32_t len = (uint32_t)(b - body);
+
+	/* Signals are caught before the request goes: one that comes while
+	 * it is on its way is forwarded after it. */
+	sigset_t block, old;
+	sigemptyset(&block);
+	for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++)
+		sigaddset(&block, forwarded[i]);
+	sigprocmask(SIG_BLOCK, &block, &old);
+	struct sigaction sa = {.sa_handler = forward};
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++)
+		sigaction(forwarded[i], &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	unsigned char head[8];
+	memcpy(head, MAGIC, 4);
+	head[4] = (unsigned char)len;
+	head[5] = (unsigned char)(len >> 8);
+	head[6] = (unsigned char)(len >> 16);
+	head[7] = (unsigned char)(len >> 24);
+	int fds[4] = {0, 1, 2, cwd};
+	char ctl[CMSG_SPACE(sizeof fds)];
+	memset(ctl, 0, sizeof ctl);
+	struct iovec iov = {.iov_base = head, .iov_len = sizeof head};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof fds);
+	memcpy(CMSG_DATA(c), fds, sizeof fds);
+	ssize_t w;
+	while ((w = sendmsg(sock, &msg, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+		;
+	if (w != (ssize_t)sizeof head)
+		return fail("the launcher at %s: sending the request: %s", path, w < 0 ? strerror(errno) : "short write");
+	close(cwd);
+	for (char *p = body; p < b;) {
+		w = write(sock, p, (size_t)(b - p));
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return fail("the launcher at %s: sending the request: %s", path, w < 0 ? strerror(errno) : "closed");
+		p += w;
+	}
+	free(body);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+
+	/* The answer: one byte, the run's exit code. */
+	unsigned char code;
+	ssize_t r;
+	while ((r = read(sock, &code, 1)) < 0 && errno == EINTR)
+		;
+	if (r != 1)
+		return fail("the launcher's process ended without the run's exit code (%s); see the launcher's output", r < 0 ? strerror(errno) : "it closed the connection");
+	return code;
+}

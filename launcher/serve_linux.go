@@ -1,0 +1,257 @@
+package launcher
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentjail/agentjail/runstate"
+)
+
+// SocketName is the launcher's socket in agentjail's run directory, where
+// agentjail-run looks for it unless $AGENTJAIL_LAUNCHER names another.
+const SocketName = "launcher.sock"
+
+// DefaultSocket is where a launcher listens unless told otherwise.
+func DefaultSocket() string { return filepath.Join(runstate.RunDir(), SocketName) }
+
+// Options are a launcher's.
+type Options struct {
+	Socket string    // "": DefaultSocket, in the run directory checked to be the caller's alone
+	Spares int       // workers kept waiting (at least 1)
+	Exe    string    // the binary a worker runs ("": /proc/self/exe)
+	Log    io.Writer // workers' own output (a request's goes to its client), and the launcher's
+	// Ready, when set, is called once the socket listens and the first
+	// workers are started.
+	Ready func(socket string)
+}
+
+// Serve listens on the launcher's socket and keeps at least o.Spares
+// workers waiting on it until ctx ends. A worker takes one client at a
+// time and, its run over, waits for the next, up to MaxRuns; whenever
+// fewer than o.Spares wait, the launcher starts another. A worker that
+// dies before it took a client is logged and replaced after a pause that
+// doubles while they keep dying (1 s up to a minute). When ctx ends the
+// socket is removed and the waiting workers are killed; workers running a
+// request go on to its end, and exit.
+func Serve(ctx context.Context, o Options) error {
+	if o.Socket == "" {
+		if err := runstate.CheckRunDir(true); err != nil {
+			return err
+		}
+		o.Socket = DefaultSocket()
+	}
+	if o.Spares < 1 {
+		o.Spares = 1
+	}
+	if o.Exe == "" {
+		o.Exe = "/proc/self/exe"
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	ln, err := listen(o.Socket)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	made, err := os.Lstat(o.Socket)
+	if err != nil {
+		return fmt.Errorf("the launcher's socket %s: %w", o.Socket, err)
+	}
+	defer removeSocket(o.Socket, made)
+
+	d := &daemon{o: o, ln: ln, events: make(chan event), workers: map[int]*worker{}}
+	defer d.stop()
+	for range o.Spares {
+		if err := d.start(); err != nil {
+			return err
+		}
+	}
+	if o.Ready != nil {
+		o.Ready(o.Socket)
+	}
+	pause := time.Second
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e := <-d.events:
+			w := d.workers[e.pid]
+			switch {
+			case e.status == taken:
+				w.idle, w.served = false, true
+			case e.status == free:
+				w.idle = true
+			default: // ended
+				delete(d.workers, e.pid)
+				if !w.served {
+					fmt.Fprintf(o.Log, "agentjail: launcher: worker %d ended before it took a request (%v); another in %s\n", e.pid, e.err, pause)
+					select {
+					case <-ctx.Done():
+						return nil
+					case <-time.After(pause):
+					}
+					pause = min(2*pause, time.Minute)
+				}
+			}
+			if e.status == taken {
+				pause = time.Second
+			}
+			for d.idle() < o.Spares {
+				if err := d.start(); err != nil {
+					fmt.Fprintf(o.Log, "agentjail: launcher: %v\n", err)
+					break
+				}
+			}
+		}
+	}
+}
+
+type daemon struct {
+	o       Options
+	ln      *os.File
+	events  chan event
+	workers map[int]*worker
+}
+
+type worker struct {
+	proc   *os.Process
+	idle   bool // waiting for a client (or starting to)
+	served bool // has taken a client
+}
+
+// event is a worker's status byte (taken, free), or its end (0).
+type event struct {
+	pid    int
+	status byte
+	err    error
+}
+
+func (d *daemon) idle() int {
+	n := 0
+	for _, w := range d.workers {
+		if w.idle {
+			n++
+		}
+	}
+	return n
+}
+
+// start starts a worker and relays what its status pipe says.
+func (d *daemon) start() error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("a pipe for a worker: %w", err)
+	}
+	cmd := exec.Command(d.o.Exe)
+	cmd.Args[0] = WorkerName
+	cmd.ExtraFiles = []*os.File{d.ln, w} // listenFD, statusFD
+	cmd.Stdout, cmd.Stderr = d.o.Log, d.o.Log
+	// No controlling terminal: a client's terminal is one of its
+	// descriptors, never the worker's.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		r.Close()
+		return fmt.Errorf("starting a worker (%s): %w", d.o.Exe, err)
+	}
+	pid := cmd.Process.Pid
+	d.workers[pid] = &worker{proc: cmd.Process, idle: true}
+	go func() {
+		defer r.Close()
+		b := make([]byte, 1)
+		for {
+			if n, _ := r.Read(b); n != 1 {
+				break
+			}
+			d.events <- event{pid: pid, status: b[0]}
+		}
+		d.events <- event{pid: pid, err: cmd.Wait()}
+	}()
+	return nil
+}
+
+// stop kills the workers that wait for a client.
+func (d *daemon) stop() {
+	for _, w := range d.workers {
+		if w.idle {
+			w.proc.Kill()
+		}
+	}
+}
+
+// listen makes the launcher's socket at path, mode 0600, in blocking mode
+// (workers accept on it with plain accept4). A socket left by a launcher
+// that is gone is replaced; one another launcher listens on, or a file of
+// another kind, is an error.
+func listen(path string) (*os.File, error) {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode().Type() != fs.ModeSocket {
+			return nil, fmt.Errorf("the launcher's socket %s: a %s is there: remove it or give another --socket", path, kind(fi))
+		}
+		if c, err := dial(path); err == nil {
+			unix.Close(c)
+			return nil, fmt.Errorf("the launcher's socket %s: another launcher listens there: stop it first, or give another --socket", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("the launcher's socket %s, left by a launcher that is gone: %w", path, err)
+		}
+	}
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("the launcher's socket: %w", err)
+	}
+	old := unix.Umask(0o177)
+	err = unix.Bind(fd, &unix.SockaddrUnix{Name: path})
+	unix.Umask(old)
+	if err == nil {
+		err = unix.Listen(fd, 128)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("the launcher's socket %s: %w", path, err)
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+func dial(path string) (int, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+func kind(fi fs.FileInfo) string {
+	switch {
+	case fi.IsDir():
+		return "directory"
+	case fi.Mode().IsRegular():
+		return "regular file"
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return "symbolic link"
+	}
+	return "file of type " + fi.Mode().Type().String()
+}
+
+// removeSocket removes the socket at path if it is still the one made
+// there (fi): a launcher started since, at the same path, keeps its own.
+func removeSocket(path string, fi fs.FileInfo) {
+	if now, err := os.Lstat(path); err == nil && os.SameFile(fi, now) {
+		os.Remove(path)
+	}
+}

@@ -1,0 +1,234 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// launcherUp starts `agentjail launcher` on a socket of the test's for the
+// test's life and returns the socket and the launcher's log so far.
+func launcherUp(t *testing.T, extra ...string) (string, func() string) {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "launcher.sock")
+	cmd := exec.Command(agentjail, append([]string{"launcher", "--socket", sock}, extra...)...)
+	var log lockedBuffer
+	cmd.Stderr, cmd.Dir = &log, "/"
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
+	waitFor(t, func() bool { return strings.Contains(log.String(), "listening on") })
+	return sock, log.String
+}
+
+func clientBin() string { return filepath.Join(filepath.Dir(agentjail), "agentjail-run") }
+
+// TestLauncherRunsAsRunWould: the same command lines through agentjail-run
+// and a launcher, and through agentjail run, print the same, exit the
+// same and write the same files: the client's directory (a relative
+// --record), environment, umask, resource limits (a lowered soft limit is
+// the jail's too), stdin, and descriptors (none of the launcher's reaches
+// the jail). Each case runs twice through the launcher: a worker that has
+// served one client serves the next as a fresh process would.
+func TestLauncherRunsAsRunWould(t *testing.T) {
+	jailed(t)
+	sock, log := launcherUp(t)
+	dir := workspace(t)
+	script := `echo "out $PWD"; echo err >&2; echo "LANG=$LANG umask=$(umask) cpu=$(ulimit -S -t)"; ls /proc/$$/fd; cat; exit 7`
+	wrap := []string{"sh", "-c", `umask 027; ulimit -S -t 4000; exec "$0" "$@"`}
+	cold := invocation{dir: dir, env: []string{"LANG=POSIX"}, stdin: "typed\n", wrap: wrap}
+	warm := cold
+	warm.bin, warm.env = clientBin(), append(cold.env, "AGENTJAIL_LAUNCHER="+sock)
+	args := func(record string) []string {
+		return []string{"--profile", "tier1", "--write", dir, "--record", record, "--", "sh", "-c", script}
+	}
+	want := cold.run(t, append([]string{"run"}, args("cold.json")...)...)
+	if want.code != 7 || !strings.Contains(want.stdout, "out "+dir) || !strings.Contains(want.stdout, "umask=0027 cpu=4000") || !strings.Contains(want.stdout, "typed") {
+		t.Fatalf("agentjail run itself: exit %d\n%s\n%s", want.code, want.stdout, want.stderr)
+	}
+	for i, record := range []string{"warm1.json", "warm2.json"} {
+		got := warm.run(t, args(record)...)
+		if got.code != want.code || got.stdout != want.stdout || !strings.HasPrefix(got.stderr, "err\n") || got.stderr != strings.ReplaceAll(want.stderr, "cold.json", record) {
+			t.Errorf("run %d through the launcher: exit %d, want %d\nstdout:\n%s\nwant:\n%s\nstderr:\n%s\nwant:\n%s", i+1, got.code, want.code, got.stdout, want.stdout, got.stderr, want.stderr)
+		}
+		var rec struct {
+			Reason   string `json:"reason"`
+			ExitCode int    `json:"exit_code"`
+		}
+		data, err := os.ReadFile(filepath.Join(dir, record))
+		if err != nil || json.Unmarshal(data, &rec) != nil || rec.Reason != "exit" || rec.ExitCode != 7 {
+			t.Errorf("run %d: the record at --record %s (relative to the client's directory): %v %s", i+1, record, err, data)
+		}
+	}
+	if l := log(); strings.Contains(l, "worker") && strings.Contains(l, "ended") {
+		t.Errorf("the launcher logged a worker's end:\n%s", l)
+	}
+}
+
+// TestLauncherForwardsSignals: a signal sent to agentjail-run ends the run
+// as it ends agentjail run (exit 143, the same last line), and a client
+// killed outright (no signal to forward) ends its run too: the worker
+// takes the client's end for a hang-up, writes the record and serves the
+// next client.
+func TestLauncherForwardsSignals(t *testing.T) {
+	jailed(t)
+	sock, _ := launcherUp(t)
+	dir := workspace(t)
+	start := func(record string) (*exec.Cmd, *lockedBuffer) {
+		cmd := exec.Command(clientBin(), "--user", "1000", "--write", dir, "--record", filepath.Join(dir, record), "--", "sh", "-c", "echo up; exec sleep 60")
+		var stdout, stderr lockedBuffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "AGENTJAIL_LAUNCHER=" + sock}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, func() bool { return strings.Contains(stdout.String(), "up") })
+		return cmd, &stderr
+	}
+	cmd, stderr := start("term.json")
+	cmd.Process.Signal(syscall.SIGTERM)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 143 || !strings.Contains(stderr.String(), "agentjail received SIGTERM (exit 143)") {
+		t.Errorf("SIGTERM to agentjail-run: %v\n%s", err, stderr)
+	}
+	cmd, _ = start("killed.json")
+	cmd.Process.Kill()
+	cmd.Wait()
+	defer func() {
+		if t.Failed() {
+			data, err := os.ReadFile(filepath.Join(dir, "killed.json"))
+			t.Logf("killed.json: %v\n%s", err, data)
+		}
+	}()
+	waitFor(t, func() bool {
+		data, err := os.ReadFile(filepath.Join(dir, "killed.json"))
+		return err == nil && strings.Contains(string(data), `"reason": "interrupted"`) && strings.Contains(string(data), "SIGHUP")
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, clientBin(), "--", "echo", "next").CombinedOutput()
+	if err != nil || string(out) != "next\n" {
+		t.Errorf("the next client: %v %q", err, out)
+	}
+}
+
+// TestLauncherRefuses: a client of another user is refused before the
+// worker reads anything of it, and agentjail-run refuses a launcher of
+// another user (it would hand it its descriptors and environment); a
+// second launcher on a socket another listens on fails with exit 125; a
+// socket whose launcher is gone is replaced, and removed when the
+// launcher stops.
+func TestLauncherRefuses(t *testing.T) {
+	jailed(t)
+	sock, log := launcherUp(t)
+	for p := filepath.Dir(sock); p != os.TempDir() && p != "/"; p = filepath.Dir(p) {
+		os.Chmod(p, 0o755)
+	}
+	os.Chmod(sock, 0o666)
+	nobody := &syscall.Credential{Uid: runUID, Gid: runUID}
+
+	// The worker's check, reached with a client that does not check.
+	socat := exec.Command("socat", "-u", "UNIX-CONNECT:"+sock, "-")
+	socat.SysProcAttr = &syscall.SysProcAttr{Credential: nobody}
+	var socatErr bytes.Buffer
+	socat.Stderr = &socatErr
+	out, err := socat.Output()
+	if err != nil || !bytes.Equal(out, []byte{125}) {
+		t.Errorf("a client of uid %d: answered %q (%v), want exit code 125 alone\n%s", runUID, out, err, socatErr.String())
+	}
+	waitFor(t, func() bool {
+		return strings.Contains(log(), "a client of uid 1000, not this launcher's 0: refused")
+	})
+
+	// The client's check.
+	r := invocation{bin: clientBin(), cred: nobody, env: []string{"AGENTJAIL_LAUNCHER=" + sock}}.run(t, "--", "true")
+	if r.code != 125 || !strings.Contains(r.stderr, "runs as uid 0, not as this user (1000): refused") {
+		t.Errorf("agentjail-run as uid 1000 against root's launcher: exit %d\n%s", r.code, r.stderr)
+	}
+
+	// A second launcher on the same socket.
+	r = aj(t, "launcher", "--socket", sock)
+	if r.code != 125 || !strings.Contains(r.stderr, "another launcher listens there") {
+		t.Errorf("a second launcher: exit %d\n%s", r.code, r.stderr)
+	}
+	r = aj(t, "launcher", "--spares", "0")
+	if r.code != 125 || !strings.Contains(r.stderr, "--spares 0: give 1 to 64 workers") {
+		t.Errorf("--spares 0: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// TestLauncherSocketLife: a socket left by a launcher that is gone is
+// replaced; the socket is removed when the launcher stops, and is its
+// user's alone (0600).
+func TestLauncherSocketLife(t *testing.T) {
+	jailed(t)
+	sock := filepath.Join(t.TempDir(), "launcher.sock")
+	stale := exec.Command("socat", "UNIX-LISTEN:"+sock, "-")
+	stale.Start()
+	waitFor(t, func() bool { _, err := os.Stat(sock); return err == nil })
+	stale.Process.Kill()
+	stale.Wait()
+	cmd := exec.Command(agentjail, "launcher", "--socket", sock)
+	var log lockedBuffer
+	cmd.Stderr = &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return strings.Contains(log.String(), "listening on") })
+	fi, err := os.Stat(sock)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the socket: %v %v, want mode 0600", fi, err)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("the launcher stopped with SIGTERM: %v\n%s", err, log.String())
+	}
+	if _, err := os.Lstat(sock); !os.IsNotExist(err) {
+		t.Errorf("the socket is left after the launcher stopped: %v", err)
+	}
+	if out, err := exec.Command("pgrep", "-f", "agentjail-launcher-worker").Output(); err == nil {
+		// Other tests' launchers may run: none of this one's workers may.
+		for _, pid := range strings.Fields(string(out)) {
+			if stat, _ := os.ReadFile("/proc/" + pid + "/stat"); strings.Contains(string(stat), ") S "+strconv.Itoa(cmd.Process.Pid)+" ") {
+				t.Errorf("worker %s of the stopped launcher is still running", pid)
+			}
+		}
+	}
+}
+
+// TestLauncherFallback: agentjail-run with no launcher to reach runs
+// agentjail run itself; a socket named by AGENTJAIL_LAUNCHER that cannot
+// be reached is said first.
+func TestLauncherFallback(t *testing.T) {
+	jailed(t)
+	missing := filepath.Join(t.TempDir(), "none.sock")
+	r := invocation{bin: clientBin(), env: []string{"AGENTJAIL_LAUNCHER=" + missing}}.run(t, "--", "echo", "fell back")
+	if r.code != 0 || r.stdout != "fell back\n" || !strings.Contains(r.stderr, "no launcher at "+missing+" (No such file or directory): running agentjail run itself") {
+		t.Errorf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat("/run/agentjail/launcher.sock"); os.IsNotExist(err) {
+		r = invocation{bin: clientBin()}.run(t, "--", "echo", "quietly")
+		if r.code != 0 || r.stdout != "quietly\n" || r.stderr != "" {
+			t.Errorf("no launcher at the default socket: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+		}
+	}
+	// A copy of the client with no agentjail beside it says so.
+	lone := filepath.Join(t.TempDir(), "agentjail-run")
+	data, _ := os.ReadFile(clientBin())
+	os.WriteFile(lone, data, 0o755)
+	os.Chmod(filepath.Dir(lone), 0o755)
+	r = invocation{bin: lone, env: []string{"AGENTJAIL_LAUNCHER=" + missing}}.run(t, "--", "true")
+	if r.code != 125 || !strings.Contains(r.stderr, "no launcher, and no agentjail beside agentjail-run") {
+		t.Errorf("a client alone: exit %d\n%s", r.code, r.stderr)
+	}
+}
