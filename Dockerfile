@@ -20,11 +20,13 @@ ARG VERSION=dev
 # agentjail-init is what PID 1 becomes: `agentjail init` hands over to it
 # (static and small: what stays resident for the container's life);
 # agentjail-exec is every jail's exec stage (static and small: it starts in
-# every launch).
+# every launch); agentjail-run launches through `agentjail launcher`
+# (docs/launcher.md).
 RUN CGO_ENABLED=1 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/agentjail ./cmd/agentjail \
  && ./.ci/release --check "$(go env GOARCH)" /out/agentjail \
  && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/agentjail-init ./cmd/agentjail-init \
  && gcc -static -Os -s -Wall -Werror -o /out/agentjail-exec cmd/agentjail-exec/stage.c \
+ && gcc -static -Os -s -Wall -Werror -o /out/agentjail-run cmd/agentjail-run/client.c \
  && /out/agentjail seccomp export --for-container > /out/seccomp-container.json
 
 # Runtime: bubblewrap, libseccomp, Node.js and a pinned Claude Code (socat and
@@ -38,7 +40,7 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --uid 1000 --user-group --create-home --shell /bin/bash agent \
  && install -d -o 1000 -g 1000 /state /repos /results
-COPY --from=build /out/agentjail /out/agentjail-init /out/agentjail-exec /usr/local/bin/
+COPY --from=build /out/agentjail /out/agentjail-init /out/agentjail-exec /out/agentjail-run /usr/local/bin/
 COPY --from=build /out/seccomp-container.json /usr/share/agentjail/seccomp-container.json
 COPY examples/ /opt/agentjail/examples/
 # The agent user (uid 1000), never root: agentjail then runs bubblewrap

@@ -126,7 +126,7 @@ func TestDockerfile(t *testing.T) {
 	}
 
 	buildRuns := strings.Join(argsOf(build.all("RUN")), "\n")
-	for _, want := range []string{"libseccomp-dev", "CGO_ENABLED=1", "-X main.version=${VERSION}", "-o /out/agentjail ./cmd/agentjail", "CGO_ENABLED=0 go build -trimpath -ldflags \"-s -w\" -o /out/agentjail-init ./cmd/agentjail-init", "gcc -static -Os -s -Wall -Werror -o /out/agentjail-exec cmd/agentjail-exec/stage.c", `./.ci/release --check "$(go env GOARCH)" /out/agentjail`, "seccomp export --for-container > /out/seccomp-container.json"} {
+	for _, want := range []string{"libseccomp-dev", "CGO_ENABLED=1", "-X main.version=${VERSION}", "-o /out/agentjail ./cmd/agentjail", "CGO_ENABLED=0 go build -trimpath -ldflags \"-s -w\" -o /out/agentjail-init ./cmd/agentjail-init", "gcc -static -Os -s -Wall -Werror -o /out/agentjail-exec cmd/agentjail-exec/stage.c", "gcc -static -Os -s -Wall -Werror -o /out/agentjail-run cmd/agentjail-run/client.c", `./.ci/release --check "$(go env GOARCH)" /out/agentjail`, "seccomp export --for-container > /out/seccomp-container.json"} {
 		if !strings.Contains(buildRuns, want) {
 			t.Errorf("build stage does not %q", want)
 		}

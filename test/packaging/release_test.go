@@ -16,7 +16,7 @@ import (
 // TestRelease runs `make release`'s script: both binaries are cgo builds for
 // their architecture that link libseccomp, are stamped with the version,
 // and are listed in SHA256SUMS; the one for this machine runs. Next to each,
-// agentjail-init and agentjail-exec are static and listed too. `make test-release` runs it
+// agentjail-init, agentjail-exec and agentjail-run are static and listed too. `make test-release` runs it
 // (CI does, after make test), having installed the cross toolchain, which
 // adds dpkg's arm64 architecture: make test leaves it out, changing no
 // architecture of the machine it runs on.
@@ -70,7 +70,7 @@ func TestRelease(t *testing.T) {
 		}
 	}
 	for arch, machine := range map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64} {
-		for _, bin := range []string{"agentjail-init", "agentjail-exec"} {
+		for _, bin := range []string{"agentjail-init", "agentjail-exec", "agentjail-run"} {
 			name := bin + "-" + version + "-linux-" + arch
 			f, err := elf.Open(filepath.Join(out, name))
 			if err != nil {
