@@ -69,7 +69,7 @@ func Serve(ctx context.Context, o Options) error {
 	}
 	defer removeSocket(o.Socket, made)
 
-	d := &daemon{o: o, ln: ln, events: make(chan event), workers: map[int]*worker{}}
+	d := &daemon{o: o, ln: ln, events: make(chan event), done: make(chan struct{}), workers: map[int]*worker{}}
 	defer d.stop()
 	for range o.Spares {
 		if err := d.start(); err != nil {
@@ -92,6 +92,7 @@ func Serve(ctx context.Context, o Options) error {
 			case e.status == free:
 				w.idle = true
 			default: // ended
+				w.status.Close()
 				delete(d.workers, e.pid)
 				if !w.served {
 					fmt.Fprintf(o.Log, "agentjail: launcher: worker %d ended before it took a request (%v); another in %s\n", e.pid, e.err, pause)
@@ -120,12 +121,13 @@ type daemon struct {
 	o       Options
 	ln      *os.File
 	events  chan event
+	done    chan struct{} // closed by stop
 	workers map[int]*worker
 }
 
 type worker struct {
-	proc   *os.Process
-	idle   bool // waiting for a client (or starting to)
+	status *os.File // the read end of its status pipe
+	idle   bool     // waiting for a client (or starting to)
 	served bool // has taken a client
 }
 
@@ -166,27 +168,33 @@ func (d *daemon) start() error {
 		return fmt.Errorf("starting a worker (%s): %w", d.o.Exe, err)
 	}
 	pid := cmd.Process.Pid
-	d.workers[pid] = &worker{proc: cmd.Process, idle: true}
+	d.workers[pid] = &worker{status: r, idle: true}
 	go func() {
-		defer r.Close()
+		send := func(e event) bool {
+			select {
+			case d.events <- e:
+				return true
+			case <-d.done:
+				return false
+			}
+		}
 		b := make([]byte, 1)
 		for {
-			if n, _ := r.Read(b); n != 1 {
+			if n, _ := r.Read(b); n != 1 || !send(event{pid: pid, status: b[0]}) {
 				break
 			}
-			d.events <- event{pid: pid, status: b[0]}
 		}
-		d.events <- event{pid: pid, err: cmd.Wait()}
+		send(event{pid: pid, err: cmd.Wait()})
 	}()
 	return nil
 }
 
-// stop kills the workers that wait for a client.
+// stop lets the workers go: each status pipe's read end closed, a worker
+// exits once it has no client (Work).
 func (d *daemon) stop() {
+	close(d.done)
 	for _, w := range d.workers {
-		if w.idle {
-			w.proc.Kill()
-		}
+		w.status.Close()
 	}
 }
 

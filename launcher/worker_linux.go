@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -64,6 +65,9 @@ func Work(run func(args []string) int) error {
 	log := os.NewFile(uintptr(base.std[2]), "launcher log")
 	for range MaxRuns {
 		conn, err := accept()
+		if err == errLauncherGone {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -95,20 +99,48 @@ func Work(run func(args []string) int) error {
 		if rerr != nil {
 			return fmt.Errorf("letting go of a client's state: %w; this worker exits", rerr)
 		}
-		unix.Write(statusFD, []byte{free})
+		// The run's garbage collected now, while no client waits, rather
+		// than during the next run.
+		runtime.GC()
+		if _, err := unix.Write(statusFD, []byte{free}); err != nil {
+			return errLauncherGone
+		}
 	}
 	return nil
 }
 
+// errLauncherGone ends a worker whose launcher has exited.
+var errLauncherGone = errors.New("the launcher is gone")
+
+// accept waits for the next client, or for the launcher's end: the read
+// end of the status pipe closed (POLLERR), so that no worker outlives its
+// launcher (one that did would hold the socket and serve clients a new
+// launcher cannot see).
 func accept() (int, error) {
 	for {
-		conn, _, err := unix.Accept4(listenFD, unix.SOCK_CLOEXEC)
-		if !errors.Is(err, unix.EINTR) {
-			if err != nil {
-				return -1, fmt.Errorf("accept on the launcher's socket: %w", err)
-			}
-			return conn, nil
+		fds := []unix.PollFd{{Fd: listenFD, Events: unix.POLLIN}, {Fd: statusFD}}
+		if _, err := unix.Poll(fds, -1); err != nil && !errors.Is(err, unix.EINTR) {
+			return -1, fmt.Errorf("waiting on the launcher's socket: %w", err)
 		}
+		if fds[1].Revents != 0 {
+			return -1, errLauncherGone
+		}
+		if fds[0].Revents == 0 {
+			continue
+		}
+		conn, _, err := unix.Accept4(listenFD, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
+		switch {
+		case errors.Is(err, unix.EAGAIN), errors.Is(err, unix.EINTR):
+			continue // another worker took it
+		case err != nil:
+			return -1, fmt.Errorf("accept on the launcher's socket: %w", err)
+		}
+		// The connection blocks: the worker reads it with read(2).
+		if err := unix.SetNonblock(conn, false); err != nil {
+			unix.Close(conn)
+			return -1, err
+		}
+		return conn, nil
 	}
 }
 

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -189,6 +191,10 @@ func TestLauncherSocketLife(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("the socket: %v %v, want mode 0600", fi, err)
 	}
+	workers := childrenOf(cmd.Process.Pid)
+	if len(workers) == 0 {
+		t.Fatal("the launcher has no worker")
+	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("the launcher stopped with SIGTERM: %v\n%s", err, log.String())
@@ -196,14 +202,33 @@ func TestLauncherSocketLife(t *testing.T) {
 	if _, err := os.Lstat(sock); !os.IsNotExist(err) {
 		t.Errorf("the socket is left after the launcher stopped: %v", err)
 	}
-	if out, err := exec.Command("pgrep", "-f", "agentjail-launcher-worker").Output(); err == nil {
-		// Other tests' launchers may run: none of this one's workers may.
-		for _, pid := range strings.Fields(string(out)) {
-			if stat, _ := os.ReadFile("/proc/" + pid + "/stat"); strings.Contains(string(stat), ") S "+strconv.Itoa(cmd.Process.Pid)+" ") {
-				t.Errorf("worker %s of the stopped launcher is still running", pid)
+	// Its waiting workers end with it: none would hold the socket.
+	waitFor(t, func() bool {
+		for _, pid := range workers {
+			if stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil && !strings.Contains(string(stat), ") Z ") {
+				return false
 			}
 		}
+		return true
+	})
+}
+
+// childrenOf lists the processes whose parent is pid.
+func childrenOf(pid int) []int {
+	var kids []int
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		stat, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			n, _ := strconv.Atoi(d.Name())
+			kids = append(kids, n)
+		}
 	}
+	return kids
 }
 
 // TestLauncherFallback: agentjail-run with no launcher to reach runs
@@ -230,5 +255,62 @@ func TestLauncherFallback(t *testing.T) {
 	r = invocation{bin: lone, env: []string{"AGENTJAIL_LAUNCHER=" + missing}}.run(t, "--", "true")
 	if r.code != 125 || !strings.Contains(r.stderr, "no launcher, and no agentjail beside agentjail-run") {
 		t.Errorf("a client alone: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// TestLauncherKeepsItsSocketFromTheJail: while a run of a worker goes on,
+// only the launcher and its workers hold the launcher's socket: not bwrap,
+// the exec stage or the agent, which could otherwise take the next
+// client's descriptors and environment.
+func TestLauncherKeepsItsSocketFromTheJail(t *testing.T) {
+	jailed(t)
+	sock, _ := launcherUp(t)
+	cmd := exec.Command(clientBin(), "--", "sh", "-c", "echo up; exec sleep 30")
+	var stdout lockedBuffer
+	cmd.Stdout, cmd.Env = &stdout, []string{"PATH=/usr/bin:/bin", "AGENTJAIL_LAUNCHER=" + sock}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	waitFor(t, func() bool { return strings.Contains(stdout.String(), "up") })
+	out, err := exec.Command("ss", "-xlpn").Output()
+	if err != nil {
+		t.Fatalf("ss -xlpn: %v", err)
+	}
+	var line string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, " "+sock+" ") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, `"agentjail"`) || !strings.Contains(line, `"exe"`) {
+		t.Fatalf("ss shows the launcher's socket held by %q; want agentjail and its workers (exe)", line)
+	}
+	for _, holder := range regexp.MustCompile(`\("([^"]+)"`).FindAllStringSubmatch(line, -1) {
+		if holder[1] != "agentjail" && holder[1] != "exe" {
+			t.Errorf("the launcher's socket is held by %s during a run: %s", holder[1], line)
+		}
+	}
+}
+
+// TestLauncherTerminal: at a terminal (script(1)), agentjail-run gives the
+// agent a terminal of its own as agentjail run does, with the caller's
+// size.
+func TestLauncherTerminal(t *testing.T) {
+	jailed(t)
+	sock, _ := launcherUp(t)
+	inner := `stty cols 101 rows 31; %s -- sh -c 'test -t 0 && echo tty; stty size'`
+	outputs := map[string]string{}
+	for name, cmdline := range map[string]string{"run": agentjail + " run", "agentjail-run": clientBin()} {
+		cmd := exec.Command("script", "-q", "-e", "-c", fmt.Sprintf(inner, cmdline), "/dev/null")
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "TERM=xterm", "AGENTJAIL_LAUNCHER=" + sock}
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s at a terminal: %v\n%s", name, err, out)
+		}
+		outputs[name] = string(out)
+	}
+	if !strings.Contains(outputs["run"], "tty\r\n31 101\r\n") || outputs["agentjail-run"] != outputs["run"] {
+		t.Errorf("at a terminal, agentjail run printed %q and agentjail-run %q", outputs["run"], outputs["agentjail-run"])
 	}
 }
