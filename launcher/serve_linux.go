@@ -128,7 +128,7 @@ type daemon struct {
 type worker struct {
 	status *os.File // the read end of its status pipe
 	idle   bool     // waiting for a client (or starting to)
-	served bool // has taken a client
+	served bool     // has taken a client
 }
 
 // event is a worker's status byte (taken, free), or its end (0).
