@@ -198,8 +198,8 @@ func (d *daemon) stop() {
 	}
 }
 
-// listen makes the launcher's socket at path, mode 0600, in blocking mode
-// (workers accept on it with plain accept4). A socket left by a launcher
+// listen makes the launcher's socket at path, mode 0600 (each worker
+// makes it non-blocking: see accept). A socket left by a launcher
 // that is gone is replaced; one another launcher listens on, or a file of
 // another kind, is an error.
 func listen(path string) (*os.File, error) {

@@ -56,6 +56,9 @@ func Work(run func(args []string) int) error {
 		}
 		unix.CloseOnExec(fd)
 	}
+	if err := unix.SetNonblock(listenFD, true); err != nil {
+		return fmt.Errorf("the launcher's socket: %w", err)
+	}
 	signal.Notify(make(chan os.Signal, 1), forwarded...)
 	base, err := snapshot()
 	if err != nil {
@@ -128,17 +131,16 @@ func accept() (int, error) {
 		if fds[0].Revents == 0 {
 			continue
 		}
-		conn, _, err := unix.Accept4(listenFD, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
+		// The listening socket does not block (Work): a client another
+		// worker took is EAGAIN here. The connection blocks (Linux gives
+		// an accepted socket none of the listener's flags): the worker
+		// reads it with read(2).
+		conn, _, err := unix.Accept4(listenFD, unix.SOCK_CLOEXEC)
 		switch {
 		case errors.Is(err, unix.EAGAIN), errors.Is(err, unix.EINTR):
-			continue // another worker took it
+			continue
 		case err != nil:
 			return -1, fmt.Errorf("accept on the launcher's socket: %w", err)
-		}
-		// The connection blocks: the worker reads it with read(2).
-		if err := unix.SetNonblock(conn, false); err != nil {
-			unix.Close(conn)
-			return -1, err
 		}
 		return conn, nil
 	}

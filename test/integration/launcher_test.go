@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -304,7 +305,16 @@ func TestLauncherTerminal(t *testing.T) {
 	for name, cmdline := range map[string]string{"run": agentjail + " run", "agentjail-run": clientBin()} {
 		cmd := exec.Command("script", "-q", "-e", "-c", fmt.Sprintf(inner, cmdline), "/dev/null")
 		cmd.Env = []string{"PATH=/usr/bin:/bin", "TERM=xterm", "AGENTJAIL_LAUNCHER=" + sock}
+		// script's input held open and empty: at its end script would
+		// type a NUL (echoed ^@) into the terminal, when it chooses to.
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdin = r
 		out, err := cmd.Output()
+		r.Close()
+		w.Close()
 		if err != nil {
 			t.Fatalf("%s at a terminal: %v\n%s", name, err, out)
 		}
@@ -313,4 +323,22 @@ func TestLauncherTerminal(t *testing.T) {
 	if !strings.Contains(outputs["run"], "tty\r\n31 101\r\n") || outputs["agentjail-run"] != outputs["run"] {
 		t.Errorf("at a terminal, agentjail run printed %q and agentjail-run %q", outputs["run"], outputs["agentjail-run"])
 	}
+}
+
+// TestLauncherConcurrentClients: clients that come at once, more than
+// the workers waiting, are each run, in their own streams, and answered
+// their own exit code.
+func TestLauncherConcurrentClients(t *testing.T) {
+	jailed(t)
+	sock, _ := launcherUp(t)
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			r := invocation{bin: clientBin(), env: []string{"AGENTJAIL_LAUNCHER=" + sock}}.run(t, "--", "sh", "-c", fmt.Sprintf("sleep 0.3; echo client %d; exit %d", i, 10+i))
+			if r.code != 10+i || r.stdout != fmt.Sprintf("client %d\n", i) {
+				t.Errorf("client %d: exit %d, stdout %q, stderr %q", i, r.code, r.stdout, r.stderr)
+			}
+		})
+	}
+	wg.Wait()
 }
