@@ -108,7 +108,9 @@ func ms2(d time.Duration) float64 { return float64(d) / float64(time.Millisecond
 // bound where the exec stage would be and is the jail's command (the pipes
 // only agentjail passes are left out). For tier1 as shipped, and for a
 // writable repository with a submodule and a linked worktree (every piece
-// of git metadata protected). Target: ratio <= 2.0.
+// of git metadata protected). Each also through the resident launcher:
+// `agentjail-run` with `agentjail launcher` up (docs/launcher.md), against
+// the same reference. Target: ratio <= 2.0.
 func BenchmarkLaunch(b *testing.B) {
 	repo := repository(b)
 	for _, c := range []struct {
