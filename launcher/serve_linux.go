@@ -41,7 +41,8 @@ type Options struct {
 // dies before it took a client is logged and replaced after a pause that
 // doubles while they keep dying (1 s up to a minute). When ctx ends the
 // socket is removed and the waiting workers are killed; workers running a
-// request go on to its end, and exit.
+// request go on to its end, and exit. A worker that exits 0 (stopped by
+// a signal while it waited, or done with its MaxRuns) is replaced at once.
 func Serve(ctx context.Context, o Options) error {
 	if o.Socket == "" {
 		if err := runstate.CheckRunDir(true); err != nil {
@@ -94,7 +95,10 @@ func Serve(ctx context.Context, o Options) error {
 			default: // ended
 				w.status.Close()
 				delete(d.workers, e.pid)
-				if !w.served {
+				// A worker that fails before its first client is
+				// logged and paused for; one that exits 0 was told
+				// to stop, or has run its MaxRuns.
+				if !w.served && e.err != nil {
 					fmt.Fprintf(o.Log, "agentjail: launcher: worker %d ended before it took a request (%v); another in %s\n", e.pid, e.err, pause)
 					select {
 					case <-ctx.Done():

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -35,9 +37,14 @@ const (
 const MaxRuns = 200
 
 // forwarded are the signals a client may forward, caught for the worker's
-// whole life so that one arriving between runs is dropped, not fatal.
+// whole life: one arriving between runs is dropped, not fatal, except one
+// that asks a process to end (stopping), which ends a worker that has no
+// client (systemd stopping the launcher's unit signals every process of
+// it; a worker with a client ends that run as agentjail run would).
 var forwarded = []os.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM,
 	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGALRM, syscall.SIGPIPE}
+
+var stopping = []os.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM}
 
 // Work is a worker's life: it takes clients from the launcher's socket one
 // at a time, up to MaxRuns, and runs each one's request with run, which
@@ -59,7 +66,16 @@ func Work(run func(args []string) int) error {
 	if err := unix.SetNonblock(listenFD, true); err != nil {
 		return fmt.Errorf("the launcher's socket: %w", err)
 	}
-	signal.Notify(make(chan os.Signal, 1), forwarded...)
+	var busy atomic.Bool
+	sink := make(chan os.Signal, 1)
+	signal.Notify(sink, forwarded...)
+	go func() {
+		for s := range sink {
+			if slices.Contains(stopping, s) && !busy.Load() {
+				os.Exit(0)
+			}
+		}
+	}()
 	base, err := snapshot()
 	if err != nil {
 		return err
@@ -74,6 +90,7 @@ func Work(run func(args []string) int) error {
 		if err != nil {
 			return err
 		}
+		busy.Store(true)
 		unix.Write(statusFD, []byte{taken})
 		c := &client{conn: conn}
 		code := 125
@@ -104,6 +121,7 @@ func Work(run func(args []string) int) error {
 		}
 		// The run's garbage collected now, while no client waits, rather
 		// than during the next run.
+		busy.Store(false)
 		runtime.GC()
 		if _, err := unix.Write(statusFD, []byte{free}); err != nil {
 			return errLauncherGone

@@ -147,6 +147,11 @@ static void limit(char *dst, size_t cap, int res, rlim_t cur, rlim_t max)
 
 int main(int argc, char **argv)
 {
+	/* A standard descriptor the caller closed is /dev/null, as the jail
+	 * sees it under agentjail run; it has to exist to be sent. */
+	for (int fd = 0; fd < 3; fd++)
+		if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd)
+			return fail("descriptor %d is closed, and /dev/null cannot take its place: %s", fd, strerror(errno));
 	char path[PATH_MAX];
 	int explicit;
 	socketPath(path, sizeof path, &explicit);

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -341,4 +342,30 @@ func TestLauncherConcurrentClients(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestLauncherWorkerStops: SIGTERM ends a worker that waits for a client
+// (as systemd stopping the launcher's unit signals each of its
+// processes), and the launcher starts another in its place.
+func TestLauncherWorkerStops(t *testing.T) {
+	jailed(t)
+	sock := filepath.Join(t.TempDir(), "launcher.sock")
+	cmd := exec.Command(agentjail, "launcher", "--socket", sock)
+	var log lockedBuffer
+	cmd.Stderr = &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	waitFor(t, func() bool { return strings.Contains(log.String(), "listening on") })
+	var first []int
+	waitFor(t, func() bool { first = childrenOf(cmd.Process.Pid); return len(first) > 0 })
+	syscall.Kill(first[0], syscall.SIGTERM)
+	waitFor(t, func() bool {
+		now := childrenOf(cmd.Process.Pid)
+		return len(now) > 0 && !slices.Contains(now, first[0])
+	})
+	if strings.Contains(log.String(), "before it took a request") {
+		t.Errorf("the launcher took a stopped worker for a failing one:\n%s", log.String())
+	}
 }
