@@ -2,12 +2,14 @@ package launcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -96,9 +98,10 @@ func Serve(ctx context.Context, o Options) error {
 				w.status.Close()
 				delete(d.workers, e.pid)
 				// A worker that fails before its first client is
-				// logged and paused for; one that exits 0 was told
-				// to stop, or has run its MaxRuns.
-				if !w.served && e.err != nil {
+				// logged and paused for; one that exits 0, or is
+				// ended by a signal to stop before it caught it, was
+				// told to stop, or has run its MaxRuns.
+				if !w.served && !stopped(e.err) {
 					fmt.Fprintf(o.Log, "agentjail: launcher: worker %d ended before it took a request (%v); another in %s\n", e.pid, e.err, pause)
 					select {
 					case <-ctx.Done():
@@ -140,6 +143,20 @@ type event struct {
 	pid    int
 	status byte
 	err    error
+}
+
+// stopped reports whether a worker's end (cmd.Wait's error) is one it
+// was asked for: exit 0, or a signal to stop.
+func stopped(err error) bool {
+	var ee *exec.ExitError
+	if err == nil {
+		return true
+	}
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && slices.Contains(stopping, os.Signal(ws.Signal()))
 }
 
 func (d *daemon) idle() int {
