@@ -38,6 +38,7 @@ package integration
 //	the operator's outputs            TestEscapeOperatorOutputsRecord, ...Log, ...Results,
 //	  in a writable root                ...OtherRoots (escapes_outputs_test.go)
 //	a home as a writable root         TestEscapeCopiesFromAWritableHome, TestEscapeLoginInAWritableHome
+//	the resident launcher's socket    TestEscapeLauncherSocket (launcher_test.go)
 //	                                    (escapes_home_test.go)
 //	input files in a writable root    TestEscapeInputFilesInAWritableRoot (escapes_fs_test.go)
 //	processes and memory exhausted    TestEscapeExhaustion (escapes_exhaustion_test.go)

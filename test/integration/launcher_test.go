@@ -369,3 +369,33 @@ func TestLauncherWorkerStops(t *testing.T) {
 		t.Errorf("the launcher took a stopped worker for a failing one:\n%s", log.String())
 	}
 }
+
+// TestEscapeLauncherSocket: a jail that reaches the launcher's socket (here
+// bound in on purpose, readable and writable by all) cannot launch through
+// it: the run user is refused by its uid, and a jailed root (sealed,
+// --user 0), whom the kernel reports as uid 0, by its mount namespace. A
+// launch for a jailed root would be a run with any profile, --write / say,
+// as the host's root. No plain-bwrap baseline: the door is agentjail's.
+func TestEscapeLauncherSocket(t *testing.T) {
+	jailed(t)
+	sock, log := launcherUp(t)
+	dir := filepath.Dir(sock)
+	for p := dir; p != os.TempDir() && p != "/"; p = filepath.Dir(p) {
+		os.Chmod(p, 0o755)
+	}
+	os.Chmod(sock, 0o666)
+	attack := "socat -u UNIX-CONNECT:" + sock + " - | od -An -tu1"
+	for _, c := range []struct {
+		name, refusal string
+		args          []string
+	}{
+		{"run user", "a client of uid 65534, not this launcher's 0: refused", nil},
+		{"jailed root", "a client in another mount namespace, where paths name other files: refused", []string{"--profile", "sealed", "--user", "0"}},
+	} {
+		r := aj(t, append(append([]string{"run", "--read", dir}, c.args...), "--", "sh", "-c", attack)...)
+		if r.code != 0 || strings.TrimSpace(r.stdout) != "125" {
+			t.Errorf("%s: exit %d, the launcher answered %q (want 125, its refusal)\n%s", c.name, r.code, r.stdout, r.stderr)
+		}
+		waitFor(t, func() bool { return strings.Contains(log(), c.refusal) })
+	}
+}
