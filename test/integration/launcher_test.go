@@ -20,20 +20,36 @@ import (
 
 // launcherUp starts `agentjail launcher` on a socket of the test's for the
 // test's life and returns the socket and the launcher's log so far.
-func launcherUp(t *testing.T, extra ...string) (string, func() string) {
+func launcherUp(t *testing.T) (string, func() string) {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "launcher.sock")
-	cmd := exec.Command(agentjail, append([]string{"launcher", "--socket", sock}, extra...)...)
-	var log lockedBuffer
-	cmd.Stderr, cmd.Dir = &log, "/"
-	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
-	if err := cmd.Start(); err != nil {
+	l := startLauncher(t, filepath.Join(t.TempDir(), "launcher.sock"))
+	t.Cleanup(l.stop)
+	return l.sock, l.log.String
+}
+
+// launcher is a started `agentjail launcher`.
+type launcher struct {
+	sock string
+	cmd  *exec.Cmd
+	log  *lockedBuffer
+}
+
+// startLauncher starts `agentjail launcher --socket sock` and waits until
+// it listens.
+func startLauncher(t *testing.T, sock string) launcher {
+	t.Helper()
+	l := launcher{sock: sock, cmd: exec.Command(agentjail, "launcher", "--socket", sock), log: &lockedBuffer{}}
+	l.cmd.Stderr, l.cmd.Dir = l.log, "/"
+	l.cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	if err := l.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
-	waitFor(t, func() bool { return strings.Contains(log.String(), "listening on") })
-	return sock, log.String
+	waitFor(t, func() bool { return strings.Contains(l.log.String(), "listening on") })
+	return l
 }
+
+// stop ends the launcher as a service manager would, and waits for it.
+func (l launcher) stop() { l.cmd.Process.Signal(syscall.SIGTERM); l.cmd.Wait() }
 
 func clientBin() string { return filepath.Join(filepath.Dir(agentjail), "agentjail-run") }
 
@@ -182,13 +198,8 @@ func TestLauncherSocketLife(t *testing.T) {
 	waitFor(t, func() bool { _, err := os.Stat(sock); return err == nil })
 	stale.Process.Kill()
 	stale.Wait()
-	cmd := exec.Command(agentjail, "launcher", "--socket", sock)
-	var log lockedBuffer
-	cmd.Stderr = &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, func() bool { return strings.Contains(log.String(), "listening on") })
+	l := startLauncher(t, sock)
+	cmd, log := l.cmd, l.log
 	fi, err := os.Stat(sock)
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("the socket: %v %v, want mode 0600", fi, err)
@@ -349,15 +360,9 @@ func TestLauncherConcurrentClients(t *testing.T) {
 // processes), and the launcher starts another in its place.
 func TestLauncherWorkerStops(t *testing.T) {
 	jailed(t)
-	sock := filepath.Join(t.TempDir(), "launcher.sock")
-	cmd := exec.Command(agentjail, "launcher", "--socket", sock)
-	var log lockedBuffer
-	cmd.Stderr = &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
-	waitFor(t, func() bool { return strings.Contains(log.String(), "listening on") })
+	l := startLauncher(t, filepath.Join(t.TempDir(), "launcher.sock"))
+	defer l.stop()
+	cmd, log := l.cmd, l.log
 	var first []int
 	waitFor(t, func() bool { first = childrenOf(cmd.Process.Pid); return len(first) > 0 })
 	syscall.Kill(first[0], syscall.SIGTERM)
