@@ -3,11 +3,15 @@ package launch
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/agentjail/agentjail/execstage"
 	"github.com/agentjail/agentjail/policy"
 )
 
@@ -44,7 +48,17 @@ type Request struct {
 	// Quiet leaves only errors and the run's ending line on stderr:
 	// warnings and degradations go to the record alone.
 	Quiet bool
+	// CallerRlimits are the resource limits of the process that asked for
+	// the run when it is not this one's parent (agentjail-run, through
+	// the launcher), by policy name: what bwrap would have inherited from
+	// it. A limit the profile leaves unset is the caller's soft one, where
+	// lower than this process's; one the profile sets is held to the
+	// caller's hard limit, as the exec stage holds it to an inherited one.
+	CallerRlimits map[string]CallerRlimit
 }
+
+// CallerRlimit is a soft and a hard limit.
+type CallerRlimit struct{ Soft, Hard uint64 }
 
 // Options vary the jail a Request gets; a run takes none.
 type Options struct {
@@ -150,4 +164,35 @@ func overlay(req Request) (policy.Policy, error) {
 		}
 	}
 	return p, nil
+}
+
+// currentSoft is this process's soft limit of a resource, by policy name.
+func currentSoft(name string) (uint64, bool) {
+	r, ok := execstage.Resources[name]
+	var l unix.Rlimit
+	if !ok || unix.Getrlimit(r, &l) != nil {
+		return 0, false
+	}
+	return l.Cur, true
+}
+
+// callerRlimits returns the profile's rlimits with the caller's applied
+// (Request.CallerRlimits); own gives this process's soft limit of a
+// resource (false: unknown).
+func callerRlimits(set policy.Rlimits, caller map[string]CallerRlimit, own func(string) (uint64, bool)) policy.Rlimits {
+	if len(caller) == 0 {
+		return set
+	}
+	out := maps.Clone(set)
+	if out == nil {
+		out = policy.Rlimits{}
+	}
+	for name, c := range caller {
+		if v, ok := set[name]; ok {
+			out[name] = min(v, policy.Rlimit(c.Hard))
+		} else if mine, ok := own(name); ok && c.Soft < mine {
+			out[name] = policy.Rlimit(c.Soft)
+		}
+	}
+	return out
 }

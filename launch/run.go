@@ -47,10 +47,20 @@ func Run(req Request, out IO) int {
 	return code
 }
 
-// IO is where a run's standard streams come from and go to.
+// IO is where a run's standard streams come from and go to, and what a
+// caller that is not the run's own process (the launcher's worker) needs
+// to hear of them.
 type IO struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
+	// Ready, when set, is called once the run catches the signals it acts
+	// on: a signal raised on this process before then would be lost.
+	Ready func()
+	// Stalled, when set, is called when the run gave up on a write to
+	// Stdout or Stderr that is still blocked (their reader stopped): it
+	// goes on in the background, and this process must not put another
+	// file where they are.
+	Stalled func()
 }
 
 // PrintError writes each of err's lines (joined errors) as a message of
@@ -75,6 +85,9 @@ func run(req Request, stdio IO) (int, error) {
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
+	if stdio.Ready != nil {
+		stdio.Ready()
+	}
 	// The terminal on stdin, as found: put back once the jail is gone,
 	// on every path out of here.
 	tty := term.Save(stdio.Stdin)
@@ -247,6 +260,9 @@ func run(req Request, stdio IO) (int, error) {
 	stdio.Stderr = &newlineFirst{w: term.ResetFirst(stdio.Stderr), pending: outcome.StderrMidLine || termIO.midLine(rec)}
 	if outcome.Abandoned[0] || outcome.Abandoned[1] {
 		stdio.Stderr = io.Discard
+		if stdio.Stalled != nil {
+			stdio.Stalled()
+		}
 	}
 	if notices != io.Discard {
 		notices = stdio.Stderr

@@ -40,10 +40,11 @@ type Options struct {
 // workers waiting on it until ctx ends. A worker takes one client at a
 // time and, its run over, waits for the next, up to MaxRuns; whenever
 // fewer than o.Spares wait, the launcher starts another. A worker that
-// dies before it took a client is logged and replaced after a pause that
-// doubles while they keep dying (1 s up to a minute). When ctx ends the
-// socket is removed and the waiting workers are killed; workers running a
-// request go on to its end, and exit. A worker that exits 0 (stopped by
+// fails before it took a client, or a worker that cannot be started, is
+// logged and tried again after a pause that doubles while they keep
+// failing (1 s up to a minute). When ctx ends the socket is removed and
+// the waiting workers exit (their status pipes closed); workers running
+// a request go on to its end, and exit. A worker that exits 0 (stopped by
 // a signal while it waited, or done with its MaxRuns) is replaced at once.
 func Serve(ctx context.Context, o Options) error {
 	if o.Socket == "" {
@@ -82,44 +83,51 @@ func Serve(ctx context.Context, o Options) error {
 	if o.Ready != nil {
 		o.Ready(o.Socket)
 	}
+	// Workers are started whenever fewer than o.Spares wait, except
+	// while a pause after a failure runs (retry): a worker that failed
+	// before its first client, or a start that failed (no process or
+	// descriptor to be had), is tried again after it, the pause doubling
+	// while they keep failing, up to a minute.
 	pause := time.Second
+	var retry <-chan time.Time
+	failed := func(format string, args ...any) {
+		fmt.Fprintf(o.Log, "agentjail: launcher: "+format+"; another in %s\n", append(args, pause)...)
+		retry = time.After(pause)
+		pause = min(2*pause, time.Minute)
+	}
+	fill := func() {
+		for retry == nil && d.idle() < o.Spares {
+			if err := d.start(); err != nil {
+				failed("%v", err)
+			}
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-retry:
+			retry = nil
+			fill()
 		case e := <-d.events:
 			w := d.workers[e.pid]
 			switch {
 			case e.status == taken:
 				w.idle, w.served = false, true
+				pause = time.Second
 			case e.status == free:
 				w.idle = true
 			default: // ended
 				w.status.Close()
 				delete(d.workers, e.pid)
-				// A worker that fails before its first client is
-				// logged and paused for; one that exits 0, or is
-				// ended by a signal to stop before it caught it, was
-				// told to stop, or has run its MaxRuns.
+				// One that exits 0, or is ended by a signal to stop
+				// before it caught it, was told to stop or has run its
+				// MaxRuns.
 				if !w.served && !stopped(e.err) {
-					fmt.Fprintf(o.Log, "agentjail: launcher: worker %d ended before it took a request (%v); another in %s\n", e.pid, e.err, pause)
-					select {
-					case <-ctx.Done():
-						return nil
-					case <-time.After(pause):
-					}
-					pause = min(2*pause, time.Minute)
+					failed("worker %d ended before it took a request (%v)", e.pid, e.err)
 				}
 			}
-			if e.status == taken {
-				pause = time.Second
-			}
-			for d.idle() < o.Spares {
-				if err := d.start(); err != nil {
-					fmt.Fprintf(o.Log, "agentjail: launcher: %v\n", err)
-					break
-				}
-			}
+			fill()
 		}
 	}
 }

@@ -5,26 +5,24 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
 // The process state a request brings, and the worker's own to go back to:
-// resource limits, working directory, environment, umask, and descriptors
-// 0, 1 and 2 with os.Stdin, os.Stdout and os.Stderr over them.
+// working directory, environment, umask, and descriptors 0, 1 and 2 with
+// os.Stdin, os.Stdout and os.Stderr over them. The client's resource
+// limits are not among them: set on the worker they would count its whole
+// life (RLIMIT_CPU) and bound agentjail itself; Work hands them to the run,
+// for the jail.
 
 // base is the worker's own state, taken before its first client.
 type base struct {
-	limits map[int]unix.Rlimit
-	cwd    int // O_PATH
-	env    []string
-	umask  int
-	std    [3]int // copies of the worker's own 0, 1 and 2
+	cwd   int // O_PATH
+	env   []string
+	umask int
+	std   [3]int // copies of the worker's own 0, 1 and 2
 }
-
-// rlimNLimits is how many resource limits Linux has (RLIM_NLIMITS).
-const rlimNLimits = 16
 
 // pinned keeps every *os.File that os.Stdin, os.Stdout and os.Stderr were
 // before they were made anew: collected, its finalizer would close
@@ -32,13 +30,7 @@ const rlimNLimits = 16
 var pinned []*os.File
 
 func snapshot() (*base, error) {
-	b := &base{limits: map[int]unix.Rlimit{}, env: os.Environ()}
-	for r := range rlimNLimits {
-		var l unix.Rlimit
-		if err := unix.Getrlimit(r, &l); err == nil {
-			b.limits[r] = l
-		}
-	}
+	b := &base{env: os.Environ()}
 	b.umask = unix.Umask(0)
 	unix.Umask(b.umask)
 	var err error
@@ -56,14 +48,6 @@ func snapshot() (*base, error) {
 // adopt makes a request's state this process's own: what `agentjail run`
 // started by the client would have had.
 func adopt(req Request, fds []int) error {
-	for _, l := range req.Limits {
-		lim := syscall.Rlimit{Cur: l.Cur, Max: l.Max}
-		// syscall's, not unix's: for RLIMIT_NOFILE it also tells os/exec
-		// that children get this limit as it is.
-		if err := syscall.Setrlimit(l.Resource, &lim); err != nil {
-			return fmt.Errorf("the client's resource limit %d (%d, %d): %w; start the launcher with limits no lower than its callers'", l.Resource, l.Cur, l.Max, err)
-		}
-	}
 	if err := unix.Fchdir(fds[3]); err != nil {
 		return fmt.Errorf("the client's working directory: %w", err)
 	}
@@ -74,8 +58,6 @@ func adopt(req Request, fds []int) error {
 
 // release goes back to the worker's own state, with none of the client's
 // descriptors left open here (a pipe's reader waits for every writer).
-// It fails when a resource limit cannot be raised again (a hard limit
-// lowered without CAP_SYS_RESOURCE): the worker then exits.
 func (b *base) release() error {
 	err := setStd(b.std[:])
 	if ferr := unix.Fchdir(b.cwd); ferr != nil {
@@ -83,12 +65,6 @@ func (b *base) release() error {
 	}
 	setEnv(b.env)
 	unix.Umask(b.umask)
-	for r, l := range b.limits {
-		lim := syscall.Rlimit{Cur: l.Cur, Max: l.Max}
-		if lerr := syscall.Setrlimit(r, &lim); lerr != nil {
-			err = errors.Join(err, fmt.Errorf("resource limit %d back to (%d, %d): %w", r, l.Cur, l.Max, lerr))
-		}
-	}
 	return err
 }
 

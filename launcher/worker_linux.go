@@ -8,8 +8,9 @@ import (
 	"os/signal"
 	"runtime"
 	"slices"
-	"sync/atomic"
+	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -46,16 +47,36 @@ var forwarded = []os.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, sys
 
 var stopping = []os.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM}
 
+// Hooks are what Work hands the run of a request.
+type Hooks struct {
+	// Ready is to be called once the run catches the signals it acts on:
+	// the client's, and a signal to stop sent to the worker itself, are
+	// held until then and raised on the process after it (raised before,
+	// they would be lost).
+	Ready func()
+	// Stalled is to be called when the run gave up on a write to the
+	// client's output that is still blocked: the worker exits after its
+	// answer rather than put another client's file, or its own log, at a
+	// descriptor that write goes on to.
+	Stalled func()
+}
+
 // Work is a worker's life: it takes clients from the launcher's socket one
 // at a time, up to MaxRuns, and runs each one's request with run, which
-// gets what followed agentjail-run and returns the exit code to answer.
-// For each request the client's state is made this process's own (adopt)
-// and, once the run has ended, let go of again (release): run sees the
-// process `agentjail run` would have been, started by the client. It
-// returns when the worker should exit: the socket failed, MaxRuns were
-// run, or a client's state could not be let go of. What the worker itself
-// has to say goes to its own stderr, the launcher's.
-func Work(run func(args []string) int) error {
+// runs req.Args as `agentjail run` ARGS, applies req.Limits to the jail
+// (not to this process, which runs up to MaxRuns of them) and returns the
+// exit code to answer. For each request the client's directory,
+// environment, umask and standard descriptors are made this process's own
+// (adopt) and, once the run has ended, let go of again (release): run sees
+// the process `agentjail run` would have been, started by the client. It
+// returns when the worker should exit: the launcher is gone, the socket
+// failed, MaxRuns were run, or a run stalled on its output. What the
+// worker itself has to say goes to its own stderr, the launcher's.
+func Work(run func(req Request, h Hooks) int) error {
+	// On this thread for good: a goroutine that changes its thread's
+	// mount namespace (supervise's starter) never runs here, so
+	// /proc/self/ns/mnt stays the worker's own.
+	runtime.LockOSThread()
 	// Neither the launcher's socket nor the status pipe may reach a jail.
 	for _, fd := range []int{listenFD, statusFD} {
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
@@ -66,16 +87,14 @@ func Work(run func(args []string) int) error {
 	if err := unix.SetNonblock(listenFD, true); err != nil {
 		return fmt.Errorf("the launcher's socket: %w", err)
 	}
-	var busy atomic.Bool
+	var mnt unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/mnt", &mnt); err != nil {
+		return fmt.Errorf("the worker's mount namespace: %w", err)
+	}
+	st := &state{}
 	sink := make(chan os.Signal, 1)
 	signal.Notify(sink, forwarded...)
-	go func() {
-		for s := range sink {
-			if slices.Contains(stopping, s) && !busy.Load() {
-				os.Exit(0)
-			}
-		}
-	}()
+	go st.stops(sink)
 	base, err := snapshot()
 	if err != nil {
 		return err
@@ -83,20 +102,20 @@ func Work(run func(args []string) int) error {
 	// The launcher's log: the worker's own stderr, wherever 2 points.
 	log := os.NewFile(uintptr(base.std[2]), "launcher log")
 	for range MaxRuns {
-		conn, err := accept()
+		conn, err := st.accept()
 		if err == errLauncherGone {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		busy.Store(true)
 		unix.Write(statusFD, []byte{taken})
 		c := &client{conn: conn}
 		code := 125
+		stalled := false
 		// Nothing of a client is read before it is known to be one of
-		// the launcher's own user.
-		err = checkPeer(conn)
+		// the launcher's own user, in its mount namespace.
+		err = checkPeer(conn, mnt)
 		var req Request
 		if err == nil {
 			req, err = c.read()
@@ -110,18 +129,23 @@ func Work(run func(args []string) int) error {
 			}
 			fmt.Fprintf(log, "agentjail: launcher: %v\n", err)
 		} else {
-			stop := c.signals()
-			code = run(req.Args)
+			sigs := st.begin()
+			stop := c.signals(sigs)
+			code = run(req, Hooks{Ready: st.ready, Stalled: func() { stalled = true }})
 			stop()
+			st.end()
 		}
 		rerr := base.release()
 		c.reply(code)
 		if rerr != nil {
 			return fmt.Errorf("letting go of a client's state: %w; this worker exits", rerr)
 		}
+		if stalled {
+			fmt.Fprintf(log, "agentjail: launcher: a run gave up on its client's output, still being written: this worker exits\n")
+			return nil
+		}
 		// The run's garbage collected now, while no client waits, rather
 		// than during the next run.
-		busy.Store(false)
 		runtime.GC()
 		if _, err := unix.Write(statusFD, []byte{free}); err != nil {
 			return errLauncherGone
@@ -130,14 +154,39 @@ func Work(run func(args []string) int) error {
 	return nil
 }
 
-// errLauncherGone ends a worker whose launcher has exited.
-var errLauncherGone = errors.New("the launcher is gone")
+// state is where a worker is in its life, for the signals it gets.
+type state struct {
+	mu      sync.Mutex
+	busy    bool           // a client is being served
+	caught  bool           // its run catches signals (Hooks.Ready)
+	pending chan os.Signal // raised once caught
+	readyCh chan struct{}  // closed by ready
+	raised  chan struct{}  // closed when the raiser has stopped
+	quit    chan struct{}  // the run is over: raise nothing more
+}
 
-// accept waits for the next client, or for the launcher's end: the read
-// end of the status pipe closed (POLLERR), so that no worker outlives its
-// launcher (one that did would hold the socket and serve clients a new
-// launcher cannot see).
-func accept() (int, error) {
+// stops handles the worker's own signals (sink): one to stop ends a
+// worker without a client, is held for a run that does not catch it yet,
+// and is the run's own once it does; the others are the run's, or nobody's.
+func (st *state) stops(sink <-chan os.Signal) {
+	for s := range sink {
+		st.mu.Lock()
+		switch {
+		case !st.busy && slices.Contains(stopping, s):
+			os.Exit(0)
+		case st.busy && !st.caught && slices.Contains(stopping, s):
+			select {
+			case st.pending <- s:
+			default:
+			}
+		}
+		st.mu.Unlock()
+	}
+}
+
+// accept is accept with the worker busy from the moment a client may be
+// taken.
+func (st *state) accept() (int, error) {
 	for {
 		fds := []unix.PollFd{{Fd: listenFD, Events: unix.POLLIN}, {Fd: statusFD}}
 		if _, err := unix.Poll(fds, -1); err != nil && !errors.Is(err, unix.EINTR) {
@@ -149,20 +198,90 @@ func accept() (int, error) {
 		if fds[0].Revents == 0 {
 			continue
 		}
+		st.mu.Lock()
+		st.busy = true
+		st.mu.Unlock()
 		// The listening socket does not block (Work): a client another
 		// worker took is EAGAIN here. The connection blocks (Linux gives
 		// an accepted socket none of the listener's flags): the worker
-		// reads it with read(2).
+		// reads it with read(2), for at most requestWait until the
+		// request is in.
 		conn, _, err := unix.Accept4(listenFD, unix.SOCK_CLOEXEC)
+		if err != nil {
+			st.mu.Lock()
+			st.busy = false
+			st.mu.Unlock()
+		}
 		switch {
 		case errors.Is(err, unix.EAGAIN), errors.Is(err, unix.EINTR):
 			continue
 		case err != nil:
 			return -1, fmt.Errorf("accept on the launcher's socket: %w", err)
 		}
+		unix.SetsockoptTimeval(conn, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: int64(requestWait / time.Second)})
 		return conn, nil
 	}
 }
+
+// requestWait bounds the reading of a request: a client that connects and
+// sends nothing holds no worker for longer.
+const requestWait = 10 * time.Second
+
+// begin starts a run's signal handling: what the client forwards, and a
+// signal to stop the worker gets before the run catches it, go to the
+// channel it returns and are raised once the run is ready.
+func (st *state) begin() chan<- os.Signal {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.caught = false
+	st.pending = make(chan os.Signal, 64)
+	st.raised, st.quit = make(chan struct{}), make(chan struct{})
+	pending, raised, quit := st.pending, st.raised, st.quit
+	ready := make(chan struct{})
+	st.readyCh = ready
+	go func() {
+		defer close(raised)
+		select {
+		case <-ready:
+		case <-quit:
+			return
+		}
+		for {
+			select {
+			case s := <-pending:
+				unix.Kill(os.Getpid(), s.(syscall.Signal))
+			case <-quit:
+				return
+			}
+		}
+	}()
+	return pending
+}
+
+// ready is Hooks.Ready.
+func (st *state) ready() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !st.caught {
+		st.caught = true
+		close(st.readyCh)
+	}
+}
+
+// end ends a run's signal handling: nothing more is raised.
+func (st *state) end() {
+	st.mu.Lock()
+	close(st.quit)
+	raised := st.raised
+	st.mu.Unlock()
+	<-raised
+	st.mu.Lock()
+	st.busy = false
+	st.mu.Unlock()
+}
+
+// errLauncherGone ends a worker whose launcher has exited.
+var errLauncherGone = errors.New("the launcher is gone")
 
 // client is one connection: the descriptors that came with its request.
 type client struct {
@@ -210,13 +329,17 @@ func (c *client) read() (Request, error) {
 	if _, err := io.ReadFull(fdReader(c.conn), body); err != nil {
 		return Request{}, fmt.Errorf("reading a request: %w", err)
 	}
+	// From here on the connection is the client's signals, for as long
+	// as its run takes.
+	unix.SetsockoptTimeval(c.conn, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{})
 	return parseBody(body)
 }
 
-// signals raises here each signal the client forwards while its run is
-// on, and a SIGHUP when the client is gone before its answer. The func it
-// returns stops that and waits until it has stopped.
-func (c *client) signals() func() {
+// signals hands to sigs (state.begin) each signal the client forwards
+// while its run is on, of those it may forward, and a SIGHUP when the
+// client is gone before its answer. The func it returns stops that and
+// waits until it has stopped.
+func (c *client) signals(sigs chan<- os.Signal) func() {
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
@@ -229,12 +352,12 @@ func (c *client) signals() func() {
 			default:
 			}
 			for _, s := range b[:n] {
-				if s > 0 && s < 65 {
-					unix.Kill(os.Getpid(), syscall.Signal(s))
+				if sig := syscall.Signal(s); slices.Contains(forwarded, os.Signal(sig)) {
+					raise(sigs, sig)
 				}
 			}
 			if err != nil {
-				unix.Kill(os.Getpid(), syscall.SIGHUP)
+				raise(sigs, syscall.SIGHUP)
 				return
 			}
 		}
@@ -244,6 +367,14 @@ func (c *client) signals() func() {
 		// A blocked read returns once the socket is shut down for reading.
 		unix.Shutdown(c.conn, unix.SHUT_RD)
 		<-done
+	}
+}
+
+// raise queues a signal for the run; a full queue (64) drops it.
+func raise(sigs chan<- os.Signal, s os.Signal) {
+	select {
+	case sigs <- s:
+	default:
 	}
 }
 
@@ -265,9 +396,18 @@ func (f fdReader) Read(p []byte) (int, error) {
 	}
 }
 
+// soPeerPidfd is SO_PEERPIDFD (Linux 6.5): a pidfd of the process that
+// connected.
+const soPeerPidfd = 77
+
 // checkPeer refuses a client of another user (who would run as the
-// daemon's) or of another mount namespace (whose paths mean other files).
-func checkPeer(conn int) error {
+// launcher's) or of another mount namespace than the worker's (mine), where
+// paths name other files: a jailed root, whom the kernel reports as uid 0,
+// is in its jail's. The namespace is read through /proc/PID, so the pid
+// must still be the client's when it is read: where the kernel gives a
+// pidfd of the client, the client must still be alive after the read
+// (a client that handed its connection on and exited is refused).
+func checkPeer(conn int, mine unix.Stat_t) error {
 	cred, err := unix.GetsockoptUcred(conn, unix.SOL_SOCKET, unix.SO_PEERCRED)
 	if err != nil {
 		return fmt.Errorf("the client's credentials: %w", err)
@@ -278,12 +418,16 @@ func checkPeer(conn int) error {
 	if cred.Pid == 0 {
 		return errors.New("a client in another pid namespace: refused; run agentjail run itself, or a launcher in that namespace")
 	}
-	var mine, theirs unix.Stat_t
-	if err := unix.Stat("/proc/self/ns/mnt", &mine); err != nil {
-		return fmt.Errorf("this launcher's mount namespace: %w", err)
+	pidfd, perr := unix.GetsockoptInt(conn, unix.SOL_SOCKET, soPeerPidfd)
+	if perr == nil {
+		defer unix.Close(pidfd)
 	}
+	var theirs unix.Stat_t
 	if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/mnt", cred.Pid), &theirs); err != nil {
 		return fmt.Errorf("the client's mount namespace: %w", err)
+	}
+	if perr == nil && unix.PidfdSendSignal(pidfd, 0, nil, 0) != nil {
+		return errors.New("a client that is gone (its connection handed on): refused")
 	}
 	if mine.Dev != theirs.Dev || mine.Ino != theirs.Ino {
 		return errors.New("a client in another mount namespace, where paths name other files: refused; run agentjail run itself, or a launcher in that namespace")

@@ -717,6 +717,12 @@ func (s *supervisor) adopt(pid int, blockW *os.File) error {
 	s.childPID = pid
 	s.mu.Unlock()
 	box, err := openSandbox(s.spec.ProcRoot, pid, s.cmd.Process.Pid, s.spec.RunID)
+	if err != nil && s.cause != "" {
+		// Ending already (a signal at start-up killed bwrap): the
+		// sandbox, re-parented or gone, is not this run's any more to
+		// check. It stays blocked; the ending and the marker sweep end it.
+		return nil
+	}
 	if err == nil {
 		s.box = box
 		if s.cause != "" {

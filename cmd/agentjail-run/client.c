@@ -36,6 +36,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -50,6 +51,8 @@ extern char **environ;
 static const int forwarded[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH, SIGALRM};
 
 static int sock = -1;
+/* Signals that came before the request went, forwarded after it. */
+static volatile sig_atomic_t early[65];
 
 static int fail(const char *format, ...)
 {
@@ -62,13 +65,18 @@ static int fail(const char *format, ...)
 	return EXIT_SETUP;
 }
 
-/* forward sends the signal to the launcher's process as one byte. */
+/* forward sends the signal to the launcher's process as one byte, or
+ * keeps it for later while there is no request yet. */
 static void forward(int sig)
 {
 	int saved = errno;
 	unsigned char b = (unsigned char)sig;
-	while (write(sock, &b, 1) < 0 && errno == EINTR)
-		;
+	if (sock < 0) {
+		early[sig] = 1;
+	} else {
+		while (write(sock, &b, 1) < 0 && errno == EINTR)
+			;
+	}
 	errno = saved;
 }
 
@@ -81,36 +89,54 @@ static void socketPath(char *p, size_t cap, int *explicit)
 		snprintf(p, cap, "%s", env);
 		return;
 	}
-	const char *x = getenv("XDG_RUNTIME_DIR");
+	const char *x = getenv("XDG_RUNTIME_DIR"), *tmp = getenv("TMPDIR");
+	if (!tmp || !*tmp)
+		tmp = "/tmp"; /* os.TempDir */
 	if (getuid() == 0)
 		snprintf(p, cap, "/run/agentjail/launcher.sock");
 	else if (x && *x)
 		snprintf(p, cap, "%s/agentjail/launcher.sock", x);
 	else
-		snprintf(p, cap, "/tmp/agentjail-%u/launcher.sock", (unsigned)getuid());
+		snprintf(p, cap, "%s/agentjail-%u/launcher.sock", tmp, (unsigned)getuid());
+}
+
+/* trusted reports whether what fd is may be run: root's or the caller's,
+ * writable by no one else (and, for the binary, a regular file). */
+static int trusted(int fd, int binary, const char *name)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return fail("no launcher, and %s: %s", name, strerror(errno)), 0;
+	if ((st.st_uid != 0 && st.st_uid != getuid()) || (st.st_mode & 022) || (binary && !S_ISREG(st.st_mode))) {
+		fail("no launcher, and %s may be changed by someone else (owner %u, mode %o): refused; make it root's and not group or world writable", name, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+		return 0;
+	}
+	return 1;
 }
 
 /* fallback execs `agentjail run ARGS` from the directory agentjail-run is
- * in, if that agentjail is the caller's or root's and no one else may
- * write it or its directory. It returns only on failure. */
+ * in, if that agentjail and its directory are root's or the caller's and
+ * no one else may write them: checked on descriptors (O_PATH, the binary
+ * not through a link) and executed through the one checked (execveat). It
+ * returns only on failure. */
 static int fallback(int argc, char **argv)
 {
-	char self[PATH_MAX], bin[PATH_MAX + 16];
+	char self[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
 	if (n <= 0)
 		return fail("no launcher, and cannot find agentjail beside agentjail-run: /proc/self/exe: %s", strerror(errno));
 	self[n] = 0;
-	char *slash = strrchr(self, '/');
-	*slash = 0;
-	snprintf(bin, sizeof bin, "%s/agentjail", self);
-	const char *what[] = {self, bin};
-	for (int i = 0; i < 2; i++) {
-		struct stat st;
-		if (lstat(what[i], &st) < 0)
-			return fail("no launcher, and no agentjail beside agentjail-run: %s: %s; install both (make install), or start `agentjail launcher`", what[i], strerror(errno));
-		if ((st.st_uid != 0 && st.st_uid != getuid()) || (st.st_mode & 022) || (i == 1 && !S_ISREG(st.st_mode)))
-			return fail("no launcher, and %s may be changed by someone else (owner %u, mode %o): refused; make it root's and not group or world writable", what[i], (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
-	}
+	*strrchr(self, '/') = 0;
+	int dir = open(*self ? self : "/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dir < 0)
+		return fail("no launcher, and agentjail-run's directory %s: %s", self, strerror(errno));
+	if (!trusted(dir, 0, self))
+		return EXIT_SETUP;
+	int bin = openat(dir, "agentjail", O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (bin < 0)
+		return fail("no launcher, and no agentjail beside agentjail-run: %s/agentjail: %s; install both (make build puts them in bin/), or start `agentjail launcher`", self, strerror(errno));
+	if (!trusted(bin, 1, "agentjail beside agentjail-run"))
+		return EXIT_SETUP;
 	char **args = calloc((size_t)argc + 2, sizeof *args);
 	if (!args)
 		return fail("out of memory");
@@ -118,8 +144,8 @@ static int fallback(int argc, char **argv)
 	args[1] = "run";
 	for (int i = 1; i < argc; i++)
 		args[i + 1] = argv[i];
-	execv(bin, args);
-	return fail("cannot run %s: %s", bin, strerror(errno));
+	syscall(SYS_execveat, bin, "", args, environ, AT_EMPTY_PATH);
+	return fail("cannot run %s/agentjail: %s", self, strerror(errno));
 }
 
 /* put appends s and its NUL to the body. */
@@ -147,6 +173,14 @@ static void limit(char *dst, size_t cap, int res, rlim_t cur, rlim_t max)
 
 int main(int argc, char **argv)
 {
+	/* Caught from the start, as agentjail run catches them: one that
+	 * comes before the request has gone is forwarded after it. */
+	struct sigaction sa = {.sa_handler = forward};
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++)
+		sigaction(forwarded[i], &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
 	/* A standard descriptor the caller closed is /dev/null, as the jail
 	 * sees it under agentjail run; it has to exist to be sent. */
 	for (int fd = 0; fd < 3; fd++)
@@ -160,30 +194,37 @@ int main(int argc, char **argv)
 	if (strlen(path) >= sizeof addr.sun_path)
 		return fail("the launcher's socket path is too long (%zu bytes, at most %zu): %s; set AGENTJAIL_LAUNCHER to a shorter one", strlen(path), sizeof addr.sun_path - 1, path);
 	memcpy(addr.sun_path, path, strlen(path) + 1);
-	sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (sock < 0)
+	int conn = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (conn < 0)
 		return fail("socket: %s", strerror(errno));
-	if (connect(sock, (struct sockaddr *)&addr, sizeof addr) < 0) {
+	if (connect(conn, (struct sockaddr *)&addr, sizeof addr) < 0) {
 		if (explicit)
 			dprintf(2, "agentjail-run: warning: no launcher at %s (%s): running agentjail run itself\n", path, strerror(errno));
-		close(sock);
+		close(conn);
 		return fallback(argc, argv);
 	}
 	/* Only a launcher of the caller's own user is given the caller's
 	 * descriptors and environment. */
 	struct ucred cred;
 	socklen_t clen = sizeof cred;
-	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0)
+	if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0)
 		return fail("the launcher at %s: SO_PEERCRED: %s", path, strerror(errno));
 	if (cred.uid != geteuid())
 		return fail("the launcher at %s runs as uid %u, not as this user (%u): refused; start your own (agentjail launcher) or unset AGENTJAIL_LAUNCHER", path, (unsigned)cred.uid, (unsigned)geteuid());
+	/* Nor to one in another mount namespace (a jail of the same user's
+	 * that made a socket where this one looks). */
+	char theirs[64];
+	struct stat mine, other;
+	snprintf(theirs, sizeof theirs, "/proc/%d/ns/mnt", (int)cred.pid);
+	if (cred.pid <= 0 || stat("/proc/self/ns/mnt", &mine) < 0 || stat(theirs, &other) < 0 || mine.st_dev != other.st_dev || mine.st_ino != other.st_ino)
+		return fail("the launcher at %s is not in this mount namespace (or cannot be seen from it): refused; start your own (agentjail launcher) or unset AGENTJAIL_LAUNCHER", path);
 
 	/* The working directory travels as a descriptor: the same directory
 	 * even if its path means another now. One that cannot be opened is
 	 * left to agentjail run itself. */
 	int cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (cwd < 0) {
-		close(sock);
+		close(conn);
 		return fallback(argc, argv);
 	}
 
@@ -223,19 +264,6 @@ int main(int argc, char **argv)
 		put(&b, *e);
 	uint32_t len = (uint32_t)(b - body);
 
-	/* Signals are caught before the request goes: one that comes while
-	 * it is on its way is forwarded after it. */
-	sigset_t block, old;
-	sigemptyset(&block);
-	for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++)
-		sigaddset(&block, forwarded[i]);
-	sigprocmask(SIG_BLOCK, &block, &old);
-	struct sigaction sa = {.sa_handler = forward};
-	sigemptyset(&sa.sa_mask);
-	for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++)
-		sigaction(forwarded[i], &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
-
 	unsigned char head[8];
 	memcpy(head, MAGIC, 4);
 	head[4] = (unsigned char)len;
@@ -253,13 +281,13 @@ int main(int argc, char **argv)
 	c->cmsg_len = CMSG_LEN(sizeof fds);
 	memcpy(CMSG_DATA(c), fds, sizeof fds);
 	ssize_t w;
-	while ((w = sendmsg(sock, &msg, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+	while ((w = sendmsg(conn, &msg, MSG_NOSIGNAL)) < 0 && errno == EINTR)
 		;
 	if (w != (ssize_t)sizeof head)
 		return fail("the launcher at %s: sending the request: %s", path, w < 0 ? strerror(errno) : "short write");
 	close(cwd);
 	for (char *p = body; p < b;) {
-		w = write(sock, p, (size_t)(b - p));
+		w = write(conn, p, (size_t)(b - p));
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0)
@@ -267,6 +295,18 @@ int main(int argc, char **argv)
 		p += w;
 	}
 	free(body);
+	/* The request is in: signals go to the launcher as they come, after
+	 * those that came before (blocked meanwhile, so that none is
+	 * both kept and sent, or neither). */
+	sigset_t block, old;
+	sigemptyset(&block);
+	for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++)
+		sigaddset(&block, forwarded[i]);
+	sigprocmask(SIG_BLOCK, &block, &old);
+	sock = conn;
+	for (int s = 1; s < 65; s++)
+		if (early[s])
+			forward(s);
 	sigprocmask(SIG_SETMASK, &old, NULL);
 
 	/* The answer: one byte, the run's exit code. */

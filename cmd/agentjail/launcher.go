@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/agentjail/agentjail/execstage"
 	"github.com/agentjail/agentjail/launch"
 	"github.com/agentjail/agentjail/launcher"
 )
@@ -39,12 +40,28 @@ func (e appEnv) launcherAction(ctx context.Context, cmd *cli.Command) error {
 // run` with the client's arguments, in the client's streams, directory
 // and environment (launcher.Work makes them the process's own).
 func worker() int {
-	err := launcher.Work(func(args []string) int {
-		return run(context.Background(), append([]string{"agentjail", "run"}, args...), os.Stdin, os.Stdout, os.Stderr)
+	err := launcher.Work(func(req launcher.Request, h launcher.Hooks) int {
+		return runFor(context.Background(), append([]string{"agentjail", "run"}, req.Args...), os.Stdin, os.Stdout, os.Stderr,
+			caller{ready: h.Ready, stalled: h.Stalled, rlimits: callerRlimits(req.Limits)})
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "agentjail: launcher: %v\n", err)
 		return exitSetup
 	}
 	return exitOK
+}
+
+// callerRlimits names the client's resource limits as policies do.
+func callerRlimits(limits []launcher.Limit) map[string]launch.CallerRlimit {
+	names := make(map[int]string, len(execstage.Resources))
+	for name, r := range execstage.Resources {
+		names[r] = name
+	}
+	out := map[string]launch.CallerRlimit{}
+	for _, l := range limits {
+		if name, ok := names[l.Resource]; ok {
+			out[name] = launch.CallerRlimit{Soft: l.Cur, Hard: l.Max}
+		}
+	}
+	return out
 }

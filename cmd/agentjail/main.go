@@ -42,13 +42,26 @@ func main() {
 
 // run is agentjail with its arguments and streams; it returns the exit code.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return runFor(ctx, args, stdin, stdout, stderr, caller{})
+}
+
+// caller is what a run started for another process (the launcher's
+// worker's client) hands launch beside the command line: see launch.IO
+// and launch.Request.CallerRlimits.
+type caller struct {
+	ready, stalled func()
+	rlimits        map[string]launch.CallerRlimit
+}
+
+// runFor is run for a caller.
+func runFor(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, from caller) int {
 	if len(args) < 2 {
 		// A usage error: on stderr, exit 125, never help on stdout.
 		fmt.Fprintln(stderr, "agentjail: no command: write `agentjail run -- CMD [ARG...]`, or see `agentjail --help` for render, init, ps, stop, profiles, schema, seccomp, doctor and version")
 		return exitSetup
 	}
 	code := exitOK
-	app := newApp(args, stdin, stdout, stderr, &code)
+	app := newApp(args, stdin, stdout, stderr, &code, from)
 	if err := app.Run(ctx, args); err != nil {
 		launch.PrintError(stderr, errors.New(plainFlagError(err.Error())))
 		return exitSetup
@@ -74,9 +87,9 @@ func plainFlagError(msg string) string {
 	return msg
 }
 
-func newApp(args []string, stdin io.Reader, stdout, stderr io.Writer, code *int) *cli.Command {
+func newApp(args []string, stdin io.Reader, stdout, stderr io.Writer, code *int, from caller) *cli.Command {
 	one := 1
-	env := appEnv{args: args, stdin: stdin, stdout: stdout, stderr: stderr, code: code}
+	env := appEnv{args: args, stdin: stdin, stdout: stdout, stderr: stderr, code: code, caller: from}
 	usage := func(ctx context.Context, cmd *cli.Command, err error, isSubcommand bool) error {
 		uerr := launch.UsageError(fmt.Sprintf("%s (see `%s --help`)", plainFlagError(err.Error()), cmd.FullName()))
 		if cmd.Name == "run" {
@@ -266,6 +279,7 @@ type appEnv struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	code           *int
+	caller         caller
 }
 
 // rawAfter returns the command line after the subcommand name, for

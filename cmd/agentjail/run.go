@@ -18,7 +18,8 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 		return launch.SetupFailed(launch.Request{Profile: cmd.String("profile"), Record: cmd.String("record")}, err)
 	}
 	req.Log, req.Record, req.Results, req.Quiet = cmd.String("log"), cmd.String("record"), cmd.String("results"), cmd.Bool("quiet")
-	*e.code = launch.Run(req, launch.IO{Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr})
+	req.CallerRlimits = e.caller.rlimits
+	*e.code = launch.Run(req, launch.IO{Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, Ready: e.caller.ready, Stalled: e.caller.stalled})
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -402,5 +403,95 @@ func TestEscapeLauncherSocket(t *testing.T) {
 			t.Errorf("%s: exit %d, the launcher answered %q (want 125, its refusal)\n%s", c.name, r.code, r.stdout, r.stderr)
 		}
 		waitFor(t, func() bool { return strings.Contains(log(), c.refusal) })
+	}
+}
+
+// TestLauncherStalledOutput: a run that gave up on its client's output (a
+// reader that stopped reading, the run interrupted) leaves a write of it
+// blocked; its worker exits after answering, so that what that write goes
+// on to deliver never lands in the next client's output or the launcher's
+// log.
+func TestLauncherStalledOutput(t *testing.T) {
+	jailed(t)
+	sock, log := launcherUp(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	a := exec.Command(clientBin(), "--", "sh", "-c", "echo up >&2; exec yes AAAA")
+	var aErr lockedBuffer
+	a.Stdout, a.Stderr, a.Env = w, &aErr, []string{"PATH=/usr/bin:/bin", "AGENTJAIL_LAUNCHER=" + sock}
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	waitFor(t, func() bool { return strings.Contains(aErr.String(), "up") })
+	time.Sleep(200 * time.Millisecond) // the pipe and agentjail's buffers full
+	a.Process.Signal(syscall.SIGINT)
+	if err := a.Wait(); err == nil {
+		t.Fatalf("the interrupted client exited 0:\n%s", aErr.String())
+	}
+	waitFor(t, func() bool {
+		return strings.Contains(log(), "a run gave up on its client's output, still being written: this worker exits")
+	})
+	// The stalled write taken now, while the next client runs.
+	go io.Copy(io.Discard, r)
+	b := invocation{bin: clientBin(), env: []string{"AGENTJAIL_LAUNCHER=" + sock}}.run(t, "--", "sh", "-c", "sleep 0.5; echo B")
+	if b.code != 0 || b.stdout != "B\n" {
+		t.Errorf("the next client: exit %d, stdout %.200q", b.code, b.stdout)
+	}
+	if strings.Contains(log(), "AAAA") {
+		t.Errorf("the launcher's log has the stalled run's output:\n%.300s", log())
+	}
+}
+
+// TestLauncherCallerLimits: the caller's resource limits are the jail's,
+// as under agentjail run, without being the worker's (a CPU-time limit
+// would count the worker's whole life), whose next client has its own.
+func TestLauncherCallerLimits(t *testing.T) {
+	jailed(t)
+	sock, _ := launcherUp(t)
+	wrap := []string{"sh", "-c", `ulimit -S -v 2000000; exec "$0" "$@"`}
+	cold := invocation{wrap: wrap}.run(t, "run", "--", "sh", "-c", "ulimit -S -v")
+	warm := invocation{wrap: wrap, bin: clientBin(), env: []string{"AGENTJAIL_LAUNCHER=" + sock}}.run(t, "--", "sh", "-c", "ulimit -S -v")
+	if cold.code != 0 || cold.stdout != "2000000\n" || warm.code != cold.code || warm.stdout != cold.stdout {
+		t.Errorf("ulimit -v in the jail: agentjail run exit %d %q %s; agentjail-run exit %d %q %s", cold.code, cold.stdout, cold.stderr, warm.code, warm.stdout, warm.stderr)
+	}
+	next := invocation{bin: clientBin(), env: []string{"AGENTJAIL_LAUNCHER=" + sock}}.run(t, "--", "sh", "-c", "ulimit -S -v")
+	if next.code != 0 || next.stdout != "unlimited\n" {
+		t.Errorf("the next client: exit %d %q %s", next.code, next.stdout, next.stderr)
+	}
+}
+
+// TestLauncherEarlySignal: a SIGINT sent to agentjail-run as soon as it
+// catches it (before its request has gone, while the worker takes it,
+// before the run catches signals) ends the run, as it ends agentjail run:
+// exit 130, or 125 when it came while the profile was loaded. Kept by the
+// client, then held by the worker until the run catches it: not lost.
+func TestLauncherEarlySignal(t *testing.T) {
+	jailed(t)
+	sock, _ := launcherUp(t)
+	for i := range 10 {
+		cmd := exec.Command(clientBin(), "--", "sleep", "20")
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "AGENTJAIL_LAUNCHER=" + sock}
+		var stderr lockedBuffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, func() bool {
+			status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+			m := regexp.MustCompile(`(?m)^SigCgt:\s*([0-9a-f]+)$`).FindSubmatch(status)
+			caught, _ := strconv.ParseUint(string(m[1]), 16, 64)
+			return m != nil && caught&(1<<(syscall.SIGINT-1)) != 0
+		})
+		time.Sleep(time.Duration(i%4) * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGINT)
+		err := cmd.Wait()
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 130 && (ee.ExitCode() != 125 || !strings.Contains(stderr.String(), "interrupted by SIGINT while loading the profile")) {
+			t.Errorf("run %d, SIGINT %d ms after it was caught: %v, want exit 130\n%s", i, i%4, err, stderr.String())
+		}
 	}
 }
