@@ -103,7 +103,7 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 		return nil, UsageError(err.Error())
 	}
 	p := interactiveLimits(policy.Merge(base, over), req)
-	p.Limits.Rlimits = callerRlimits(p.Limits.Rlimits, req.CallerRlimits, currentSoft)
+	p.Limits.Rlimits = callerRlimits(p.Limits.Rlimits, req.CallerRlimits, currentLimit)
 	if err := policy.Validate(p); err != nil {
 		return nil, err
 	}

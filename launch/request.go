@@ -52,8 +52,9 @@ type Request struct {
 	// the run when it is not this one's parent (agentjail-run, through
 	// the launcher), by policy name: what bwrap would have inherited from
 	// it. A limit the profile leaves unset is the caller's soft one, where
-	// lower than this process's; one the profile sets is held to the
-	// caller's hard limit, as the exec stage holds it to an inherited one.
+	// lower than this process's (callerRlimits); one the profile sets is
+	// held to the caller's hard limit, as the exec stage holds it to an
+	// inherited one.
 	CallerRlimits map[string]CallerRlimit
 }
 
@@ -166,20 +167,23 @@ func overlay(req Request) (policy.Policy, error) {
 	return p, nil
 }
 
-// currentSoft is this process's soft limit of a resource, by policy name.
-func currentSoft(name string) (uint64, bool) {
+// currentLimit is this process's limit of a resource, by policy name.
+func currentLimit(name string) (CallerRlimit, bool) {
 	r, ok := execstage.Resources[name]
 	var l unix.Rlimit
 	if !ok || unix.Getrlimit(r, &l) != nil {
-		return 0, false
+		return CallerRlimit{}, false
 	}
-	return l.Cur, true
+	return CallerRlimit{Soft: l.Cur, Hard: l.Max}, true
 }
 
 // callerRlimits returns the profile's rlimits with the caller's applied
-// (Request.CallerRlimits); own gives this process's soft limit of a
-// resource (false: unknown).
-func callerRlimits(set policy.Rlimits, caller map[string]CallerRlimit, own func(string) (uint64, bool)) policy.Rlimits {
+// (Request.CallerRlimits); own gives this process's limit of a resource
+// (false: unknown). A limit the profile leaves unset becomes the caller's
+// soft one, as soft and hard, where either of the caller's is lower than
+// this process's (stricter than bwrap inheriting it, never looser); nproc
+// is left to the profile's pids fallback when unset.
+func callerRlimits(set policy.Rlimits, caller map[string]CallerRlimit, own func(string) (CallerRlimit, bool)) policy.Rlimits {
 	if len(caller) == 0 {
 		return set
 	}
@@ -190,7 +194,7 @@ func callerRlimits(set policy.Rlimits, caller map[string]CallerRlimit, own func(
 	for name, c := range caller {
 		if v, ok := set[name]; ok {
 			out[name] = min(v, policy.Rlimit(c.Hard))
-		} else if mine, ok := own(name); ok && c.Soft < mine {
+		} else if mine, ok := own(name); ok && name != "nproc" && (c.Soft < mine.Soft || c.Hard < mine.Hard) {
 			out[name] = policy.Rlimit(c.Soft)
 		}
 	}

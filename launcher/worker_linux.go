@@ -22,6 +22,16 @@ const WorkerName = "agentjail-launcher-worker"
 // IsWorker reports whether a process started as arg0 is a worker.
 func IsWorker(arg0 string) bool { return arg0 == WorkerName }
 
+func init() {
+	// A worker's main goroutine stays on the main thread for good: a
+	// goroutine that changes its thread's mount namespace (supervise's
+	// starter) never runs there, so /proc/self/ns/mnt, read through the
+	// main thread, stays the worker's own.
+	if IsWorker(os.Args[0]) {
+		runtime.LockOSThread()
+	}
+}
+
 // A worker's descriptors from the daemon: the launcher's listening socket,
 // and the pipe on which it says when it has taken a client (taken) and
 // when it waits for the next (free).
@@ -73,10 +83,6 @@ type Hooks struct {
 // failed, MaxRuns were run, or a run stalled on its output. What the
 // worker itself has to say goes to its own stderr, the launcher's.
 func Work(run func(req Request, h Hooks) int) error {
-	// On this thread for good: a goroutine that changes its thread's
-	// mount namespace (supervise's starter) never runs here, so
-	// /proc/self/ns/mnt stays the worker's own.
-	runtime.LockOSThread()
 	// Neither the launcher's socket nor the status pipe may reach a jail.
 	for _, fd := range []int{listenFD, statusFD} {
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
@@ -135,14 +141,21 @@ func Work(run func(req Request, h Hooks) int) error {
 			stop()
 			st.end()
 		}
+		if stalled {
+			// Answered at once, and the worker gone without putting
+			// anything at 1 and 2 again: the blocked write goes on to
+			// what is there now, the client's, and ends with the worker.
+			c.reply(code)
+			fmt.Fprintf(log, "agentjail: launcher: a run gave up on its client's output, still being written: this worker exits\n")
+			return nil
+		}
 		rerr := base.release()
 		c.reply(code)
 		if rerr != nil {
 			return fmt.Errorf("letting go of a client's state: %w; this worker exits", rerr)
 		}
-		if stalled {
-			fmt.Fprintf(log, "agentjail: launcher: a run gave up on its client's output, still being written: this worker exits\n")
-			return nil
+		if st.idle() {
+			return nil // a signal to stop came while the client was served
 		}
 		// The run's garbage collected now, while no client waits, rather
 		// than during the next run.
@@ -160,9 +173,12 @@ type state struct {
 	busy    bool           // a client is being served
 	caught  bool           // its run catches signals (Hooks.Ready)
 	pending chan os.Signal // raised once caught
-	readyCh chan struct{}  // closed by ready
-	raised  chan struct{}  // closed when the raiser has stopped
-	quit    chan struct{}  // the run is over: raise nothing more
+	// stopHeld: a signal to stop the worker came while the client was
+	// served, before its run caught signals.
+	stopHeld bool
+	readyCh  chan struct{} // closed by ready
+	raised   chan struct{} // closed when the raiser has stopped
+	quit     chan struct{} // the run is over: raise nothing more
 }
 
 // stops handles the worker's own signals (sink): one to stop ends a
@@ -175,6 +191,7 @@ func (st *state) stops(sink <-chan os.Signal) {
 		case !st.busy && slices.Contains(stopping, s):
 			os.Exit(0)
 		case st.busy && !st.caught && slices.Contains(stopping, s):
+			st.stopHeld = true
 			select {
 			case st.pending <- s:
 			default:
@@ -199,7 +216,8 @@ func (st *state) accept() (int, error) {
 			continue
 		}
 		st.mu.Lock()
-		st.busy = true
+		st.busy, st.caught, st.stopHeld = true, false, false
+		st.pending = make(chan os.Signal, 64)
 		st.mu.Unlock()
 		// The listening socket does not block (Work): a client another
 		// worker took is EAGAIN here. The connection blocks (Linux gives
@@ -218,7 +236,6 @@ func (st *state) accept() (int, error) {
 		case err != nil:
 			return -1, fmt.Errorf("accept on the launcher's socket: %w", err)
 		}
-		unix.SetsockoptTimeval(conn, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: int64(requestWait / time.Second)})
 		return conn, nil
 	}
 }
@@ -233,8 +250,6 @@ const requestWait = 10 * time.Second
 func (st *state) begin() chan<- os.Signal {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.caught = false
-	st.pending = make(chan os.Signal, 64)
 	st.raised, st.quit = make(chan struct{}), make(chan struct{})
 	pending, raised, quit := st.pending, st.raised, st.quit
 	ready := make(chan struct{})
@@ -275,9 +290,20 @@ func (st *state) end() {
 	raised := st.raised
 	st.mu.Unlock()
 	<-raised
+}
+
+// idle ends a client's service, once it has its answer: from now on a
+// signal to stop ends the worker. It reports whether one came for the
+// worker itself while the client was served and no run took it (the
+// request failed, or the run ended before it caught signals): the worker
+// then exits too.
+func (st *state) idle() bool {
 	st.mu.Lock()
+	defer st.mu.Unlock()
 	st.busy = false
-	st.mu.Unlock()
+	stop := st.stopHeld && !st.caught
+	st.stopHeld = false
+	return stop
 }
 
 // errLauncherGone ends a worker whose launcher has exited.
@@ -298,11 +324,18 @@ func (c *client) reply(code int) {
 	unix.Close(c.conn)
 }
 
-// read reads the request: the head with its descriptors, then the body.
+// read reads the request: the head with its descriptors, then the body,
+// all of it within requestWait.
 func (c *client) read() (Request, error) {
+	deadline := time.Now().Add(requestWait)
+	timed := deadlineReader{fd: c.conn, deadline: deadline}
+	timed.arm()
 	head := make([]byte, headLen)
 	oob := make([]byte, unix.CmsgSpace(Files*4))
 	n, oobn, _, _, err := unix.Recvmsg(c.conn, head, oob, unix.MSG_CMSG_CLOEXEC)
+	if errors.Is(err, unix.EAGAIN) {
+		return Request{}, errNoRequest
+	}
 	if err != nil {
 		return Request{}, fmt.Errorf("reading a request: %w", err)
 	}
@@ -318,7 +351,7 @@ func (c *client) read() (Request, error) {
 	if len(c.fds) != Files {
 		return Request{}, fmt.Errorf("a request with %d descriptors, not %d", len(c.fds), Files)
 	}
-	if _, err := io.ReadFull(fdReader(c.conn), head[n:]); err != nil {
+	if _, err := io.ReadFull(timed, head[n:]); err != nil {
 		return Request{}, fmt.Errorf("reading a request: %w", err)
 	}
 	size, err := bodyLen(head)
@@ -326,7 +359,7 @@ func (c *client) read() (Request, error) {
 		return Request{}, err
 	}
 	body := make([]byte, size)
-	if _, err := io.ReadFull(fdReader(c.conn), body); err != nil {
+	if _, err := io.ReadFull(timed, body); err != nil {
 		return Request{}, fmt.Errorf("reading a request: %w", err)
 	}
 	// From here on the connection is the client's signals, for as long
@@ -369,6 +402,34 @@ func (c *client) signals(sigs chan<- os.Signal) func() {
 		<-done
 	}
 }
+
+// deadlineReader reads a descriptor until a deadline: each read waits at
+// most for what is left of it (SO_RCVTIMEO).
+type deadlineReader struct {
+	fd       int
+	deadline time.Time
+}
+
+// arm sets the socket's receive timeout to what is left (at least 1 ms).
+func (d deadlineReader) arm() {
+	left := max(time.Until(d.deadline), time.Millisecond)
+	tv := unix.NsecToTimeval(left.Nanoseconds())
+	unix.SetsockoptTimeval(d.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+}
+
+func (d deadlineReader) Read(p []byte) (int, error) {
+	if time.Now().After(d.deadline) {
+		return 0, errNoRequest
+	}
+	d.arm()
+	n, err := fdReader(d.fd).Read(p)
+	if errors.Is(err, unix.EAGAIN) {
+		err = errNoRequest
+	}
+	return n, err
+}
+
+var errNoRequest = fmt.Errorf("no whole request within %v", requestWait)
 
 // raise queues a signal for the run; a full queue (64) drops it.
 func raise(sigs chan<- os.Signal, s os.Signal) {
@@ -419,8 +480,12 @@ func checkPeer(conn int, mine unix.Stat_t) error {
 		return errors.New("a client in another pid namespace: refused; run agentjail run itself, or a launcher in that namespace")
 	}
 	pidfd, perr := unix.GetsockoptInt(conn, unix.SOL_SOCKET, soPeerPidfd)
-	if perr == nil {
+	switch {
+	case perr == nil:
 		defer unix.Close(pidfd)
+	case !errors.Is(perr, unix.ENOPROTOOPT):
+		// Supported (an older kernel says EINVAL for a peer reaped).
+		return fmt.Errorf("the client's pidfd: %w (a client that is gone): refused", perr)
 	}
 	var theirs unix.Stat_t
 	if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/mnt", cred.Pid), &theirs); err != nil {

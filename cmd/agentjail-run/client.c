@@ -137,6 +137,13 @@ static int fallback(int argc, char **argv)
 		return fail("no launcher, and no agentjail beside agentjail-run: %s/agentjail: %s; install both (make build puts them in bin/), or start `agentjail launcher`", self, strerror(errno));
 	if (!trusted(bin, 1, "agentjail beside agentjail-run"))
 		return EXIT_SETUP;
+	/* A signal that came meanwhile does what it would have done to an
+	 * agentjail run not catching signals yet. */
+	for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++)
+		if (early[forwarded[i]]) {
+			signal(forwarded[i], SIG_DFL);
+			raise(forwarded[i]);
+		}
 	char **args = calloc((size_t)argc + 2, sizeof *args);
 	if (!args)
 		return fail("out of memory");
@@ -197,7 +204,10 @@ int main(int argc, char **argv)
 	int conn = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (conn < 0)
 		return fail("socket: %s", strerror(errno));
-	if (connect(conn, (struct sockaddr *)&addr, sizeof addr) < 0) {
+	int rc;
+	while ((rc = connect(conn, (struct sockaddr *)&addr, sizeof addr)) < 0 && errno == EINTR)
+		;
+	if (rc < 0) {
 		if (explicit)
 			dprintf(2, "agentjail-run: warning: no launcher at %s (%s): running agentjail run itself\n", path, strerror(errno));
 		close(conn);

@@ -495,3 +495,31 @@ func TestLauncherEarlySignal(t *testing.T) {
 		}
 	}
 }
+
+// TestLauncherSilentClient: a client of the launcher's user that connects
+// and sends nothing (or not all) holds a worker for 10 s, not for ever: it
+// is answered 125 and the worker serves the next.
+func TestLauncherSilentClient(t *testing.T) {
+	jailed(t)
+	sock, log := launcherUp(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	silent := exec.Command("socat", "STDIO", "UNIX-CONNECT:"+sock)
+	silent.Stdin = r
+	start := time.Now()
+	out, err := silent.Output()
+	r.Close()
+	if err != nil || !bytes.Equal(out, []byte{125}) || time.Since(start) > 25*time.Second {
+		t.Errorf("a silent client: answered %q (%v) after %v, want 125 after 10 s", out, err, time.Since(start))
+	}
+	if !strings.Contains(log(), "no whole request within 10s") {
+		t.Errorf("the launcher's log:\n%s", log())
+	}
+	next := invocation{bin: clientBin(), env: []string{"AGENTJAIL_LAUNCHER=" + sock}}.run(t, "--", "echo", "next")
+	if next.code != 0 || next.stdout != "next\n" {
+		t.Errorf("the next client: exit %d %q %s", next.code, next.stdout, next.stderr)
+	}
+}
