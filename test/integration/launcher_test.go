@@ -523,3 +523,20 @@ func TestLauncherSilentClient(t *testing.T) {
 		t.Errorf("the next client: exit %d %q %s", next.code, next.stdout, next.stderr)
 	}
 }
+
+// TestLauncherUnderInit: as docs/launcher.md sets it up in a container,
+// `agentjail init` as PID 1 of a fresh pid namespace runs a script that
+// starts the launcher, launches through it and stops it; init ends with the
+// script's code, nothing left behind.
+func TestLauncherUnderInit(t *testing.T) {
+	jailed(t)
+	sock := filepath.Join(t.TempDir(), "launcher.sock")
+	script := fmt.Sprintf(`%s launcher --socket %s 2>/dev/null & l=$!
+while [ ! -S %s ]; do sleep 0.05; done
+AGENTJAIL_LAUNCHER=%s %s -- echo through the launcher; code=$?
+kill $l; wait $l; exit $code`, agentjail, sock, sock, sock, clientBin())
+	r := invocation{wrap: []string{"unshare", "-pf", "--mount-proc"}}.run(t, "init", "--", "sh", "-c", script)
+	if r.code != 0 || r.stdout != "through the launcher\n" {
+		t.Errorf("init: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
