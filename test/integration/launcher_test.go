@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -53,6 +52,14 @@ func startLauncher(t *testing.T, sock string) launcher {
 func (l launcher) stop() { l.cmd.Process.Signal(syscall.SIGTERM); l.cmd.Wait() }
 
 func clientBin() string { return filepath.Join(filepath.Dir(agentjail), "agentjail-run") }
+
+// client is agentjail-run ARGS through the launcher at sock, started from /
+// (a directory every run user may enter) with a minimal environment.
+func client(sock string, args ...string) *exec.Cmd {
+	cmd := exec.Command(clientBin(), args...)
+	cmd.Dir, cmd.Env = "/", []string{"PATH=/usr/bin:/bin", "AGENTJAIL_LAUNCHER=" + sock}
+	return cmd
+}
 
 // TestLauncherRunsAsRunWould: the same command lines through agentjail-run
 // and a launcher, and through agentjail run, print the same, exit the
@@ -106,10 +113,9 @@ func TestLauncherForwardsSignals(t *testing.T) {
 	sock, _ := launcherUp(t)
 	dir := workspace(t)
 	start := func(record string) (*exec.Cmd, *lockedBuffer) {
-		cmd := exec.Command(clientBin(), "--user", "1000", "--write", dir, "--record", filepath.Join(dir, record), "--", "sh", "-c", "echo up; exec sleep 60")
+		cmd := client(sock, "--user", "1000", "--write", dir, "--record", filepath.Join(dir, record), "--", "sh", "-c", "echo up; exec sleep 60")
 		var stdout, stderr lockedBuffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "AGENTJAIL_LAUNCHER=" + sock}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -135,11 +141,9 @@ func TestLauncherForwardsSignals(t *testing.T) {
 		data, err := os.ReadFile(filepath.Join(dir, "killed.json"))
 		return err == nil && strings.Contains(string(data), `"reason": "interrupted"`) && strings.Contains(string(data), "SIGHUP")
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, clientBin(), "--", "echo", "next").CombinedOutput()
-	if err != nil || string(out) != "next\n" {
-		t.Errorf("the next client: %v %q", err, out)
+	next := invocation{bin: clientBin(), env: []string{"AGENTJAIL_LAUNCHER=" + sock}}.run(t, "--", "echo", "next")
+	if next.code != 0 || next.stdout != "next\n" || next.stderr != "" {
+		t.Errorf("the next client: exit %d %q %q", next.code, next.stdout, next.stderr)
 	}
 }
 
@@ -279,9 +283,9 @@ func TestLauncherFallback(t *testing.T) {
 func TestLauncherKeepsItsSocketFromTheJail(t *testing.T) {
 	jailed(t)
 	sock, _ := launcherUp(t)
-	cmd := exec.Command(clientBin(), "--", "sh", "-c", "echo up; exec sleep 30")
+	cmd := client(sock, "--", "sh", "-c", "echo up; exec sleep 30")
 	var stdout lockedBuffer
-	cmd.Stdout, cmd.Env = &stdout, []string{"PATH=/usr/bin:/bin", "AGENTJAIL_LAUNCHER=" + sock}
+	cmd.Stdout = &stdout
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +321,7 @@ func TestLauncherTerminal(t *testing.T) {
 	outputs := map[string]string{}
 	for name, cmdline := range map[string]string{"run": agentjail + " run", "agentjail-run": clientBin()} {
 		cmd := exec.Command("script", "-q", "-e", "-c", fmt.Sprintf(inner, cmdline), "/dev/null")
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "TERM=xterm", "AGENTJAIL_LAUNCHER=" + sock}
+		cmd.Dir, cmd.Env = "/", []string{"PATH=/usr/bin:/bin", "TERM=xterm", "AGENTJAIL_LAUNCHER=" + sock}
 		// script's input held open and empty: at its end script would
 		// type a NUL (echoed ^@) into the terminal, when it chooses to.
 		r, w, err := os.Pipe()
@@ -419,9 +423,9 @@ func TestLauncherStalledOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	a := exec.Command(clientBin(), "--", "sh", "-c", "echo up >&2; exec yes AAAA")
+	a := client(sock, "--", "sh", "-c", "echo up >&2; exec yes AAAA")
 	var aErr lockedBuffer
-	a.Stdout, a.Stderr, a.Env = w, &aErr, []string{"PATH=/usr/bin:/bin", "AGENTJAIL_LAUNCHER=" + sock}
+	a.Stdout, a.Stderr = w, &aErr
 	if err := a.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -473,8 +477,7 @@ func TestLauncherEarlySignal(t *testing.T) {
 	jailed(t)
 	sock, _ := launcherUp(t)
 	for i := range 10 {
-		cmd := exec.Command(clientBin(), "--", "sleep", "20")
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "AGENTJAIL_LAUNCHER=" + sock}
+		cmd := client(sock, "--", "sleep", "20")
 		var stderr lockedBuffer
 		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
