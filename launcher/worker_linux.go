@@ -23,13 +23,25 @@ const WorkerName = "agentjail-launcher-worker"
 func IsWorker(arg0 string) bool { return arg0 == WorkerName }
 
 func init() {
-	// A worker's main goroutine stays on the main thread for good: a
-	// goroutine that changes its thread's mount namespace (supervise's
-	// starter) never runs there, so /proc/self/ns/mnt, read through the
-	// main thread, stays the worker's own.
+	// A worker's main goroutine keeps the main thread for good, and does
+	// nothing on it (Anchor): a goroutine that changes its thread's mount
+	// namespace (supervise's starter) and exits never runs there, which
+	// would leave the main thread, through which /proc/self shows the
+	// process, in that namespace for the worker's life.
 	if IsWorker(os.Args[0]) {
 		runtime.LockOSThread()
 	}
+}
+
+// Anchor runs work on a goroutine of its own and waits for it on the
+// main goroutine, locked to the main thread (init), so that no other
+// goroutine ever runs there; the work itself runs unlocked, without the
+// hand-offs a locked goroutine costs at each wait. It returns work's
+// result.
+func Anchor(work func() int) int {
+	code := make(chan int)
+	go func() { code <- work() }()
+	return <-code
 }
 
 // A worker's descriptors from the daemon: the launcher's listening socket,

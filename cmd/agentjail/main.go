@@ -35,7 +35,7 @@ func main() {
 		os.Exit(execstage.Main(os.Args[1:]))
 	}
 	if launcher.IsWorker(os.Args[0]) {
-		os.Exit(worker())
+		os.Exit(launcher.Anchor(worker))
 	}
 	os.Exit(run(context.Background(), os.Args, os.Stdin, os.Stdout, os.Stderr))
 }
