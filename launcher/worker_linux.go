@@ -22,22 +22,15 @@ const WorkerName = "agentjail-launcher-worker"
 // IsWorker reports whether a process started as arg0 is a worker.
 func IsWorker(arg0 string) bool { return arg0 == WorkerName }
 
-func init() {
-	// A worker's main goroutine keeps the main thread for good, and does
-	// nothing on it (Anchor): a goroutine that changes its thread's mount
-	// namespace (supervise's starter) and exits never runs there, which
-	// would leave the main thread, through which /proc/self shows the
-	// process, in that namespace for the worker's life.
-	if IsWorker(os.Args[0]) {
-		runtime.LockOSThread()
-	}
-}
-
 // Anchor runs work on a goroutine of its own and waits for it on the
-// main goroutine, locked to the main thread (init), so that no other
-// goroutine ever runs there; the work itself runs unlocked, without the
-// hand-offs a locked goroutine costs at each wait. It returns work's
-// result.
+// main goroutine, which the caller has kept locked to the main thread
+// since its init (runtime.LockOSThread in an init of package main): no
+// other goroutine ever runs on the main thread, so none that changes its
+// thread's mount namespace and exits locked (supervise's starter) can
+// leave it, through which /proc/self shows the process, in that namespace
+// for the rest of the run or the worker's life. The work runs unlocked,
+// without the hand-off a locked goroutine costs at each wait. It returns
+// work's result.
 func Anchor(work func() int) int {
 	code := make(chan int)
 	go func() { code <- work() }()

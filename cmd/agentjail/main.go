@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -28,6 +29,9 @@ const (
 // version is stamped by `make release` (-ldflags "-X main.version=...").
 var version = "dev"
 
+// The main goroutine keeps the main thread (launcher.Anchor).
+func init() { runtime.LockOSThread() }
+
 func main() {
 	// Bound into a jail as its exec stage where agentjail-exec is not
 	// installed beside it (execstage.Binary).
@@ -37,7 +41,7 @@ func main() {
 	if launcher.IsWorker(os.Args[0]) {
 		os.Exit(launcher.Anchor(worker))
 	}
-	os.Exit(run(context.Background(), os.Args, os.Stdin, os.Stdout, os.Stderr))
+	os.Exit(launcher.Anchor(func() int { return run(context.Background(), os.Args, os.Stdin, os.Stdout, os.Stderr) }))
 }
 
 // run is agentjail with its arguments and streams; it returns the exit code.
