@@ -337,7 +337,13 @@ func (c *client) read() (Request, error) {
 	timed.arm()
 	head := make([]byte, headLen)
 	oob := make([]byte, unix.CmsgSpace(Files*4))
+	// A socket with a receive timeout is not restarted after a signal
+	// handler (signal(7)), Go's preemption signal included: EINTR is
+	// retried, here and in fdReader.
 	n, oobn, _, _, err := unix.Recvmsg(c.conn, head, oob, unix.MSG_CMSG_CLOEXEC)
+	for errors.Is(err, unix.EINTR) {
+		n, oobn, _, _, err = unix.Recvmsg(c.conn, head, oob, unix.MSG_CMSG_CLOEXEC)
+	}
 	if errors.Is(err, unix.EAGAIN) {
 		return Request{}, errNoRequest
 	}
