@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentjail/agentjail/procs"
 )
 
 // launcherUp starts `agentjail launcher` on a socket of the test's for the
@@ -223,7 +225,7 @@ func TestLauncherSocketLife(t *testing.T) {
 	// Its waiting workers end with it: none would hold the socket.
 	waitFor(t, func() bool {
 		for _, pid := range workers {
-			if stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil && !strings.Contains(string(stat), ") Z ") {
+			if !procs.Zombie("/proc", pid) {
 				return false
 			}
 		}
@@ -231,19 +233,13 @@ func TestLauncherSocketLife(t *testing.T) {
 	})
 }
 
-// childrenOf lists the processes whose parent is pid.
+// childrenOf lists the live processes whose parent is pid.
 func childrenOf(pid int) []int {
+	below, _ := procs.Descendants("/proc", pid)
 	var kids []int
-	dirs, _ := os.ReadDir("/proc")
-	for _, d := range dirs {
-		stat, err := os.ReadFile("/proc/" + d.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			n, _ := strconv.Atoi(d.Name())
-			kids = append(kids, n)
+	for _, p := range below {
+		if p.PPID == pid {
+			kids = append(kids, p.PID)
 		}
 	}
 	return kids
