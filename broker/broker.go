@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentjail/agentjail/policy"
 	"github.com/agentjail/agentjail/record"
 )
@@ -67,6 +69,9 @@ type Config struct {
 	// MaxConns bounds the connections open at once; 0: DefaultMaxConns,
 	// at most (the soft RLIMIT_NOFILE - 256) / 2.
 	MaxConns int
+	// NoKernelPath keeps every tunnel relayed: no download half moves to
+	// the kernel path (kernel_linux.go).
+	NoKernelPath bool
 	// Refused, when set, is called once for each host:port refused, with
 	// the explanation the 403 carries (agentjail says it on stderr).
 	Refused func(hostPort, why string)
@@ -95,7 +100,10 @@ type Broker struct {
 	listeners []net.Listener
 	closed    bool
 	wg        sync.WaitGroup // accept loops, sniffers, the HTTP server
-	handlers  sync.WaitGroup // HTTP handlers (a tunnel outlives its connection's server)
+
+	kernelOnce sync.Once
+	kpath      *kernelPath
+	handlers   sync.WaitGroup // HTTP handlers (a tunnel outlives its connection's server)
 }
 
 // New makes a broker; Serve hands it its listeners.
@@ -358,6 +366,9 @@ func (b *Broker) Close() *record.Network {
 	b.handlers.Wait()
 	b.forward.CloseIdleConnections()
 	b.api.CloseIdleConnections()
+	if b.kpath != nil {
+		b.kpath.close()
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.rec
@@ -401,10 +412,11 @@ func finish(c *record.Connection, start time.Time, err error) {
 	}
 }
 
-// copyCounted copies src to dst and half-closes dst after: one direction
+// copyCounted copies src to dst, adding to *n, and half-closes dst after: one direction
 // of a tunnel. Between two TCP connections io.Copy splices.
 func copyCounted(dst, src net.Conn, n *int64, done chan<- struct{}) {
-	*n, _ = io.Copy(dst, src)
+	m, _ := io.Copy(dst, src)
+	*n += m
 	if cw, ok := dst.(interface{ CloseWrite() error }); ok {
 		cw.CloseWrite()
 	} else {
@@ -415,7 +427,7 @@ func copyCounted(dst, src net.Conn, n *int64, done chan<- struct{}) {
 
 // tunnel joins the jail's connection and the upstream one until both
 // directions end; pre is what the jail sent that was read already.
-func tunnel(jail net.Conn, pre []byte, up net.Conn, c *record.Connection) {
+func (b *Broker) tunnel(jail net.Conn, pre []byte, up net.Conn, c *record.Connection) {
 	if len(pre) > 0 {
 		n, err := up.Write(pre)
 		c.BytesUp += int64(n)
@@ -425,12 +437,182 @@ func tunnel(jail net.Conn, pre []byte, up net.Conn, c *record.Connection) {
 	}
 	var upN, downN int64
 	done := make(chan struct{}, 2)
-	go copyCounted(jail, up, &downN, done)
+	go b.copyDown(jail, up, &downN, &c.KernelPath, done)
 	copyCounted(up, jail, &upN, done) // on this goroutine: one start fewer
 	<-done
 	<-done
 	c.BytesUp += upN
 	c.BytesDown += downN
+}
+
+// The download half's steps: relayed, a chunk between two looks for the
+// kernel path, and at most quietTries looks; on the kernel path, a chunk
+// between two looks at what the jail has not read, and at most highWater
+// of it unread (the kernel's redirect knows no receive buffer: the broker
+// is the jail socket's flow control).
+const (
+	downChunk   = 256 << 10
+	quietTries  = 16
+	kernelChunk = 1 << 20
+	highWater   = 4 << 20
+)
+
+// copyDown is the download half of a tunnel: up to jail, half-closing
+// jail after. It relays (spliced); once a chunk has gone through, it looks
+// for the jail's own socket at the other end of jail, in the background
+// (a short answer never pays for the search). Once that is found, and once
+// the jail has read all the tunnel sent it by TCP (nothing in flight, so
+// nothing can be overtaken), it moves to the kernel path (kernel_linux.go)
+// and says so in *inKernel. Where the kernel path is off, or the socket
+// is not found, or the jail does not keep up, it relays to the end.
+func (b *Broker) copyDown(jail, up net.Conn, n *int64, inKernel *bool, done chan<- struct{}) {
+	mine := sysFD(jail)
+	type answer struct {
+		fd int
+		h  *holder
+	}
+	var found chan answer // the search's answer
+	peer := answer{fd: -1}
+	answered := false
+	for tries := 0; tries < quietTries; {
+		m, err := io.Copy(jail, io.LimitReader(up, downChunk))
+		*n += m
+		if err != nil || m < downChunk {
+			break // the end, or an error: the copy below ends at once
+		}
+		if found == nil {
+			k := b.kernel()
+			if k == nil || mine < 0 || sysFD(up) < 0 {
+				break
+			}
+			found = make(chan answer, 1)
+			go func() {
+				fd, h, err := peerSocket(mine)
+				if err != nil {
+					fd = -1
+				}
+				found <- answer{fd, h}
+			}()
+			continue
+		}
+		if !answered {
+			select {
+			case peer = <-found:
+				answered = true
+			default:
+				continue
+			}
+		}
+		if peer.fd < 0 {
+			break
+		}
+		tries++
+		if quiet(mine, peer.fd) && b.kpath.join(mine, peer.fd) == nil {
+			*inKernel = true
+			break
+		}
+	}
+	switch {
+	case peer.fd >= 0:
+		unix.Close(peer.fd) // the map holds the socket; the jail's close ends it
+		defer peer.h.close()
+	case found != nil && !answered:
+		go func() { // the search still runs
+			if a := <-found; a.fd >= 0 {
+				unix.Close(a.fd)
+				a.h.close()
+			}
+		}()
+	}
+	if *inKernel {
+		b.kernelDown(jail, up, peer.h, n)
+	}
+	copyCounted(jail, up, n, done)
+}
+
+// kernelDown copies up to jail on the kernel path, a chunk at a time,
+// each once the jail's socket holds at most highWater unread. It returns
+// at the end of up, on an error, when the jail's socket is no longer held
+// by the jail (its bytes could never be read: jail is closed), or when
+// the broker closes.
+func (b *Broker) kernelDown(jail, up net.Conn, h *holder, n *int64) {
+	for {
+		for wait := 50 * time.Microsecond; ; wait = min(2*wait, 10*time.Millisecond) {
+			q, err := h.queued()
+			if err != nil || b.ctx.Err() != nil {
+				jail.Close()
+				return
+			}
+			if q <= highWater {
+				break
+			}
+			time.Sleep(wait)
+		}
+		m, err := io.Copy(jail, io.LimitReader(up, kernelChunk))
+		*n += m
+		if err != nil || m < kernelChunk {
+			return
+		}
+	}
+}
+
+// quiet waits a little for everything the tunnel sent by TCP to have been
+// read by the jail: mine (the broker's end) has nothing unacknowledged
+// and peer (the jail's) nothing unread.
+func quiet(mine, peer int) bool {
+	for range 50 {
+		out, err1 := unix.IoctlGetInt(mine, unix.TIOCOUTQ)
+		in, err2 := unix.IoctlGetInt(peer, unix.SIOCINQ)
+		if err1 != nil || err2 != nil {
+			return false
+		}
+		if out == 0 && in == 0 {
+			return true
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	return false
+}
+
+// sysFD is c's descriptor if it is a TCP connection, else -1. The
+// descriptor stays c's: it is used while c is.
+func sysFD(c net.Conn) int {
+	t, ok := c.(*net.TCPConn)
+	if !ok {
+		return -1
+	}
+	rc, err := t.SyscallConn()
+	if err != nil {
+		return -1
+	}
+	fd := -1
+	rc.Control(func(f uintptr) { fd = int(f) })
+	return fd
+}
+
+// kernel is the broker's kernel path, made at the first tunnel; nil when
+// it is off or this host will not have it (Config.KernelPath says which).
+func (b *Broker) kernel() *kernelPath {
+	b.kernelOnce.Do(func() {
+		if b.cfg.NoKernelPath {
+			b.setKernelPath("off")
+			return
+		}
+		k, err := newKernelPath()
+		if err != nil {
+			b.setKernelPath("unavailable: " + err.Error())
+			return
+		}
+		b.kpath = k
+		b.setKernelPath("on")
+	})
+	return b.kpath
+}
+
+func (b *Broker) setKernelPath(s string) {
+	b.mu.Lock()
+	b.rec.KernelPath = s
+	b.mu.Unlock()
 }
 
 // raw returns the jail's TCP connection under c and the bytes already

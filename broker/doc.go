@@ -8,7 +8,9 @@
 // host's namespace: names are resolved here, and each address checked
 // (loopback, link-local, private and the other special ranges are refused
 // unless an entry names them) before it is dialed, or the operator's own
-// proxy is used. Every connection goes into the record.
+// proxy is used. Every connection goes into the record. A tunnel's
+// download may move to the kernel path (kernel_linux.go): written into
+// the jail socket's receive queue, without a second TCP crossing.
 //
 // It knows no profile and starts no process: launch configures it from
 // the policy and owns its lifetime (one run).

@@ -110,7 +110,7 @@ func (b *Broker) tunnelTo(ctx context.Context, target string, rep connectReply) 
 	if err == nil {
 		c.Status = http.StatusOK
 		b.hold(up)
-		tunnel(conn, pre, up, &c)
+		b.tunnel(conn, pre, up, &c)
 		b.track(up, false)
 	}
 	finish(&c, start, err)

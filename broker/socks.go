@@ -113,7 +113,7 @@ func (b *Broker) socks(pc *peeked) {
 	c.Status = http.StatusOK
 	conn, pre := raw(pc)
 	b.hold(up)
-	tunnel(conn, pre, up, &c)
+	b.tunnel(conn, pre, up, &c)
 	b.track(up, false)
 	finish(&c, start, nil)
 	b.note(c, "")

@@ -424,6 +424,8 @@ func (j *Jail) startNetwork(spec *supervise.Spec, say func(line string)) *netRun
 	nr.b = broker.New(broker.Config{
 		Rules: j.net.rules, Routes: j.net.routes, Port: BrokerPort, Proxy: j.net.proxy,
 		HostAddrs: hostAddrs(),
+		// The operator's way off the kernel path (docs/network.md).
+		NoKernelPath: os.Getenv("AGENTJAIL_KERNEL_PATH") == "off",
 		Refused: func(hostPort, why string) {
 			say("network: " + why)
 		},

@@ -23,6 +23,10 @@ type Network struct {
 	Totals             NetTotals    `json:"totals"`
 	// RefusedHosts are the host:port the broker refused, once each.
 	RefusedHosts []string `json:"refused_hosts"`
+	// KernelPath says whether tunnels' downloads may take the kernel path
+	// (docs/network.md): on, off (set so), or unavailable and why; empty
+	// when no tunnel was made.
+	KernelPath string `json:"kernel_path,omitempty"`
 	// LimitsHit names the broker's caps the jail reached
 	// (max_connections).
 	LimitsHit []string `json:"limits_hit"`
@@ -65,6 +69,9 @@ type Connection struct {
 	Start      Time   `json:"start"`
 	DurationMS int64  `json:"duration_ms"`
 	Error      string `json:"error,omitempty"`
+	// KernelPath: the download half of this tunnel moved to the kernel
+	// path (the jail's socket was written to directly, not by TCP).
+	KernelPath bool `json:"kernel_path,omitempty"`
 }
 
 // NetTotals count every connection, recorded or not.

@@ -76,12 +76,14 @@ func floor(b *testing.B, port int, name string, args ...string) {
 
 // BenchmarkBrokerDownload: 1 GiB from a server on the host's loopback,
 // fetched by curl in a tier1 jail through the broker (a CONNECT tunnel,
-// which splices, and a plain HTTP request, which the broker forwards),
+// whose download takes the kernel path, and a plain HTTP request, which
+// the broker forwards),
 // against the same download in a jail on the host's network (--net host).
 // The launch is included on both sides. Target: ≥ 0.8× the direct MB/s.
 // Beside it, the floor of any relay: socat with 1 MiB buffers between
 // curl in a --net host jail and the server (no code of agentjail's on the
-// path but the launch).
+// path but the launch). And the CONNECT tunnel with the kernel path on
+// against the same tunnel relayed (AGENTJAIL_KERNEL_PATH=off).
 func BenchmarkBrokerDownload(b *testing.B) {
 	if os.Getuid() != 0 {
 		b.Skip("needs root: agentjail run drops to the run user")
@@ -101,6 +103,13 @@ func BenchmarkBrokerDownload(b *testing.B) {
 			})
 		reportGiB(ref, subj, "broker (CONNECT)")
 		b.ReportMetric(float64(ref)/float64(subj), "x-connect")
+		ref, subj = compare(b, "download 1 GiB, CONNECT", samples(5), "kernel path off (relayed)", func() error {
+			return devNullEnv([]string{"AGENTJAIL_KERNEL_PATH=off"}, agentjail, "run", "--allow-net", allow, "--", "curl", "-sSf", "--noproxy", "", "-p", "-o", "/dev/null", url)
+		}, "kernel path on", func() error {
+			return devNull(agentjail, "run", "--allow-net", allow, "--", "curl", "-sSf", "--noproxy", "", "-p", "-o", "/dev/null", url)
+		})
+		fmt.Printf("%-28s the kernel path's own gain: %.3f× the relayed MB/s\n", "", float64(ref)/float64(subj))
+		b.ReportMetric(float64(ref)/float64(subj), "x-kernel-path")
 		ref, subj = compare(b, "download 1 GiB, plain HTTP", samples(5), "--net host, direct", direct,
 			"through the broker (plain HTTP)", func() error {
 				return devNull(agentjail, "run", "--allow-net", allow, "--", "curl", "-sSf", "--noproxy", "", "-o", "/dev/null", url)

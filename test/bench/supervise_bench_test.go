@@ -23,8 +23,13 @@ const gib2Bytes = 2 << 30
 // devNull runs cmd with stdout and stderr on /dev/null from /, with a
 // minimal environment.
 func devNull(name string, args ...string) error {
+	return devNullEnv(nil, name, args...)
+}
+
+// devNullEnv is devNull with env added to the environment.
+func devNullEnv(env []string, name string, args ...string) error {
 	cmd := exec.Command(name, args...)
-	cmd.Env, cmd.Dir = []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8"}, "/"
+	cmd.Env, cmd.Dir = append([]string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8"}, env...), "/"
 	var errOut bytes.Buffer
 	cmd.Stderr = &errOut
 	if err := cmd.Run(); err != nil {

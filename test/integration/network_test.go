@@ -41,6 +41,7 @@ type netRecord struct {
 	} `json:"totals"`
 	RefusedHosts []string `json:"refused_hosts"`
 	LimitsHit    []string `json:"limits_hit"`
+	KernelPath   string   `json:"kernel_path"`
 }
 
 type netConn struct {
@@ -57,6 +58,7 @@ type netConn struct {
 	Start      string `json:"start"`
 	DurationMS int64  `json:"duration_ms"`
 	Error      string `json:"error"`
+	KernelPath bool   `json:"kernel_path"`
 }
 
 // hostServer is an HTTP server on the host's loopback answering body.

@@ -1,0 +1,214 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The kernel path: the download half of a tunnel, written by the broker
+// straight into the receive queue of the jail's socket.
+//
+// Relayed, a tunnel's bytes cross loopback TCP twice (upstream → broker,
+// broker → jail), and the second crossing costs the host about what the
+// first does. With the jail's end of the broker's connection in a
+// sockhash, and an SK_MSG program that runs on the broker's writes to its
+// own end, the kernel moves what the broker writes onto the jail socket's
+// ingress queue (bpf_msg_redirect_hash with BPF_F_INGRESS): no second TCP
+// crossing, nothing for the jail's side to acknowledge. The redirect is
+// synchronous: a write waits for room in the jail socket's buffer, and
+// what the broker writes after it (its FIN, by TCP) is read after it.
+//
+// The program looks its target up by the writer's ports, which only the
+// broker's sockets in the map have as their key; the jail's socket, a
+// value in the map, writes through the program too, finds nothing under
+// its ports and passes (its bytes go by TCP, as before). Needs CAP_BPF or
+// CAP_SYS_ADMIN (and CAP_NET_ADMIN for the program): where agentjail
+// lacks them, tunnels relay as before.
+//
+// Why no library: four bpf(2) commands and a twelve-instruction program;
+// an eBPF library would be linked into every launch of agentjail for it.
+type kernelPath struct {
+	m int // the sockhash: jail end (by the broker's ports) → jail socket
+}
+
+// bpf(2) commands, and what x/sys/unix does not name.
+const (
+	bpfMapCreate        = 0
+	bpfProgLoad         = 5
+	funcMsgRedirectHash = 71 // bpf_msg_redirect_hash
+	skPass              = 1
+	kernelEntries       = 2 * DefaultMaxConns
+)
+
+// struct sk_msg_md's offsets: the peer's address and port (network order;
+// the kernel loads the port into the upper half on little-endian hosts),
+// the local port (host order) and the family.
+const (
+	mdFamily     = 16
+	mdRemoteIP4  = 20
+	mdRemotePort = 60
+	mdLocalPort  = 64
+)
+
+type bpfInsn struct {
+	code uint8
+	regs uint8 // dst in the low nibble, src in the high
+	off  int16
+	imm  int32
+}
+
+// key is the map's key: what the program reads off the writing socket.
+// The broker's own entry has a key no socket has (family ^0).
+type key struct {
+	remoteIP4, remotePort, localPort, family uint32
+}
+
+// program is the SK_MSG verdict: bpf_msg_redirect_hash(msg, map, &key,
+// BPF_F_INGRESS), then SK_PASS whatever it found (a redirect that found
+// its target is a redirect, one that did not is a plain send).
+func program(m int) []bpfInsn {
+	const r1, r2, r3, r4, r10 = 1, 2, 3, 4, 10
+	load := func(off int16) bpfInsn { return bpfInsn{0x61, r2 | r1<<4, off, 0} }   // r2 = *(u32 *)(r1 + off)
+	store := func(off int16) bpfInsn { return bpfInsn{0x63, r10 | r2<<4, off, 0} } // *(u32 *)(r10 + off) = r2
+	return []bpfInsn{
+		load(mdRemoteIP4), store(-16),
+		load(mdRemotePort), store(-12),
+		load(mdLocalPort), store(-8),
+		load(mdFamily), store(-4),
+		{0x18, r2 | unix.BPF_PSEUDO_MAP_FD<<4, 0, int32(m)}, {0, 0, 0, 0}, // r2 = map
+		{0xbf, r3 | r10<<4, 0, 0},         // r3 = r10
+		{0x07, r3, 0, -16},                // r3 += -16
+		{0xb7, r4, 0, unix.BPF_F_INGRESS}, // r4 = BPF_F_INGRESS
+		{0x85, 0, 0, funcMsgRedirectHash}, // call
+		{0xb7, 0, 0, skPass},              // r0 = SK_PASS
+		{0x95, 0, 0, 0},                   // exit
+	}
+}
+
+func bpf(cmd int, attr unsafe.Pointer, size uintptr) (int, error) {
+	r, _, e := unix.Syscall(unix.SYS_BPF, uintptr(cmd), uintptr(attr), size)
+	if e != 0 {
+		return -1, e
+	}
+	return int(r), nil
+}
+
+// newKernelPath makes the sockhash and attaches the program to it.
+func newKernelPath() (*kernelPath, error) {
+	mattr := struct{ typ, keySize, valueSize, maxEntries, flags uint32 }{
+		unix.BPF_MAP_TYPE_SOCKHASH, uint32(unsafe.Sizeof(key{})), 4, kernelEntries, 0}
+	m, err := bpf(bpfMapCreate, unsafe.Pointer(&mattr), unsafe.Sizeof(mattr))
+	if err != nil {
+		return nil, fmt.Errorf("a sockhash: %w", err)
+	}
+	insns := program(m)
+	license := []byte("GPL\x00")
+	log := make([]byte, 4096)
+	pattr := struct {
+		typ, insnCnt      uint32
+		insns, license    uint64
+		logLevel, logSize uint32
+		logBuf            uint64
+		kernVersion       uint32
+		progFlags         uint32
+	}{
+		typ: unix.BPF_PROG_TYPE_SK_MSG, insnCnt: uint32(len(insns)),
+		insns:    uint64(uintptr(unsafe.Pointer(&insns[0]))),
+		license:  uint64(uintptr(unsafe.Pointer(&license[0]))),
+		logLevel: 1, logSize: uint32(len(log)), logBuf: uint64(uintptr(unsafe.Pointer(&log[0]))),
+	}
+	p, err := bpf(bpfProgLoad, unsafe.Pointer(&pattr), unsafe.Sizeof(pattr))
+	runtime.KeepAlive(insns)
+	runtime.KeepAlive(license)
+	runtime.KeepAlive(log)
+	if err != nil {
+		unix.Close(m)
+		if n := cString(log); n != "" {
+			return nil, fmt.Errorf("the SK_MSG program: %w: %s", err, n)
+		}
+		return nil, fmt.Errorf("the SK_MSG program: %w", err)
+	}
+	defer unix.Close(p) // the map holds it once attached
+	aattr := struct{ target, prog, typ, flags uint32 }{uint32(m), uint32(p), unix.BPF_SK_MSG_VERDICT, 0}
+	if _, err := bpf(unix.BPF_PROG_ATTACH, unsafe.Pointer(&aattr), unsafe.Sizeof(aattr)); err != nil {
+		unix.Close(m)
+		return nil, fmt.Errorf("attaching the SK_MSG program: %w", err)
+	}
+	return &kernelPath{m: m}, nil
+}
+
+func cString(b []byte) string {
+	for i, c := range b {
+		if c == 0 {
+			return string(b[:i])
+		}
+	}
+	return string(b)
+}
+
+func (k *kernelPath) update(key key, fd int) error {
+	v := uint32(fd)
+	attr := struct {
+		m, _              uint32
+		key, value, flags uint64
+	}{m: uint32(k.m), key: uint64(uintptr(unsafe.Pointer(&key))), value: uint64(uintptr(unsafe.Pointer(&v)))}
+	_, err := bpf(unix.BPF_MAP_UPDATE_ELEM, unsafe.Pointer(&attr), unsafe.Sizeof(attr))
+	runtime.KeepAlive(&key)
+	runtime.KeepAlive(&v)
+	return err
+}
+
+// keys are the program's key for the broker's end mine (what it reads off
+// mine when the broker writes), and a key no socket has, for mine itself:
+// its socket cookie.
+func keys(mine int) (redirect, self key, err error) {
+	local, err1 := unix.Getsockname(mine)
+	remote, err2 := unix.Getpeername(mine)
+	cookie, err3 := unix.GetsockoptUint64(mine, unix.SOL_SOCKET, unix.SO_COOKIE)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return key{}, key{}, err
+	}
+	switch r := remote.(type) {
+	case *unix.SockaddrInet4:
+		redirect = key{remoteIP4: *(*uint32)(unsafe.Pointer(&r.Addr)), family: unix.AF_INET}
+		redirect.remotePort = uint32(bits.ReverseBytes16(uint16(r.Port))) << 16
+	case *unix.SockaddrInet6:
+		redirect = key{family: unix.AF_INET6}
+		redirect.remotePort = uint32(bits.ReverseBytes16(uint16(r.Port))) << 16
+	default:
+		return key{}, key{}, errors.New("not a TCP socket")
+	}
+	switch l := local.(type) {
+	case *unix.SockaddrInet4:
+		redirect.localPort = uint32(l.Port)
+	case *unix.SockaddrInet6:
+		redirect.localPort = uint32(l.Port)
+	}
+	return redirect, key{uint32(cookie), uint32(cookie >> 32), 0, ^uint32(0)}, nil
+}
+
+// join puts mine (the broker's end) and jail (the socket at its other
+// end, in the jail) in the map: from now on what the broker writes on
+// mine lands in jail's receive queue. Neither is taken out: closing a
+// socket takes it out, and taking the jail's out would drop what it has
+// not read yet.
+func (k *kernelPath) join(mine, jail int) error {
+	redirect, self, err := keys(mine)
+	if err != nil {
+		return err
+	}
+	if err := k.update(redirect, jail); err != nil {
+		return fmt.Errorf("the jail's socket into the sockhash: %w", err)
+	}
+	if err := k.update(self, mine); err != nil {
+		return fmt.Errorf("the broker's socket into the sockhash: %w", err)
+	}
+	return nil
+}
+
+func (k *kernelPath) close() { unix.Close(k.m) }

@@ -1,0 +1,109 @@
+package integration
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+)
+
+// dataServer serves, on the host's loopback, GET /data (size bytes of
+// seeded random data, whose sha256 it returns) and GET /endless (zeros,
+// more than any test reads).
+func dataServer(t *testing.T, size int) (port int, sum string) {
+	t.Helper()
+	data := make([]byte, size)
+	rand.NewChaCha8([32]byte{7}).Read(data)
+	h := sha256.Sum256(data)
+	zeros := make([]byte, 1<<20)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/data" {
+			w.Header().Set("Content-Length", strconv.Itoa(size))
+			w.Write(data)
+			return
+		}
+		for range 1024 {
+			if _, err := w.Write(zeros); err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().(*net.TCPAddr).Port, hex.EncodeToString(h[:])
+}
+
+// TestNetworkKernelPath: a CONNECT tunnel's download moves to the kernel
+// path (the broker writes into the jail socket's receive queue,
+// docs/network.md) and every byte arrives, in order: for a reader as fast
+// as it can be, and for one slower than the upstream. A reader that stops
+// reading is not sent more than the broker's high-water mark past what
+// it read (the kernel's redirect has no flow control of its own: the
+// whole stream would be pushed into the jail socket's queue, in the
+// host's memory). With AGENTJAIL_KERNEL_PATH=off the tunnel is relayed,
+// and says so.
+func TestNetworkKernelPath(t *testing.T) {
+	jailed(t)
+	const size = 64 << 20
+	port, sum := dataServer(t, size)
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	script := fmt.Sprintf(`
+get() { curl -sS --noproxy '' -p "$@"; }
+echo "fast=$(get %[1]s/data | sha256sum | cut -d' ' -f1)"
+echo "slow=$(get --limit-rate 40M %[1]s/data | sha256sum | cut -d' ' -f1)"
+get %[1]s/endless 2>/dev/null | { dd bs=1M count=8 iflag=fullblock of=/dev/null 2>/dev/null; sleep 2; }
+echo stalled=done
+`, url)
+	allow := "127.0.0.1:" + strconv.Itoa(port)
+	for _, off := range []bool{false, true} {
+		ws, rec := workspace(t), recordPath(t)
+		inv := invocation{dir: ws}
+		if off {
+			inv.env = []string{"AGENTJAIL_KERNEL_PATH=off"}
+		}
+		r := inv.run(t, "run", "--write", ws, "--record", rec, "--allow-net", allow, "--", "/bin/sh", "-c", script)
+		wantCode(t, r, 0)
+		got := lines(r.stdout)
+		if got["fast"] != sum || got["slow"] != sum || got["stalled"] != "done" {
+			t.Fatalf("off=%v: the jail read %q, want sha256 %s of both downloads\nstderr:\n%s", off, r.stdout, sum, r.stderr)
+		}
+		n := readRecord(t, rec, 0).Network
+		if n == nil {
+			t.Fatal("no network in the record")
+		}
+		conns := n.conns("127.0.0.1", port)
+		if len(conns) != 3 {
+			t.Fatalf("off=%v: %d connections recorded, want 3: %+v", off, len(conns), conns)
+		}
+		if off {
+			if n.KernelPath != "off" {
+				t.Errorf("record.network.kernel_path = %q, want off", n.KernelPath)
+			}
+			for _, c := range conns {
+				if c.KernelPath {
+					t.Errorf("a tunnel took the kernel path with it off: %+v", c)
+				}
+			}
+			continue
+		}
+		if n.KernelPath != "on" {
+			t.Fatalf("record.network.kernel_path = %q, want on", n.KernelPath)
+		}
+		for _, c := range conns[:2] {
+			if !c.KernelPath || c.BytesDown < size || c.BytesDown > size+1024 {
+				t.Errorf("a download of %d bytes: %+v, want it on the kernel path with every byte counted", size, c)
+			}
+		}
+		// 8 MiB read; at most the high-water mark (4 MiB) and a chunk (1
+		// MiB) more on the kernel path, and what the relay had in flight
+		// before it (TCP's buffers). Without the broker's flow control the
+		// whole endless stream (1 GiB) goes into the queue in those 2 s.
+		if c := conns[2]; !c.KernelPath || c.BytesDown > 48<<20 {
+			t.Errorf("a reader that stopped after 8 MiB was sent %d MiB (kernel path %v), want at most 48", c.BytesDown>>20, c.KernelPath)
+		}
+	}
+}
