@@ -412,8 +412,8 @@ func finish(c *record.Connection, start time.Time, err error) {
 	}
 }
 
-// copyCounted copies src to dst, adding to *n, and half-closes dst after: one direction
-// of a tunnel. Between two TCP connections io.Copy splices.
+// copyCounted copies src to dst, adding to *n, and half-closes dst after:
+// one direction of a tunnel. Between two TCP connections io.Copy splices.
 func copyCounted(dst, src net.Conn, n *int64, done chan<- struct{}) {
 	m, _ := io.Copy(dst, src)
 	*n += m
@@ -467,6 +467,7 @@ const (
 // is not found, or the jail does not keep up, it relays to the end.
 func (b *Broker) copyDown(jail, up net.Conn, n *int64, inKernel *bool, done chan<- struct{}) {
 	mine := sysFD(jail)
+	var end tunnelEnd
 	type answer struct {
 		fd int
 		h  *holder
@@ -481,13 +482,16 @@ func (b *Broker) copyDown(jail, up net.Conn, n *int64, inKernel *bool, done chan
 			break // the end, or an error: the copy below ends at once
 		}
 		if found == nil {
-			k := b.kernel()
-			if k == nil || mine < 0 || sysFD(up) < 0 {
+			if b.kernel() == nil || mine < 0 || sysFD(up) < 0 {
+				break
+			}
+			var err error
+			if end, err = endOf(mine); err != nil {
 				break
 			}
 			found = make(chan answer, 1)
 			go func() {
-				fd, h, err := peerSocket(mine)
+				fd, h, err := peerSocket(end)
 				if err != nil {
 					fd = -1
 				}
@@ -507,7 +511,7 @@ func (b *Broker) copyDown(jail, up net.Conn, n *int64, inKernel *bool, done chan
 			break
 		}
 		tries++
-		if quiet(mine, peer.fd) && b.kpath.join(mine, peer.fd) == nil {
+		if quiet(mine, peer.fd) && b.kpath.join(mine, end, peer.fd) == nil {
 			*inKernel = true
 			break
 		}
@@ -590,8 +594,9 @@ func sysFD(c net.Conn) int {
 	return fd
 }
 
-// kernel is the broker's kernel path, made at the first tunnel; nil when
-// it is off or this host will not have it (Config.KernelPath says which).
+// kernel is the broker's kernel path, made when a tunnel first asks; nil
+// when it is off or this host will not have it (the record's
+// network.kernel_path says which).
 func (b *Broker) kernel() *kernelPath {
 	b.kernelOnce.Do(func() {
 		if b.cfg.NoKernelPath {

@@ -1,7 +1,7 @@
 package broker
 
 import (
-	"errors"
+	"encoding/binary"
 	"fmt"
 	"math/bits"
 	"runtime"
@@ -163,45 +163,32 @@ func (k *kernelPath) update(key key, fd int) error {
 	return err
 }
 
-// keys are the program's key for the broker's end mine (what it reads off
-// mine when the broker writes), and a key no socket has, for mine itself:
-// its socket cookie.
-func keys(mine int) (redirect, self key, err error) {
-	local, err1 := unix.Getsockname(mine)
-	remote, err2 := unix.Getpeername(mine)
-	cookie, err3 := unix.GetsockoptUint64(mine, unix.SOL_SOCKET, unix.SO_COOKIE)
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return key{}, key{}, err
+// keys are the program's key for the broker's end e (what it reads off
+// that socket when the broker writes on it), and a key no socket has, for
+// the broker's end itself: its socket cookie.
+func keys(e tunnelEnd, cookie uint64) (redirect, self key) {
+	redirect = key{
+		remotePort: uint32(bits.ReverseBytes16(uint16(sockPort(e.remote)))) << 16,
+		localPort:  uint32(sockPort(e.local)),
+		family:     unix.AF_INET6,
 	}
-	switch r := remote.(type) {
-	case *unix.SockaddrInet4:
-		redirect = key{remoteIP4: *(*uint32)(unsafe.Pointer(&r.Addr)), family: unix.AF_INET}
-		redirect.remotePort = uint32(bits.ReverseBytes16(uint16(r.Port))) << 16
-	case *unix.SockaddrInet6:
-		redirect = key{family: unix.AF_INET6}
-		redirect.remotePort = uint32(bits.ReverseBytes16(uint16(r.Port))) << 16
-	default:
-		return key{}, key{}, errors.New("not a TCP socket")
+	if r, ok := e.remote.(*unix.SockaddrInet4); ok {
+		redirect.family, redirect.remoteIP4 = unix.AF_INET, binary.NativeEndian.Uint32(r.Addr[:])
 	}
-	switch l := local.(type) {
-	case *unix.SockaddrInet4:
-		redirect.localPort = uint32(l.Port)
-	case *unix.SockaddrInet6:
-		redirect.localPort = uint32(l.Port)
-	}
-	return redirect, key{uint32(cookie), uint32(cookie >> 32), 0, ^uint32(0)}, nil
+	return redirect, key{uint32(cookie), uint32(cookie >> 32), 0, ^uint32(0)}
 }
 
-// join puts mine (the broker's end) and jail (the socket at its other
+// join puts mine (the broker's end, e) and jail (the socket at its other
 // end, in the jail) in the map: from now on what the broker writes on
 // mine lands in jail's receive queue. Neither is taken out: closing a
 // socket takes it out, and taking the jail's out would drop what it has
 // not read yet.
-func (k *kernelPath) join(mine, jail int) error {
-	redirect, self, err := keys(mine)
+func (k *kernelPath) join(mine int, e tunnelEnd, jail int) error {
+	cookie, err := unix.GetsockoptUint64(mine, unix.SOL_SOCKET, unix.SO_COOKIE)
 	if err != nil {
 		return err
 	}
+	redirect, self := keys(e, cookie)
 	if err := k.update(redirect, jail); err != nil {
 		return fmt.Errorf("the jail's socket into the sockhash: %w", err)
 	}

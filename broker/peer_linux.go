@@ -24,6 +24,29 @@ const (
 // it may take (the connection is relayed instead).
 var errNoPeer = errors.New("the jail's end of the connection was not found")
 
+// tunnelEnd is the broker's end of a connection from the jail, as the
+// search for the jail's end needs it. It is taken once, while the
+// connection is open: the search runs in the background, and the
+// descriptor's number may be another socket's by the time it looks.
+type tunnelEnd struct {
+	ns            unix.Stat_t // the jail's network namespace
+	local, remote unix.Sockaddr
+}
+
+func endOf(mine int) (tunnelEnd, error) {
+	ns, err := unix.IoctlRetInt(mine, unix.SIOCGSKNS)
+	if err != nil {
+		return tunnelEnd{}, fmt.Errorf("its network namespace: %w", err)
+	}
+	var e tunnelEnd
+	err = unix.Fstat(ns, &e.ns)
+	unix.Close(ns)
+	var err1, err2 error
+	e.local, err1 = unix.Getsockname(mine)
+	e.remote, err2 = unix.Getpeername(mine)
+	return e, errors.Join(err, err1, err2)
+}
+
 // holder is where a jail socket was found: a process (by pidfd) and its
 // descriptor number. The broker keeps no descriptor of the socket itself
 // (that would keep it open after the jail closed it, and keep back the
@@ -31,63 +54,49 @@ var errNoPeer = errors.New("the jail's end of the connection was not found")
 type holder struct {
 	pidfd, n int
 	inode    uint64
-	mine     int // the broker's end, to search again from
+	end      tunnelEnd // to search again from
 }
 
-// peerSocket finds the socket at the other end of mine,
-// a connection the broker accepted in the jail's network namespace (the
-// jail process's own socket), and returns a descriptor of it and where it
-// is held. It is found by its inode, in the namespace's
-// TCP table, then among the descriptors of the processes in that
-// namespace (newest first), and taken with pidfd_getfd(2); what comes
-// back is checked to be that very socket, so that a process that swaps
-// its descriptors meanwhile gets nothing taken but its own socket.
-func peerSocket(mine int) (int, *holder, error) {
-	ns, err := unix.IoctlRetInt(mine, unix.SIOCGSKNS)
-	if err != nil {
-		return -1, nil, fmt.Errorf("its network namespace: %w", err)
-	}
-	var nst unix.Stat_t
-	err = unix.Fstat(ns, &nst)
-	unix.Close(ns)
-	if err != nil {
-		return -1, nil, err
-	}
-	local, err1 := unix.Getsockname(mine)
-	remote, err2 := unix.Getpeername(mine)
-	if err := errors.Join(err1, err2); err != nil {
-		return -1, nil, err
-	}
-	pids := nsPids(nst)
-	if len(pids) == 0 {
+// peerSocket finds the jail's end of the connection whose broker end is
+// e (the jail process's own socket), and returns a descriptor of it and
+// where it is held. It is found by its inode, in the namespace's TCP
+// table, then among the descriptors of the processes in that namespace
+// (newest first), each looked at through its /proc directory opened
+// once (a pid reused meanwhile is not looked at), and taken with
+// pidfd_getfd(2); what comes back is checked to be that very socket, so
+// that a process that swaps its descriptors meanwhile gets nothing taken
+// but its own socket.
+func peerSocket(e tunnelEnd) (int, *holder, error) {
+	procs := nsProcs(e.ns)
+	defer func() {
+		for _, p := range procs {
+			unix.Close(p.dir)
+		}
+	}()
+	if len(procs) == 0 {
 		return -1, nil, errNoPeer
 	}
 	// The jail's socket is local=remote, remote=local in the table.
-	inode, err := socketInode(pids[0], remote, local)
+	inode, err := socketInode(procs[0].dir, e.remote, e.local)
 	if err != nil {
 		return -1, nil, err
 	}
 	target := "socket:[" + strconv.FormatUint(inode, 10) + "]"
 	budget := peerMaxFDs
-	for _, pid := range pids {
-		dir := "/proc/" + strconv.Itoa(pid) + "/fd"
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			continue
-		}
-		for _, e := range ents {
+	for _, p := range procs {
+		for _, name := range fdNames(p.dir) {
 			if budget--; budget < 0 {
 				return -1, nil, errNoPeer
 			}
-			if l, err := os.Readlink(dir + "/" + e.Name()); err != nil || l != target {
+			if l, err := readlinkat(p.dir, "fd/"+name); err != nil || l != target {
 				continue
 			}
-			n, _ := strconv.Atoi(e.Name())
-			pidfd, err := unix.PidfdOpen(pid, 0)
+			n, _ := strconv.Atoi(name)
+			pidfd, err := unix.PidfdOpen(p.pid, 0)
 			if err != nil {
 				continue
 			}
-			h := &holder{pidfd: pidfd, n: n, inode: inode, mine: mine}
+			h := &holder{pidfd: pidfd, n: n, inode: inode, end: e}
 			if fd, err := h.take(); err == nil {
 				return fd, h, nil
 			}
@@ -115,7 +124,7 @@ func (h *holder) queued() (int, error) {
 // search looks for the socket again (its holder closed its descriptor or
 // ended; another process may hold it).
 func (h *holder) search() (int, error) {
-	fd, again, err := peerSocket(h.mine)
+	fd, again, err := peerSocket(h.end)
 	if err != nil {
 		return -1, err
 	}
@@ -131,40 +140,71 @@ func (h *holder) search() (int, error) {
 
 func (h *holder) close() { unix.Close(h.pidfd) }
 
-// nsPids are the processes whose network namespace is ns, newest (the
-// highest pid) first.
-func nsPids(ns unix.Stat_t) []int {
+// proc is a process of the jail's, by its /proc directory.
+type proc struct{ pid, dir int }
+
+// nsProcs opens the /proc directories of the processes whose network
+// namespace is ns, newest (the highest pid) first.
+func nsProcs(ns unix.Stat_t) []proc {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	var pids []int
+	var procs []proc
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
+		dir, err := unix.Open("/proc/"+e.Name(), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
 		var st unix.Stat_t
-		if unix.Stat("/proc/"+e.Name()+"/ns/net", &st) == nil && st.Dev == ns.Dev && st.Ino == ns.Ino {
-			pids = append(pids, pid)
+		if unix.Fstatat(dir, "ns/net", &st, 0) == nil && st.Dev == ns.Dev && st.Ino == ns.Ino {
+			procs = append(procs, proc{pid, dir})
+		} else {
+			unix.Close(dir)
 		}
 	}
-	slices.Sort(pids)
-	slices.Reverse(pids)
-	return pids
+	slices.SortFunc(procs, func(a, b proc) int { return b.pid - a.pid })
+	return procs
 }
 
-// socketInode finds, in the TCP table of pid's network namespace, the
-// inode of the socket bound to local and connected to remote.
-func socketInode(pid int, local, remote unix.Sockaddr) (uint64, error) {
-	file, want := "tcp", procAddr(local)+" "+procAddr(remote)
-	if _, ok := local.(*unix.SockaddrInet6); ok {
-		file = "tcp6"
+// fdNames are the descriptor numbers of the process at dir.
+func fdNames(dir int) []string {
+	fd, err := unix.Openat(dir, "fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
 	}
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/net/" + file)
+	f := os.NewFile(uintptr(fd), "fd")
+	defer f.Close()
+	names, _ := f.Readdirnames(-1)
+	return names
+}
+
+func readlinkat(dir int, path string) (string, error) {
+	buf := make([]byte, 64)
+	n, err := unix.Readlinkat(dir, path, buf)
+	if err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
+}
+
+// socketInode finds, in the TCP table of the network namespace of the
+// process at dir, the inode of the socket bound to local and connected to
+// remote.
+func socketInode(dir int, local, remote unix.Sockaddr) (uint64, error) {
+	file, want := "net/tcp", procAddr(local)+" "+procAddr(remote)
+	if _, ok := local.(*unix.SockaddrInet6); ok {
+		file = "net/tcp6"
+	}
+	fd, err := unix.Openat(dir, file, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return 0, err
 	}
+	f := os.NewFile(uintptr(fd), file)
 	defer f.Close()
 	s := bufio.NewScanner(io.LimitReader(f, peerMaxTable))
 	for s.Scan() {
@@ -182,19 +222,29 @@ func socketInode(pid int, local, remote unix.Sockaddr) (uint64, error) {
 // address in host order, in hex, then the port.
 func procAddr(sa unix.Sockaddr) string {
 	var addr []byte
-	var port int
 	switch a := sa.(type) {
 	case *unix.SockaddrInet4:
-		addr, port = a.Addr[:], a.Port
+		addr = a.Addr[:]
 	case *unix.SockaddrInet6:
-		addr, port = a.Addr[:], a.Port
+		addr = a.Addr[:]
 	}
 	var b strings.Builder
 	for i := 0; i+4 <= len(addr); i += 4 {
 		fmt.Fprintf(&b, "%02X%02X%02X%02X", addr[i+3], addr[i+2], addr[i+1], addr[i])
 	}
-	fmt.Fprintf(&b, ":%04X", port)
+	fmt.Fprintf(&b, ":%04X", sockPort(sa))
 	return b.String()
+}
+
+// sockPort is sa's port; 0 for a socket that is not TCP/IP.
+func sockPort(sa unix.Sockaddr) int {
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return a.Port
+	case *unix.SockaddrInet6:
+		return a.Port
+	}
+	return 0
 }
 
 // take takes the holder's descriptor and keeps it only if it is the
