@@ -119,11 +119,15 @@ fi
 # gets the same signal (init forwards it to the whole process group) and
 # ends its jail with the profile's grace.
 # Between cycles the loop waits on a sleep of its own ($sleeper), which a
-# signal ends at once, whenever it comes (see the end of the loop).
+# signal ends at once, whenever it comes (see the end of the loop). The
+# sleep is ended with SIGKILL: a forked shell runs this trap's handler
+# until it execs sleep, so a SIGTERM that reaches it in between is taken
+# and lost, and the sleep would run the whole interval (seen in 1 run of
+# 10 with the signal sent just after the fork).
 stopping= sleeper=
 stop() {
 	stopping=$1
-	[ -n "$sleeper" ] && kill "$sleeper" 2>/dev/null
+	[ -n "$sleeper" ] && kill -KILL "$sleeper" 2>/dev/null
 }
 trap 'stop TERM' TERM
 trap 'stop INT' INT
@@ -290,8 +294,8 @@ while :; do
 	# before $sleeper was set found no sleep to end, and is seen here.
 	sleep "$CLAUDEOPS_INTERVAL" &
 	sleeper=$!
-	[ -n "$stopping" ] && kill "$sleeper" 2>/dev/null
-	wait "$sleeper"
+	[ -n "$stopping" ] && kill -KILL "$sleeper" 2>/dev/null
+	wait "$sleeper" 2>/dev/null # dash says "Killed" of it
 	sleeper=
 	[ -n "$stopping" ] && exit "$(stop_code)"
 done

@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -39,6 +40,14 @@ func TestMain(m *testing.M) {
 	if agentjail, err = testutil.Build(dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
+	}
+	flag.Parse()
+	if d, ok := flag.Lookup("test.timeout").Value.(flag.Getter).Get().(time.Duration); ok && d > 3*time.Minute {
+		// Before go test's timeout kills the package (it prints only
+		// goroutines): every process the tests left, and where each waits.
+		time.AfterFunc(d-time.Minute, func() {
+			fmt.Fprintf(os.Stderr, "a minute before the timeout, the tests' processes:\n%s", stuck(os.Getpid()))
+		})
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -92,9 +101,17 @@ func (inv invocation) run(t *testing.T, args ...string) result {
 	if inv.cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: inv.cred}
 	}
+	// At the minute: what agentjail's processes wait on, then the kill;
+	// what outlives it cannot hold the output for ever.
+	var snapshot string
+	cmd.Cancel = func() error {
+		snapshot = stuck(cmd.Process.Pid)
+		return cmd.Process.Kill()
+	}
+	cmd.WaitDelay = 10 * time.Second
 	err := cmd.Run()
 	if ctx.Err() != nil {
-		t.Fatalf("agentjail %q did not finish in a minute; stderr:\n%s", args, stderr.String())
+		t.Fatalf("agentjail %q did not finish in a minute; stderr:\n%s\nits processes then:\n%s", args, stderr.String(), snapshot)
 	}
 	code := 0
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentjail/agentjail/internal/testutil"
 	"github.com/agentjail/agentjail/internal/testutil/fakeapi"
+	"golang.org/x/sys/unix"
 )
 
 // opsLoop is the example under test.
@@ -314,6 +315,53 @@ func TestOpsLoopStopsOnSIGTERM(t *testing.T) {
 	b.cmd.Process.Signal(syscall.SIGTERM)
 	if code := b.wait(t); code != 143 {
 		t.Errorf("exit %d, want 143\n%s", code, b.stderr.String())
+	}
+}
+
+// TestOpsLoopSleepEndsOnEverySignal: the loop's sleep between cycles ends
+// even when it never takes the SIGTERM sent to the loop's process group.
+// That happens when the signal reaches the sleep after the fork and before
+// its exec: the forked shell still runs the loop's trap, so the signal is
+// taken there and lost (one run of ten when it is sent just after the
+// fork; TestOpsLoopStopsOnSIGTERM hung so in CI). A sleep that ignores
+// SIGTERM, INT and HUP stands in for that window here, every time.
+// agentjail is a stand-in too (the loop needs node, not a jail).
+func TestOpsLoopSleepEndsOnEverySignal(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("the ops loop needs node:", err)
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+		t.Run(unix.SignalName(sig), func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			results, repos, bin := filepath.Join(dir, "results"), filepath.Join(dir, "repos"), filepath.Join(dir, "bin")
+			os.MkdirAll(repos, 0o755)
+			write(t, bin, map[string]string{
+				"agentjail": "#!/bin/sh\nexit 0\n",
+				"sleep":     "#!/bin/sh\ntrap '' TERM INT HUP\nexec /bin/sleep \"$@\"\n",
+			})
+			os.Chmod(filepath.Join(bin, "agentjail"), 0o755)
+			os.Chmod(filepath.Join(bin, "sleep"), 0o755)
+			// The interval is a token: it names this loop's sleep alone.
+			tok := token()
+			cmd := exec.Command(opsLoop)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			b := startCmd(t, cmd, []string{"PATH=" + bin + ":/usr/local/bin:/usr/bin:/bin", "AGENTJAIL=" + filepath.Join(bin, "agentjail"), "CLAUDE=/bin/false",
+				"CLAUDEOPS_CYCLES=0", "CLAUDEOPS_INTERVAL=" + tok, "CLAUDEOPS_REPOS_DIR=" + repos, "CLAUDEOPS_STATE_DIR=" + dir, "CLAUDEOPS_RESULTS_DIR=" + results})
+			// The cycle is over once its sleep runs.
+			waitFor(t, func() bool {
+				b.running(t)
+				return len(procsWith(tok)) > 0
+			})
+			syscall.Kill(-cmd.Process.Pid, sig)
+			if code, want := b.wait(t), 128+int(sig); code != want {
+				t.Errorf("exit %d, want %d:\n%s", code, want, b.stderr.String())
+			}
+			if left := procsWith(tok); len(left) > 0 {
+				t.Errorf("the loop's sleep outlived it: %s", left)
+			}
+		})
 	}
 }
 

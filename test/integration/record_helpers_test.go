@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -265,6 +266,9 @@ func startCmd(t *testing.T, cmd *exec.Cmd, env []string) *background {
 	b.cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}, env...)
 	b.cmd.Dir = "/"
 	b.cmd.Stdout, b.cmd.Stderr = b.stdout, b.stderr
+	// What agentjail leaves when it is killed (nothing ends its jail then)
+	// could hold its stdout or stderr for ever: Wait gives up on them.
+	b.cmd.WaitDelay = 10 * time.Second
 	if err := b.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +282,11 @@ func startCmd(t *testing.T, cmd *exec.Cmd, env []string) *background {
 	}()
 	t.Cleanup(func() {
 		b.cmd.Process.Kill()
-		<-b.exited
+		select {
+		case <-b.exited:
+		case <-time.After(time.Minute):
+			t.Errorf("agentjail did not end a minute after SIGKILL:\n%s", stuck(b.cmd.Process.Pid))
+		}
 	})
 	return b
 }
@@ -289,7 +297,7 @@ func (b *background) wait(t *testing.T) int {
 	select {
 	case <-b.exited:
 	case <-time.After(time.Minute):
-		t.Fatalf("agentjail did not finish in a minute; stderr:\n%s", b.stderr.String())
+		t.Fatalf("agentjail did not finish in a minute; stderr:\n%s\nits processes:\n%s", b.stderr.String(), stuck(b.cmd.Process.Pid))
 	}
 	if strings.Contains(b.stderr.String(), "panic") {
 		t.Errorf("agentjail panicked:\n%s", b.stderr.String())
@@ -420,4 +428,59 @@ type orphan struct {
 	PID  int    `json:"pid"`
 	PPID int    `json:"ppid"`
 	Cmd  string `json:"cmd"`
+}
+
+// stuck describes pid and every process below it, a line each: pid,
+// state, the kernel function it waits in, its name, and its kernel stack
+// (root reads /proc/PID/stack). It is what a test that waited in vain
+// prints, so that a hang seen only in CI says where it is. Only files
+// that never wait on the process are read: not cmdline or environ, whose
+// reading waits for a lock a wedged process may hold.
+func stuck(pid int) string {
+	var out strings.Builder
+	var walk func(pid, depth int)
+	walk = func(pid, depth int) {
+		d := fmt.Sprintf("/proc/%d", pid)
+		stat, err := os.ReadFile(d + "/stat")
+		if err != nil {
+			fmt.Fprintf(&out, "%*s%d: gone\n", 2*depth, "", pid)
+			return
+		}
+		name, state := "?", "?"
+		if i, j := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')'); i >= 0 && j > i && j+2 < len(stat) {
+			name, state = string(stat[i+1:j]), string(stat[j+2])
+		}
+		// Each thread's wait (a Go program's are mostly futex waits), and
+		// the stack of the main thread and of any in uninterruptible sleep.
+		tasks, _ := filepath.Glob(d + "/task/*")
+		var waits []string
+		for _, task := range tasks {
+			wchan, _ := os.ReadFile(task + "/wchan")
+			waits = append(waits, string(wchan))
+		}
+		fmt.Fprintf(&out, "%*s%d %s %s threads waiting in: %s\n", 2*depth, "", pid, state, name, strings.Join(waits, " "))
+		for _, task := range tasks {
+			tstat, _ := os.ReadFile(task + "/stat")
+			j := bytes.LastIndexByte(tstat, ')')
+			if filepath.Base(task) != strconv.Itoa(pid) && (j < 0 || j+2 >= len(tstat) || tstat[j+2] != 'D') {
+				continue
+			}
+			if stack, err := os.ReadFile(task + "/stack"); err == nil && len(stack) > 0 {
+				fmt.Fprintf(&out, "%*s  thread %s:\n", 2*depth, "", filepath.Base(task))
+				for _, l := range strings.Split(strings.TrimSpace(string(stack)), "\n") {
+					fmt.Fprintf(&out, "%*s  | %s\n", 2*depth, "", l)
+				}
+			}
+		}
+		for _, task := range tasks {
+			kids, _ := os.ReadFile(task + "/children")
+			for _, k := range strings.Fields(string(kids)) {
+				var kid int
+				fmt.Sscan(k, &kid)
+				walk(kid, depth+1)
+			}
+		}
+	}
+	walk(pid, 0)
+	return out.String()
 }

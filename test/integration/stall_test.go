@@ -61,7 +61,7 @@ func TestStalledReaderDoesNotHangTheRun(t *testing.T) {
 			select {
 			case <-exited:
 			case <-time.After(2 * time.Minute):
-				t.Fatal("agentjail hangs on a reader that never reads")
+				t.Fatalf("agentjail hangs on a reader that never reads; its processes:\n%s", stuck(cmd.Process.Pid))
 			}
 			rec := readRecord(t, rp, 124)
 			if rec.Reason != "wall_timeout" {
