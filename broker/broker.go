@@ -460,11 +460,22 @@ const (
 // copyDown is the download half of a tunnel: up to jail, half-closing
 // jail after. It relays (spliced); once a chunk has gone through, it looks
 // for the jail's own socket at the other end of jail, in the background
-// (a short answer never pays for the search). Once that is found, and once
-// the jail has read all the tunnel sent it by TCP (nothing in flight, so
-// nothing can be overtaken), it moves to the kernel path (kernel_linux.go)
-// and says so in *inKernel. Where the kernel path is off, or the socket
-// is not found, or the jail does not keep up, it relays to the end.
+// (a short answer never pays for the search). Once that is found, it moves
+// to the kernel path (kernel_linux.go) in two steps, and says so in
+// *inKernel:
+//   - the jail's socket is admitted to the map, and one more chunk is
+//     relayed by TCP: a read of the jail's that was waiting in TCP's own
+//     receive when the socket changed hands returns with it, and every
+//     read after it waits where the redirected bytes arrive (without this
+//     chunk, a blocking reader, dd or a Python recv, waited for ever);
+//   - once the jail has read all the tunnel sent it by TCP (nothing in
+//     flight, nothing unread: nothing can be overtaken), and no read of
+//     the jail's can still be waiting there for more (MSG_WAITALL, a
+//     low-water mark: holder.waitsForMore), the broker's end joins, and
+//     what the broker writes is redirected.
+//
+// Where the kernel path is off, or the socket is not found, or the jail
+// does not keep up, it relays to the end.
 func (b *Broker) copyDown(jail, up net.Conn, n *int64, inKernel *bool, done chan<- struct{}) {
 	mine := sysFD(jail)
 	var end tunnelEnd
@@ -474,7 +485,7 @@ func (b *Broker) copyDown(jail, up net.Conn, n *int64, inKernel *bool, done chan
 	}
 	var found chan answer // the search's answer
 	peer := answer{fd: -1}
-	answered := false
+	answered, admitted := false, false
 	for tries := 0; tries < quietTries; {
 		m, err := io.Copy(jail, io.LimitReader(up, downChunk))
 		*n += m
@@ -510,8 +521,15 @@ func (b *Broker) copyDown(jail, up net.Conn, n *int64, inKernel *bool, done chan
 		if peer.fd < 0 {
 			break
 		}
+		if !admitted {
+			if b.kpath.admit(end, peer.fd) != nil {
+				break
+			}
+			admitted = true
+			continue // the chunk that ends a wait in TCP's receive
+		}
 		tries++
-		if quiet(mine, peer.fd) && b.kpath.join(mine, end, peer.fd) == nil {
+		if drained(mine, peer.fd) && !peer.h.waitsForMore(peer.fd) && b.kpath.redirect(mine) == nil {
 			*inKernel = true
 			break
 		}
@@ -560,17 +578,19 @@ func (b *Broker) kernelDown(jail, up net.Conn, h *holder, n *int64) {
 	}
 }
 
-// quiet waits a little for everything the tunnel sent by TCP to have been
-// read by the jail: mine (the broker's end) has nothing unacknowledged
-// and peer (the jail's) nothing unread.
-func quiet(mine, peer int) bool {
+// drained waits a little for everything the tunnel sent by TCP to have
+// been read by the jail: mine (the broker's end) has nothing
+// unacknowledged, and peer (the jail's, in the map) nothing in its
+// receive memory. Not SIOCINQ: on a socket in the map it counts only
+// what was redirected, never the TCP bytes still unread.
+func drained(mine, peer int) bool {
 	for range 50 {
 		out, err1 := unix.IoctlGetInt(mine, unix.TIOCOUTQ)
-		in, err2 := unix.IoctlGetInt(peer, unix.SIOCINQ)
+		mem, err2 := rmemAlloc(peer)
 		if err1 != nil || err2 != nil {
 			return false
 		}
-		if out == 0 && in == 0 {
+		if out == 0 && mem == 0 {
 			return true
 		}
 		time.Sleep(100 * time.Microsecond)

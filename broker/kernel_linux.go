@@ -163,36 +163,49 @@ func (k *kernelPath) update(key key, fd int) error {
 	return err
 }
 
-// keys are the program's key for the broker's end e (what it reads off
-// that socket when the broker writes on it), and a key no socket has, for
-// the broker's end itself: its socket cookie.
-func keys(e tunnelEnd, cookie uint64) (redirect, self key) {
-	redirect = key{
+// redirectKey is the program's key for the broker's end e: what it reads
+// off that socket when the broker writes on it. The jail's socket is
+// stored under it.
+func redirectKey(e tunnelEnd) key {
+	k := key{
 		remotePort: uint32(bits.ReverseBytes16(uint16(sockPort(e.remote)))) << 16,
 		localPort:  uint32(sockPort(e.local)),
 		family:     unix.AF_INET6,
 	}
 	if r, ok := e.remote.(*unix.SockaddrInet4); ok {
-		redirect.family, redirect.remoteIP4 = unix.AF_INET, binary.NativeEndian.Uint32(r.Addr[:])
+		k.family, k.remoteIP4 = unix.AF_INET, binary.NativeEndian.Uint32(r.Addr[:])
 	}
-	return redirect, key{uint32(cookie), uint32(cookie >> 32), 0, ^uint32(0)}
+	return k
 }
 
-// join puts mine (the broker's end, e) and jail (the socket at its other
-// end, in the jail) in the map: from now on what the broker writes on
-// mine lands in jail's receive queue. Neither is taken out: closing a
-// socket takes it out, and taking the jail's out would drop what it has
-// not read yet.
-func (k *kernelPath) join(mine int, e tunnelEnd, jail int) error {
+// selfKey is the broker's end's own key, one no socket has: its socket
+// cookie, under a family that does not exist.
+func selfKey(cookie uint64) key { return key{uint32(cookie), uint32(cookie >> 32), 0, ^uint32(0)} }
+
+// admit puts jail, the socket at the other end of the broker's end e, in
+// the map: the kernel gives it the map's receive, which also reads what
+// redirect will queue for it. Nothing is redirected yet: the broker's
+// writes still go by TCP. A read of the jail's that was already waiting in
+// TCP's own receive stays there (the kernel swaps the socket's operations,
+// not a wait in progress), and would never see a redirected byte: the
+// broker's next TCP bytes end that wait (copyDown).
+func (k *kernelPath) admit(e tunnelEnd, jail int) error {
+	if err := k.update(redirectKey(e), jail); err != nil {
+		return fmt.Errorf("the jail's socket into the sockhash: %w", err)
+	}
+	return nil
+}
+
+// redirect puts mine, the broker's end, in the map: from now on what the
+// broker writes on it lands in the receive queue of the jail's socket
+// admitted for it. Neither is taken out: closing a socket takes it out,
+// and taking the jail's out would drop what it has not read yet.
+func (k *kernelPath) redirect(mine int) error {
 	cookie, err := unix.GetsockoptUint64(mine, unix.SOL_SOCKET, unix.SO_COOKIE)
 	if err != nil {
 		return err
 	}
-	redirect, self := keys(e, cookie)
-	if err := k.update(redirect, jail); err != nil {
-		return fmt.Errorf("the jail's socket into the sockhash: %w", err)
-	}
-	if err := k.update(self, mine); err != nil {
+	if err := k.update(selfKey(cookie), mine); err != nil {
 		return fmt.Errorf("the broker's socket into the sockhash: %w", err)
 	}
 	return nil

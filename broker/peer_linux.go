@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -84,7 +85,8 @@ func peerSocket(e tunnelEnd) (int, *holder, error) {
 	target := "socket:[" + strconv.FormatUint(inode, 10) + "]"
 	budget := peerMaxFDs
 	for _, p := range procs {
-		for _, name := range fdNames(p.dir) {
+		names, _ := dirNames(p.dir, "fd")
+		for _, name := range names {
 			if budget--; budget < 0 {
 				return -1, nil, errNoPeer
 			}
@@ -140,6 +142,81 @@ func (h *holder) search() (int, error) {
 
 func (h *holder) close() { unix.Close(h.pidfd) }
 
+// waitsForMore reports whether a read of the socket's may still wait in
+// TCP's own receive, where a redirected byte never arrives, after the
+// broker's TCP bytes have all been read (see admit): one that asks for
+// more than it got, with the socket's low-water mark above a byte, or a
+// thread of the jail's in recvfrom, recvmsg or recvmmsg with MSG_WAITALL
+// on it (what /proc/TID/syscall shows). A plain read returns with what it
+// got. fd is the broker's descriptor of the socket. Any doubt (a thread
+// that cannot be looked at, too many to look at) answers yes: the tunnel
+// is then relayed, which is always correct.
+func (h *holder) waitsForMore(fd int) bool {
+	if low, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVLOWAT); err != nil || low > 1 {
+		return true
+	}
+	procs := nsProcs(h.end.ns)
+	defer func() {
+		for _, p := range procs {
+			unix.Close(p.dir)
+		}
+	}()
+	target := "socket:[" + strconv.FormatUint(h.inode, 10) + "]"
+	budget := peerMaxFDs
+	for _, p := range procs {
+		tasks, err := dirNames(p.dir, "task")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		for _, tid := range tasks {
+			if budget--; budget < 0 {
+				return true
+			}
+			data, err := readAt(p.dir, "task/"+tid+"/syscall", 256)
+			if err != nil {
+				if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH) {
+					continue // the thread ended
+				}
+				return true
+			}
+			if fd, ok := waitAll(strings.Fields(data)); ok {
+				if l, err := readlinkat(p.dir, "fd/"+fd); err == nil && l == target {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// waitAll reads /proc/TID/syscall's fields (the call's number, then its
+// arguments): when the thread is in a receive with MSG_WAITALL, it
+// returns the descriptor the call reads.
+func waitAll(fields []string) (fd string, ok bool) {
+	if len(fields) < 7 {
+		return "", false // running, or not in a system call
+	}
+	nr, err := strconv.ParseInt(fields[0], 10, 64)
+	if err != nil {
+		return "", false
+	}
+	flagsArg := 0
+	switch nr {
+	case unix.SYS_RECVFROM, unix.SYS_RECVMMSG: // (fd, buf|vec, len, flags, …)
+		flagsArg = 4
+	case unix.SYS_RECVMSG: // (fd, msg, flags)
+		flagsArg = 3
+	default:
+		return "", false
+	}
+	flags, err1 := strconv.ParseUint(strings.TrimPrefix(fields[flagsArg], "0x"), 16, 64)
+	n, err2 := strconv.ParseUint(strings.TrimPrefix(fields[1], "0x"), 16, 64)
+	if err1 != nil || err2 != nil || flags&unix.MSG_WAITALL == 0 {
+		return "", false
+	}
+	return strconv.FormatUint(n, 10), true
+}
+
 // proc is a process of the jail's, by its /proc directory.
 type proc struct{ pid, dir int }
 
@@ -171,16 +248,31 @@ func nsProcs(ns unix.Stat_t) []proc {
 	return procs
 }
 
-// fdNames are the descriptor numbers of the process at dir.
-func fdNames(dir int) []string {
-	fd, err := unix.Openat(dir, "fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+// dirNames are the names in the directory name of the process at dir
+// ("fd": its descriptor numbers; "task": its threads).
+func dirNames(dir int, name string) ([]string, error) {
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil
+		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), "fd")
+	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
-	names, _ := f.Readdirnames(-1)
-	return names
+	return f.Readdirnames(-1)
+}
+
+// readAt reads at most max bytes of the file at path under dir.
+func readAt(dir int, path string, max int) (string, error) {
+	fd, err := unix.Openat(dir, path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, max)
+	n, err := unix.Read(fd, buf)
+	if err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
 }
 
 func readlinkat(dir int, path string) (string, error) {
@@ -234,6 +326,26 @@ func procAddr(sa unix.Sockaddr) string {
 	}
 	fmt.Fprintf(&b, ":%04X", sockPort(sa))
 	return b.String()
+}
+
+// SO_MEMINFO's array (linux/sock_diag.h): its length, and the receive
+// memory's index.
+const (
+	skMeminfoVars      = 9
+	skMeminfoRmemAlloc = 0
+)
+
+// rmemAlloc is a socket's receive memory in use (SO_MEMINFO's
+// SK_MEMINFO_RMEM_ALLOC): its unread bytes, whichever queue holds them.
+func rmemAlloc(fd int) (uint32, error) {
+	var info [skMeminfoVars]uint32
+	size := uint32(unsafe.Sizeof(info))
+	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_MEMINFO,
+		uintptr(unsafe.Pointer(&info)), uintptr(unsafe.Pointer(&size)), 0)
+	if e != 0 {
+		return 0, e
+	}
+	return info[skMeminfoRmemAlloc], nil
 }
 
 // sockPort is sa's port; 0 for a socket that is not TCP/IP.

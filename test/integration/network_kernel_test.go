@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strconv"
 	"testing"
 )
@@ -17,8 +18,7 @@ import (
 // more than any test reads).
 func dataServer(t *testing.T, size int) (port int, sum string) {
 	t.Helper()
-	data := make([]byte, size)
-	rand.NewChaCha8([32]byte{7}).Read(data)
+	data := seeded(size)
 	h := sha256.Sum256(data)
 	zeros := make([]byte, 1<<20)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -37,10 +37,46 @@ func dataServer(t *testing.T, size int) (port int, sum string) {
 	return srv.Listener.Addr().(*net.TCPAddr).Port, hex.EncodeToString(h[:])
 }
 
+// seeded is size bytes of random data, the same each time.
+func seeded(size int) []byte {
+	data := make([]byte, size)
+	rand.NewChaCha8([32]byte{7}).Read(data)
+	return data
+}
+
+// rawServer serves data, on the host's loopback, to whoever connects, and
+// closes: a stream with no protocol around it.
+func rawServer(t *testing.T, data []byte) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				c.Write(data)
+				c.Close()
+			}()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
 // TestNetworkKernelPath: a CONNECT tunnel's download moves to the kernel
 // path (the broker writes into the jail socket's receive queue,
 // docs/network.md) and every byte arrives, in order: for a reader as fast
-// as it can be, and for one slower than the upstream. A reader that stops
+// as it can be, for one slower than the upstream, for one that waits in
+// recvfrom(2) on a blocking socket (such a wait, begun before the socket
+// joined the map, saw no redirected byte: it waited for ever), and for
+// one whose reads ask for MSG_WAITALL (it may take the kernel path or
+// not: when one of its reads still waits in TCP's receive, the tunnel is
+// relayed). A reader that stops
 // reading is not sent more than the broker's high-water mark past what
 // it read (the kernel's redirect has no flow control of its own: the
 // whole stream would be pushed into the jail socket's queue, in the
@@ -50,6 +86,11 @@ func TestNetworkKernelPath(t *testing.T) {
 	jailed(t)
 	const size = 64 << 20
 	port, sum := dataServer(t, size)
+	rawPort := rawServer(t, seeded(size))
+	reader := filepath.Join(visibleDir(t), "reader")
+	if err := buildTool(reader, "reader"); err != "" {
+		t.Fatal(err)
+	}
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
 	script := fmt.Sprintf(`
 get() { curl -sS --noproxy '' -p "$@"; }
@@ -57,7 +98,11 @@ echo "fast=$(get %[1]s/data | sha256sum | cut -d' ' -f1)"
 echo "slow=$(get --limit-rate 40M %[1]s/data | sha256sum | cut -d' ' -f1)"
 get %[1]s/endless 2>/dev/null | { dd bs=1M count=8 iflag=fullblock of=/dev/null 2>/dev/null; sleep 2; }
 echo stalled=done
-`, url)
+# Readers that wait in recvfrom(2) on a blocking socket (curl polls), the
+# second with MSG_WAITALL.
+%[3]s blocking 127.0.0.1:%[2]d
+%[3]s waitall 127.0.0.1:%[2]d waitall
+`, url, rawPort, reader)
 	allow := "127.0.0.1:" + strconv.Itoa(port)
 	for _, off := range []bool{false, true} {
 		ws, rec := workspace(t), recordPath(t)
@@ -65,19 +110,20 @@ echo stalled=done
 		if off {
 			inv.env = []string{"AGENTJAIL_KERNEL_PATH=off"}
 		}
-		r := inv.run(t, "run", "--write", ws, "--record", rec, "--allow-net", allow, "--", "/bin/sh", "-c", script)
+		r := inv.run(t, "run", "--write", ws, "--record", rec, "--allow-net", allow, "--allow-net", "127.0.0.1:"+strconv.Itoa(rawPort),
+			"--idle-timeout", "20s", "--", "/bin/sh", "-c", script)
 		wantCode(t, r, 0)
 		got := lines(r.stdout)
-		if got["fast"] != sum || got["slow"] != sum || got["stalled"] != "done" {
-			t.Fatalf("off=%v: the jail read %q, want sha256 %s of both downloads\nstderr:\n%s", off, r.stdout, sum, r.stderr)
+		if got["fast"] != sum || got["slow"] != sum || got["stalled"] != "done" || got["blocking"] != sum || got["waitall"] != sum {
+			t.Fatalf("off=%v: the jail read %q, want sha256 %s of the four downloads\nstderr:\n%s", off, r.stdout, sum, r.stderr)
 		}
 		n := readRecord(t, rec, 0).Network
 		if n == nil {
 			t.Fatal("no network in the record")
 		}
-		conns := n.conns("127.0.0.1", port)
-		if len(conns) != 3 {
-			t.Fatalf("off=%v: %d connections recorded, want 3: %+v", off, len(conns), conns)
+		conns := append(n.conns("127.0.0.1", port), n.conns("127.0.0.1", rawPort)...)
+		if len(conns) != 5 {
+			t.Fatalf("off=%v: %d connections recorded, want 5: %+v", off, len(conns), conns)
 		}
 		if off {
 			if n.KernelPath != "off" {
@@ -93,7 +139,7 @@ echo stalled=done
 		if n.KernelPath != "on" {
 			t.Fatalf("record.network.kernel_path = %q, want on", n.KernelPath)
 		}
-		for _, c := range conns[:2] {
+		for _, c := range []netConn{conns[0], conns[1], conns[3]} {
 			if !c.KernelPath || c.BytesDown < size || c.BytesDown > size+1024 {
 				t.Errorf("a download of %d bytes: %+v, want it on the kernel path with every byte counted", size, c)
 			}

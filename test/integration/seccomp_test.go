@@ -22,9 +22,8 @@ func newSeccompEnv(t *testing.T) seccompEnv {
 	t.Helper()
 	dir := visibleDir(t)
 	e := seccompEnv{dir: dir, probe: filepath.Join(dir, "probe"), control: filepath.Join(dir, "control.yaml")}
-	build := exec.Command("go", "build", "-o", e.probe, "./testdata/probe")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build probe: %v\n%s", err, out)
+	if err := buildTool(e.probe, "probe"); err != "" {
+		t.Fatal(err)
 	}
 	write(t, dir, map[string]string{"control.yaml": "description: the same jail without a seccomp filter\nseccomp:\n  default: false\nenvironment:\n  allow: [PATH]\nlimits:\n  pids: 4096\n  memory: 1GiB\nfilesystem:\n  tmpfs:\n    /tmp: {size: 64MiB}\n"})
 	return e
@@ -42,14 +41,21 @@ func sharedProbe(t *testing.T) string {
 	t.Helper()
 	probeOnce.Do(func() {
 		probeOnce.path = filepath.Join(filepath.Dir(agentjail), "probe")
-		if out, err := exec.Command("go", "build", "-o", probeOnce.path, "./testdata/probe").CombinedOutput(); err != nil {
-			probeOnce.err = fmt.Sprintf("build probe: %v\n%s", err, out)
-		}
+		probeOnce.err = buildTool(probeOnce.path, "probe")
 	})
 	if probeOnce.err != "" {
 		t.Fatal(probeOnce.err)
 	}
 	return probeOnce.path
+}
+
+// buildTool builds testdata/NAME as path; it returns what went wrong, or
+// "".
+func buildTool(path, name string) string {
+	if out, err := exec.Command("go", "build", "-o", path, "./testdata/"+name).CombinedOutput(); err != nil {
+		return fmt.Sprintf("build %s: %v\n%s", name, err, out)
+	}
+	return ""
 }
 
 // probeResults parses the probe's NAME=RESULT lines.

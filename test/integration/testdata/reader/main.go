@@ -1,0 +1,86 @@
+// Command reader downloads through agentjail's broker the way a blocking
+// program does: it asks for a CONNECT tunnel to HOST:PORT on a blocking
+// socket of its own (Go's net package polls, as curl does) and reads it
+// to the end with recvfrom(2), then prints NAME=<sha256 of what it read>.
+// With waitall each read asks for MSG_WAITALL: it returns only once its
+// whole buffer is filled, or at the end.
+//
+//	reader NAME HOST:PORT [waitall]
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "reader:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	if len(args) < 2 {
+		return fmt.Errorf("usage: reader NAME HOST:PORT [waitall]")
+	}
+	flags := 0
+	if len(args) > 2 && args[2] == "waitall" {
+		flags = unix.MSG_WAITALL
+	}
+	proxy, err := url.Parse(os.Getenv("HTTPS_PROXY"))
+	if err != nil {
+		return err
+	}
+	addr, err := netip.ParseAddrPort(proxy.Host)
+	if err != nil {
+		return fmt.Errorf("HTTPS_PROXY %q: %w", proxy, err)
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	if err := unix.Connect(fd, &unix.SockaddrInet4{Addr: addr.Addr().As4(), Port: int(addr.Port())}); err != nil {
+		return err
+	}
+	req := fmt.Sprintf("CONNECT %s HTTP/1.1\r\nHost: %[1]s\r\n\r\n", args[1])
+	if _, err := unix.Write(fd, []byte(req)); err != nil {
+		return err
+	}
+	// The reply's head, a byte at a time: nothing of the tunnel is read.
+	var head []byte
+	for !bytes.HasSuffix(head, []byte("\r\n\r\n")) {
+		b := make([]byte, 1)
+		if n, err := unix.Read(fd, b); n != 1 {
+			return fmt.Errorf("the CONNECT reply: %q: %v", head, err)
+		}
+		head = append(head, b[0])
+	}
+	if !strings.HasPrefix(string(head), "HTTP/1.1 200") {
+		return fmt.Errorf("the CONNECT reply: %q", head)
+	}
+	h := sha256.New()
+	buf := make([]byte, 1<<20)
+	for {
+		n, _, err := unix.Recvfrom(fd, buf, flags)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			break
+		}
+		h.Write(buf[:n])
+	}
+	fmt.Printf("%s=%x\n", args[0], h.Sum(nil))
+	return nil
+}
