@@ -24,11 +24,11 @@ func TestWaitAll(t *testing.T) {
 		fields []string
 		fd     string
 	}{
-		{"recvfrom, MSG_WAITALL", line(unix.SYS_RECVFROM, 5, 0xc000100000, 1 << 20, unix.MSG_WAITALL, 0, 0), "5"},
-		{"recvfrom, MSG_WAITALL among others", line(unix.SYS_RECVFROM, 12, 0xc000100000, 1 << 20, unix.MSG_WAITALL|unix.MSG_NOSIGNAL, 0, 0), "12"},
+		{"recvfrom, MSG_WAITALL", line(unix.SYS_RECVFROM, 5, 0xc000100000, 1<<20, unix.MSG_WAITALL, 0, 0), "5"},
+		{"recvfrom, MSG_WAITALL among others", line(unix.SYS_RECVFROM, 12, 0xc000100000, 1<<20, unix.MSG_WAITALL|unix.MSG_NOSIGNAL, 0, 0), "12"},
 		{"recvmsg, MSG_WAITALL", line(unix.SYS_RECVMSG, 7, 0x7ffd00001000, unix.MSG_WAITALL, 0, 0, 0), "7"},
 		{"recvmmsg, MSG_WAITALL", line(unix.SYS_RECVMMSG, 9, 0x7ffd00001000, 4, unix.MSG_WAITALL, 0, 0), "9"},
-		{"recvfrom, no flag", line(unix.SYS_RECVFROM, 5, 0xc000100000, 1 << 20, 0, 0, 0), ""},
+		{"recvfrom, no flag", line(unix.SYS_RECVFROM, 5, 0xc000100000, 1<<20, 0, 0, 0), ""},
 		{"recvmsg, the flag as its length would be", line(unix.SYS_RECVMSG, 7, 0x100, 0, 0, 0, 0), ""},
 		{"read", line(unix.SYS_READ, 5, 0xc000100000, unix.MSG_WAITALL, 0, 0, 0), ""},
 		{"running", []string{"running"}, ""},
