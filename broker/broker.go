@@ -623,6 +623,10 @@ func (b *Broker) kernel() *kernelPath {
 			b.setKernelPath("off")
 			return
 		}
+		if why := refusedHere("/proc"); why != "" {
+			b.setKernelPath("unavailable: " + why)
+			return
+		}
 		k, err := newKernelPath()
 		if err != nil {
 			b.setKernelPath("unavailable: " + err.Error())

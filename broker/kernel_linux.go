@@ -4,7 +4,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"os"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -140,6 +143,24 @@ func newKernelPath() (*kernelPath, error) {
 		return nil, fmt.Errorf("attaching the SK_MSG program: %w", err)
 	}
 	return &kernelPath{m: m}, nil
+}
+
+// refusedHere says why this host must not have the kernel path, or "".
+// A host set to panic on a kernel warning (kernel.panic_on_warn) does not
+// get it: the sockmap code it makes reachable from the jail has had
+// warnings of its own (this project's test host, Linux 6.18, logged one
+// from sk_psock_destroy during the path's work), and there a warning the
+// jail could provoke would take the host down. When the setting cannot be
+// read, the answer is no too: a relayed tunnel is always correct.
+func refusedHere(procRoot string) string {
+	b, err := os.ReadFile(filepath.Join(procRoot, "sys/kernel/panic_on_warn"))
+	switch {
+	case err != nil:
+		return fmt.Sprintf("kernel.panic_on_warn cannot be read: %v", err)
+	case strings.TrimSpace(string(b)) != "0":
+		return "the host panics on a kernel warning (kernel.panic_on_warn)"
+	}
+	return ""
 }
 
 func cString(b []byte) string {

@@ -2,6 +2,8 @@ package broker
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -37,6 +39,28 @@ func TestWaitAll(t *testing.T) {
 		fd, ok := waitAll(c.fields)
 		if ok != (c.fd != "") || fd != c.fd {
 			t.Errorf("%s: %q: got %q %v, want %q", c.name, c.fields, fd, ok, c.fd)
+		}
+	}
+}
+
+// TestRefusedHere: a host set to panic on a kernel warning, or one whose
+// setting cannot be read, gets no kernel path; one that only logs them does.
+func TestRefusedHere(t *testing.T) {
+	for _, c := range []struct {
+		name, value string
+		refused     bool
+	}{
+		{"logs warnings", "0\n", false},
+		{"panics on a warning", "1\n", true},
+		{"cannot be read", "", true},
+	} {
+		root := t.TempDir()
+		if c.value != "" {
+			os.MkdirAll(filepath.Join(root, "sys/kernel"), 0o755)
+			os.WriteFile(filepath.Join(root, "sys/kernel/panic_on_warn"), []byte(c.value), 0o644)
+		}
+		if why := refusedHere(root); (why != "") != c.refused {
+			t.Errorf("%s: refusedHere = %q, want refused %v", c.name, why, c.refused)
 		}
 	}
 }
