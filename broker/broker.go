@@ -469,13 +469,15 @@ const (
 //     read after it waits where the redirected bytes arrive (without this
 //     chunk, a blocking reader, dd or a Python recv, waited for ever);
 //   - once the jail has read all the tunnel sent it by TCP (nothing in
-//     flight, nothing unread: nothing can be overtaken), and no read of
-//     the jail's can still be waiting there for more (MSG_WAITALL, a
-//     low-water mark: holder.waitsForMore), the broker's end joins, and
-//     what the broker writes is redirected.
+//     flight, nothing unread: nothing can be overtaken), and unless a
+//     read of the jail's could miss the redirected bytes (MSG_WAITALL,
+//     splice, a low-water mark: holder.waitsForMore), the broker's end
+//     joins, and what the broker writes is redirected.
 //
 // Where the kernel path is off, or the socket is not found, or the jail
-// does not keep up, it relays to the end.
+// does not keep up, or its reads could miss redirected bytes, it relays
+// to the end (a socket admitted stays in the map meanwhile: nothing is
+// redirected to it, and its reads fall through to TCP's).
 func (b *Broker) copyDown(jail, up net.Conn, n *int64, inKernel *bool, done chan<- struct{}) {
 	mine := sysFD(jail)
 	var end tunnelEnd
@@ -529,10 +531,13 @@ func (b *Broker) copyDown(jail, up net.Conn, n *int64, inKernel *bool, done chan
 			continue // the chunk that ends a wait in TCP's receive
 		}
 		tries++
-		if drained(mine, peer.fd) && !peer.h.waitsForMore(peer.fd) && b.kpath.redirect(mine) == nil {
-			*inKernel = true
-			break
+		if !drained(mine, peer.fd) {
+			continue
 		}
+		if !peer.h.waitsForMore(peer.fd) && b.kpath.redirect(mine) == nil {
+			*inKernel = true
+		}
+		break
 	}
 	switch {
 	case peer.fd >= 0:
@@ -581,8 +586,9 @@ func (b *Broker) kernelDown(jail, up net.Conn, h *holder, n *int64) {
 // drained waits a little for everything the tunnel sent by TCP to have
 // been read by the jail: mine (the broker's end) has nothing
 // unacknowledged, and peer (the jail's, in the map) nothing in its
-// receive memory. Not SIOCINQ: on a socket in the map it counts only
-// what was redirected, never the TCP bytes still unread.
+// receive memory. Not SIOCINQ: on a socket in the map it counted only
+// what was redirected, not the TCP bytes still unread (seen on Linux
+// 6.18).
 func drained(mine, peer int) bool {
 	for range 50 {
 		out, err1 := unix.IoctlGetInt(mine, unix.TIOCOUTQ)

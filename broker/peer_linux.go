@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -53,9 +54,9 @@ func endOf(mine int) (tunnelEnd, error) {
 // (that would keep it open after the jail closed it, and keep back the
 // FIN the tunnel ends by); it takes one for each look.
 type holder struct {
-	pidfd, n int
-	inode    uint64
-	end      tunnelEnd // to search again from
+	pid, pidfd, n int
+	inode         uint64
+	end           tunnelEnd // to search again from
 }
 
 // peerSocket finds the jail's end of the connection whose broker end is
@@ -82,10 +83,10 @@ func peerSocket(e tunnelEnd) (int, *holder, error) {
 	if err != nil {
 		return -1, nil, err
 	}
-	target := "socket:[" + strconv.FormatUint(inode, 10) + "]"
+	target := socketLink(inode)
 	budget := peerMaxFDs
 	for _, p := range procs {
-		names, _ := dirNames(p.dir, "fd")
+		names, _ := dirNames(p.dir, "fd", budget+1)
 		for _, name := range names {
 			if budget--; budget < 0 {
 				return -1, nil, errNoPeer
@@ -98,7 +99,7 @@ func peerSocket(e tunnelEnd) (int, *holder, error) {
 			if err != nil {
 				continue
 			}
-			h := &holder{pidfd: pidfd, n: n, inode: inode, end: e}
+			h := &holder{pid: p.pid, pidfd: pidfd, n: n, inode: inode, end: e}
 			if fd, err := h.take(); err == nil {
 				return fd, h, nil
 			}
@@ -142,45 +143,57 @@ func (h *holder) search() (int, error) {
 
 func (h *holder) close() { unix.Close(h.pidfd) }
 
-// waitsForMore reports whether a read of the socket's may still wait in
-// TCP's own receive, where a redirected byte never arrives, after the
-// broker's TCP bytes have all been read (see admit): one that asks for
-// more than it got, with the socket's low-water mark above a byte, or a
-// thread of the jail's in recvfrom, recvmsg or recvmmsg with MSG_WAITALL
-// on it (what /proc/TID/syscall shows). A plain read returns with what it
-// got. fd is the broker's descriptor of the socket. Any doubt (a thread
-// that cannot be looked at, too many to look at) answers yes: the tunnel
-// is then relayed, which is always correct.
+// How the threads of a jail socket's holder are looked at before the
+// broker's end joins the map: samples looks, readerGap apart.
+const (
+	readerSamples = 16
+	readerGap     = 250 * time.Microsecond
+)
+
+// waitsForMore reports whether a read of the jail's socket could miss
+// what the redirect delivers: its low-water mark is above a byte, or a
+// thread of the process holding it is seen, in any of readerSamples looks
+// over a few milliseconds, in a call that reads the socket and that the
+// redirect could leave waiting (stuckRead: a receive with MSG_WAITALL,
+// which when begun before the socket joined the map waits in TCP's own
+// receive for its whole buffer, and when begun after gets short reads it
+// did not ask for; or splice(2), which reads only TCP's queue). fd is the
+// broker's descriptor of the socket. Any doubt answers yes: a relayed
+// tunnel is always correct. What it cannot see (other processes sharing
+// the socket, 32-bit programs' calls, two threads in plain reads of it)
+// is in docs/network.md.
 func (h *holder) waitsForMore(fd int) bool {
 	if low, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVLOWAT); err != nil || low > 1 {
 		return true
 	}
-	procs := nsProcs(h.end.ns)
-	defer func() {
-		for _, p := range procs {
-			unix.Close(p.dir)
+	dir, err := unix.Open("/proc/"+strconv.Itoa(h.pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return true
+	}
+	defer unix.Close(dir)
+	if unix.PidfdSendSignal(h.pidfd, 0, nil, 0) != nil {
+		return true // the holder ended: dir may be another process's
+	}
+	target := socketLink(h.inode)
+	for i := range readerSamples {
+		if i > 0 {
+			time.Sleep(readerGap)
 		}
-	}()
-	target := "socket:[" + strconv.FormatUint(h.inode, 10) + "]"
-	budget := peerMaxFDs
-	for _, p := range procs {
-		tasks, err := dirNames(p.dir, "task")
-		if err != nil {
-			continue // gone meanwhile
+		tasks, err := dirNames(dir, "task", peerMaxFDs+1)
+		if err != nil || len(tasks) > peerMaxFDs {
+			return true
 		}
 		for _, tid := range tasks {
-			if budget--; budget < 0 {
-				return true
+			data, err := readAt(dir, "task/"+tid+"/syscall", 256)
+			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH) {
+				continue // the thread ended
 			}
-			data, err := readAt(p.dir, "task/"+tid+"/syscall", 256)
 			if err != nil {
-				if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH) {
-					continue // the thread ended
-				}
 				return true
 			}
-			if fd, ok := waitAll(strings.Fields(data)); ok {
-				if l, err := readlinkat(p.dir, "fd/"+fd); err == nil && l == target {
+			// The thread's own table: a thread may have one of its own.
+			if n, ok := stuckRead(strings.Fields(data)); ok {
+				if l, err := readlinkat(dir, "task/"+tid+"/fd/"+n); err == nil && l == target {
 					return true
 				}
 			}
@@ -189,10 +202,11 @@ func (h *holder) waitsForMore(fd int) bool {
 	return false
 }
 
-// waitAll reads /proc/TID/syscall's fields (the call's number, then its
-// arguments): when the thread is in a receive with MSG_WAITALL, it
-// returns the descriptor the call reads.
-func waitAll(fields []string) (fd string, ok bool) {
+// stuckRead reads /proc/TID/syscall's fields (the call's number, then
+// its arguments): when the thread is in a call the redirect could leave
+// waiting (a receive with MSG_WAITALL, or splice(2)), it returns the
+// descriptor the call reads.
+func stuckRead(fields []string) (fd string, ok bool) {
 	if len(fields) < 7 {
 		return "", false // running, or not in a system call
 	}
@@ -206,16 +220,26 @@ func waitAll(fields []string) (fd string, ok bool) {
 		flagsArg = 4
 	case unix.SYS_RECVMSG: // (fd, msg, flags)
 		flagsArg = 3
+	case unix.SYS_SPLICE: // (fd_in, …): any splice from the socket
 	default:
 		return "", false
 	}
-	flags, err1 := strconv.ParseUint(strings.TrimPrefix(fields[flagsArg], "0x"), 16, 64)
-	n, err2 := strconv.ParseUint(strings.TrimPrefix(fields[1], "0x"), 16, 64)
-	if err1 != nil || err2 != nil || flags&unix.MSG_WAITALL == 0 {
+	n, err := strconv.ParseUint(fields[1], 0, 64)
+	if err != nil {
 		return "", false
+	}
+	if flagsArg > 0 {
+		flags, err := strconv.ParseUint(fields[flagsArg], 0, 64)
+		if err != nil || flags&unix.MSG_WAITALL == 0 {
+			return "", false
+		}
 	}
 	return strconv.FormatUint(n, 10), true
 }
+
+// socketLink is what a descriptor of the socket with this inode reads as
+// (/proc/PID/fd/N).
+func socketLink(inode uint64) string { return "socket:[" + strconv.FormatUint(inode, 10) + "]" }
 
 // proc is a process of the jail's, by its /proc directory.
 type proc struct{ pid, dir int }
@@ -248,16 +272,20 @@ func nsProcs(ns unix.Stat_t) []proc {
 	return procs
 }
 
-// dirNames are the names in the directory name of the process at dir
-// ("fd": its descriptor numbers; "task": its threads).
-func dirNames(dir int, name string) ([]string, error) {
+// dirNames are at most max of the names in the directory name of the
+// process at dir ("fd": its descriptor numbers; "task": its threads).
+func dirNames(dir int, name string, max int) ([]string, error) {
 	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
 	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
-	return f.Readdirnames(-1)
+	names, err := f.Readdirnames(max)
+	if err == io.EOF {
+		err = nil
+	}
+	return names, err
 }
 
 // readAt reads at most max bytes of the file at path under dir.
@@ -336,7 +364,8 @@ const (
 )
 
 // rmemAlloc is a socket's receive memory in use (SO_MEMINFO's
-// SK_MEMINFO_RMEM_ALLOC): its unread bytes, whichever queue holds them.
+// SK_MEMINFO_RMEM_ALLOC): not a count of bytes but what holds them, and
+// zero only when nothing is left unread in TCP's queue.
 func rmemAlloc(fd int) (uint32, error) {
 	var info [skMeminfoVars]uint32
 	size := uint32(unsafe.Sizeof(info))

@@ -349,10 +349,11 @@ func TestOpsLoopSleepEndsOnEverySignal(t *testing.T) {
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 			b := startCmd(t, cmd, []string{"PATH=" + bin + ":/usr/local/bin:/usr/bin:/bin", "AGENTJAIL=" + filepath.Join(bin, "agentjail"), "CLAUDE=/bin/false",
 				"CLAUDEOPS_CYCLES=0", "CLAUDEOPS_INTERVAL=" + tok, "CLAUDEOPS_REPOS_DIR=" + repos, "CLAUDEOPS_STATE_DIR=" + dir, "CLAUDEOPS_RESULTS_DIR=" + results})
-			// The cycle is over once its sleep runs.
+			// The cycle is over once its sleep runs: /bin/sleep, not yet
+			// the script before it, which may not ignore SIGTERM yet.
 			waitFor(t, func() bool {
 				b.running(t)
-				return len(procsWith(tok)) > 0
+				return len(procsWith("/bin/sleep\x00"+tok)) > 0
 			})
 			syscall.Kill(-cmd.Process.Pid, sig)
 			if code, want := b.wait(t), 128+int(sig); code != want {

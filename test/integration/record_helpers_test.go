@@ -433,9 +433,9 @@ type orphan struct {
 // stuck describes pid and every process below it, a line each: pid,
 // state, the kernel function it waits in, its name, and its kernel stack
 // (root reads /proc/PID/stack). It is what a test that waited in vain
-// prints, so that a hang seen only in CI says where it is. Only files
-// that never wait on the process are read: not cmdline or environ, whose
-// reading waits for a lock a wedged process may hold.
+// prints, so that a hang seen only in CI says where it is. cmdline and
+// environ are not read: that waits for a lock a wedged process may hold
+// (stack may wait on a process in exec, but that wait can be killed).
 func stuck(pid int) string {
 	var out strings.Builder
 	var walk func(pid, depth int)

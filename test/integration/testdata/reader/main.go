@@ -2,8 +2,10 @@
 // program does: it asks for a CONNECT tunnel to HOST:PORT on a blocking
 // socket of its own (Go's net package polls, as curl does) and reads it
 // to the end with recvfrom(2), then prints NAME=<sha256 of what it read>.
-// With waitall each read asks for MSG_WAITALL: it returns only once its
-// whole buffer is filled, or at the end.
+// With waitall each read asks for MSG_WAITALL: it must return only once
+// its whole buffer is filled, or at the end; a short read followed by
+// more is an error (the jail's reads must mean what they meant before the
+// broker moved the tunnel onto its kernel path).
 //
 //	reader NAME HOST:PORT [waitall]
 package main
@@ -68,6 +70,8 @@ func run(args []string) error {
 	}
 	h := sha256.New()
 	buf := make([]byte, 1<<20)
+	short := int64(-1) // where a MSG_WAITALL read came back short
+	var total int64
 	for {
 		n, _, err := unix.Recvfrom(fd, buf, flags)
 		if err == unix.EINTR {
@@ -78,6 +82,13 @@ func run(args []string) error {
 		}
 		if n == 0 {
 			break
+		}
+		if short >= 0 {
+			return fmt.Errorf("a MSG_WAITALL read returned short at byte %d, before the end", short)
+		}
+		total += int64(n)
+		if flags != 0 && n < len(buf) {
+			short = total
 		}
 		h.Write(buf[:n])
 	}
