@@ -1,13 +1,17 @@
 package broker
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math/bits"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -142,7 +146,72 @@ func newKernelPath() (*kernelPath, error) {
 		unix.Close(m)
 		return nil, fmt.Errorf("attaching the SK_MSG program: %w", err)
 	}
-	return &kernelPath{m: m}, nil
+	k := &kernelPath{m: m}
+	if err := k.selfTest(); err != nil {
+		k.close()
+		return nil, err
+	}
+	return k, nil
+}
+
+// selfTestSize is what selfTest redirects.
+const selfTestSize = 64 << 10
+
+// selfTest moves selfTestSize bytes between two loopback sockets of the
+// broker's own, as a tunnel's download would go, and checks that they
+// were redirected, that they arrive, and that SIOCINQ on the receiving socket counts them while they
+// are unread. The broker's flow control reads SIOCINQ (kernelDown): on a
+// kernel where it does not count redirected bytes, a jail that stopped
+// reading would have the whole stream queued in the host's memory, so
+// such a kernel gets no kernel path.
+func (k *kernelPath) selfTest() error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("its self-test: %w", err)
+	}
+	defer ln.Close()
+	sender, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		return fmt.Errorf("its self-test: %w", err)
+	}
+	defer sender.Close()
+	receiver, err := ln.Accept()
+	if err != nil {
+		return fmt.Errorf("its self-test: %w", err)
+	}
+	defer receiver.Close()
+	mine, peer := sysFD(sender), sysFD(receiver)
+	end, err := endOf(mine)
+	if err != nil {
+		return fmt.Errorf("its self-test: %w", err)
+	}
+	if err := k.admit(end, peer); err != nil {
+		return fmt.Errorf("its self-test: %w", err)
+	}
+	if err := k.redirect(mine); err != nil {
+		return fmt.Errorf("its self-test: %w", err)
+	}
+	sent := make([]byte, selfTestSize)
+	for i := range sent {
+		sent[i] = byte(i * 7)
+	}
+	if _, err := sender.Write(sent); err != nil {
+		return fmt.Errorf("its self-test: %w", err)
+	}
+	// The redirect is done when the write returns, and TCP carried none
+	// of it.
+	if info, err := unix.GetsockoptTCPInfo(mine, unix.IPPROTO_TCP, unix.TCP_INFO); err != nil || info.Bytes_sent != 0 {
+		return fmt.Errorf("its self-test: the bytes were not redirected (%v)", err)
+	}
+	if n, err := unix.IoctlGetInt(peer, unix.SIOCINQ); err != nil || n != selfTestSize {
+		return fmt.Errorf("this kernel's SIOCINQ does not count redirected bytes (%d of %d: %v), which the broker's flow control needs", n, selfTestSize, err)
+	}
+	got := make([]byte, selfTestSize)
+	receiver.SetReadDeadline(time.Now().Add(time.Second))
+	if _, err := io.ReadFull(receiver, got); err != nil || !bytes.Equal(got, sent) {
+		return fmt.Errorf("its self-test: the redirected bytes did not arrive as sent (%v)", err)
+	}
+	return nil
 }
 
 // refusedHere says why this host must not have the kernel path, or "".
