@@ -54,9 +54,9 @@ func endOf(mine int) (tunnelEnd, error) {
 // (that would keep it open after the jail closed it, and keep back the
 // FIN the tunnel ends by); it takes one for each look.
 type holder struct {
-	pid, pidfd, n int
-	inode         uint64
-	end           tunnelEnd // to search again from
+	pidfd, n int
+	inode    uint64
+	end      tunnelEnd // to search again from
 }
 
 // peerSocket finds the jail's end of the connection whose broker end is
@@ -70,11 +70,7 @@ type holder struct {
 // but its own socket.
 func peerSocket(e tunnelEnd) (int, *holder, error) {
 	procs := nsProcs(e.ns)
-	defer func() {
-		for _, p := range procs {
-			unix.Close(p.dir)
-		}
-	}()
+	defer closeProcs(procs)
 	if len(procs) == 0 {
 		return -1, nil, errNoPeer
 	}
@@ -83,30 +79,49 @@ func peerSocket(e tunnelEnd) (int, *holder, error) {
 	if err != nil {
 		return -1, nil, err
 	}
-	target := socketLink(inode)
+	var fd int
+	var h *holder
+	eachHolding(procs, socketLink(inode), func(p proc, n int) bool {
+		pidfd, err := unix.PidfdOpen(p.pid, 0)
+		if err != nil {
+			return true
+		}
+		h = &holder{pidfd: pidfd, n: n, inode: inode, end: e}
+		if fd, err = h.take(); err == nil {
+			return false
+		}
+		unix.Close(pidfd)
+		h = nil
+		return true
+	})
+	if h == nil {
+		return -1, nil, errNoPeer
+	}
+	return fd, h, nil
+}
+
+// eachHolding calls fn with each process of procs that has a descriptor
+// of the socket whose link is target, and that descriptor's number, until
+// fn returns false. It returns false when it gave up: more than
+// peerMaxFDs descriptors to look at.
+func eachHolding(procs []proc, target string, fn func(p proc, n int) bool) bool {
 	budget := peerMaxFDs
 	for _, p := range procs {
 		names, _ := dirNames(p.dir, "fd", budget+1)
 		for _, name := range names {
 			if budget--; budget < 0 {
-				return -1, nil, errNoPeer
+				return false
 			}
 			if l, err := readlinkat(p.dir, "fd/"+name); err != nil || l != target {
 				continue
 			}
 			n, _ := strconv.Atoi(name)
-			pidfd, err := unix.PidfdOpen(p.pid, 0)
-			if err != nil {
-				continue
+			if !fn(p, n) {
+				return true
 			}
-			h := &holder{pid: p.pid, pidfd: pidfd, n: n, inode: inode, end: e}
-			if fd, err := h.take(); err == nil {
-				return fd, h, nil
-			}
-			unix.Close(pidfd)
 		}
 	}
-	return -1, nil, errNoPeer
+	return true
 }
 
 // queued is how much the jail's socket holds unread, found where it was
@@ -152,49 +167,59 @@ const (
 
 // waitsForMore reports whether a read of the jail's socket could miss
 // what the redirect delivers: its low-water mark is above a byte, or a
-// thread of the process holding it is seen, in any of readerSamples looks
+// thread of a process of the jail's that holds it is seen, in any of
+// readerSamples looks
 // over a few milliseconds, in a call that reads the socket and that the
 // redirect could leave waiting (stuckRead: a receive with MSG_WAITALL,
 // which when begun before the socket joined the map waits in TCP's own
 // receive for its whole buffer, and when begun after gets short reads it
 // did not ask for; or splice(2), which reads only TCP's queue). fd is the
 // broker's descriptor of the socket. Any doubt answers yes: a relayed
-// tunnel is always correct. What it cannot see (other processes sharing
-// the socket, 32-bit programs' calls, two threads in plain reads of it)
-// is in docs/network.md.
+// tunnel is always correct. What it cannot see (32-bit programs' calls,
+// two threads in plain reads of it) is in docs/network.md.
 func (h *holder) waitsForMore(fd int) bool {
 	if low, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVLOWAT); err != nil || low > 1 {
 		return true
 	}
-	dir, err := unix.Open("/proc/"+strconv.Itoa(h.pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
+	procs := nsProcs(h.end.ns)
+	defer closeProcs(procs)
+	target := socketLink(h.inode)
+	var holding []proc
+	complete := eachHolding(procs, target, func(p proc, _ int) bool {
+		if !slices.Contains(holding, p) {
+			holding = append(holding, p)
+		}
+		return true
+	})
+	if !complete {
 		return true
 	}
-	defer unix.Close(dir)
-	if unix.PidfdSendSignal(h.pidfd, 0, nil, 0) != nil {
-		return true // the holder ended: dir may be another process's
-	}
-	target := socketLink(h.inode)
+	threads := 0
 	for i := range readerSamples {
 		if i > 0 {
 			time.Sleep(readerGap)
 		}
-		tasks, err := dirNames(dir, "task", peerMaxFDs+1)
-		if err != nil || len(tasks) > peerMaxFDs {
-			return true
-		}
-		for _, tid := range tasks {
-			data, err := readAt(dir, "task/"+tid+"/syscall", 256)
+		for _, p := range holding {
+			tasks, err := dirNames(p.dir, "task", peerMaxFDs+1)
 			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH) {
-				continue // the thread ended
+				continue // the process ended
 			}
-			if err != nil {
+			if threads += len(tasks); err != nil || threads > readerSamples*peerMaxFDs {
 				return true
 			}
-			// The thread's own table: a thread may have one of its own.
-			if n, ok := stuckRead(strings.Fields(data)); ok {
-				if l, err := readlinkat(dir, "task/"+tid+"/fd/"+n); err == nil && l == target {
+			for _, tid := range tasks {
+				data, err := readAt(p.dir, "task/"+tid+"/syscall", 256)
+				if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH) {
+					continue // the thread ended
+				}
+				if err != nil {
 					return true
+				}
+				// The thread's own table: a thread may have one of its own.
+				if n, ok := stuckRead(strings.Fields(data)); ok {
+					if l, err := readlinkat(p.dir, "task/"+tid+"/fd/"+n); err == nil && l == target {
+						return true
+					}
 				}
 			}
 		}
@@ -270,6 +295,13 @@ func nsProcs(ns unix.Stat_t) []proc {
 	}
 	slices.SortFunc(procs, func(a, b proc) int { return b.pid - a.pid })
 	return procs
+}
+
+// closeProcs closes what nsProcs opened.
+func closeProcs(procs []proc) {
+	for _, p := range procs {
+		unix.Close(p.dir)
+	}
 }
 
 // dirNames are at most max of the names in the directory name of the
