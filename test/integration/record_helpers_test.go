@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentjail/agentjail/procs"
 )
 
 // runRecord is the run record as README.md documents it. Decoding is
@@ -358,8 +360,7 @@ func liveProcs(match func(d string, pid int) bool) []string {
 		if !match(d, pid) {
 			continue
 		}
-		stat, _ := os.ReadFile(d + "/stat")
-		if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+		if st, err := procs.ReadStat("/proc", pid); err == nil && st.State == 'Z' {
 			continue
 		}
 		cmd, _ := os.ReadFile(d + "/cmdline")
@@ -441,14 +442,10 @@ func stuck(pid int) string {
 	var walk func(pid, depth int)
 	walk = func(pid, depth int) {
 		d := fmt.Sprintf("/proc/%d", pid)
-		stat, err := os.ReadFile(d + "/stat")
+		st, err := procs.ReadStat("/proc", pid)
 		if err != nil {
 			fmt.Fprintf(&out, "%*s%d: gone\n", 2*depth, "", pid)
 			return
-		}
-		name, state := "?", "?"
-		if i, j := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')'); i >= 0 && j > i && j+2 < len(stat) {
-			name, state = string(stat[i+1:j]), string(stat[j+2])
 		}
 		// Each thread's wait (a Go program's are mostly futex waits), and
 		// the stack of the main thread and of any in uninterruptible sleep.
@@ -458,11 +455,10 @@ func stuck(pid int) string {
 			wchan, _ := os.ReadFile(task + "/wchan")
 			waits = append(waits, string(wchan))
 		}
-		fmt.Fprintf(&out, "%*s%d %s %s threads waiting in: %s\n", 2*depth, "", pid, state, name, strings.Join(waits, " "))
+		fmt.Fprintf(&out, "%*s%d %c %s threads waiting in: %s\n", 2*depth, "", pid, st.State, st.Comm, strings.Join(waits, " "))
 		for _, task := range tasks {
 			tstat, _ := os.ReadFile(task + "/stat")
-			j := bytes.LastIndexByte(tstat, ')')
-			if filepath.Base(task) != strconv.Itoa(pid) && (j < 0 || j+2 >= len(tstat) || tstat[j+2] != 'D') {
+			if ts, err := procs.ParseStat(tstat); filepath.Base(task) != strconv.Itoa(pid) && (err != nil || ts.State != 'D') {
 				continue
 			}
 			if stack, err := os.ReadFile(task + "/stack"); err == nil && len(stack) > 0 {
