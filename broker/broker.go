@@ -469,14 +469,14 @@ const (
 //     read after it waits where the redirected bytes arrive (without this
 //     chunk, a blocking reader, dd or a Python recv, waited for ever);
 //   - once the jail has read all the tunnel sent it by TCP (nothing in
-//     flight, nothing unread: nothing can be overtaken), and unless a
-//     read of the jail's could miss the redirected bytes (MSG_WAITALL,
-//     splice, a low-water mark: holder.waitsForMore), the broker's end
-//     joins, and what the broker writes is redirected.
+//     flight, nothing unread: nothing can be overtaken), and unless the
+//     jail's reads could behave otherwise on the kernel path (a blocking
+//     socket, MSG_WAITALL, splice, a low-water mark: holder.readsDiffer),
+//     the broker's end joins, and what the broker writes is redirected.
 //
 // Where the kernel path is off, or the socket is not found, or the jail
-// does not keep up, or its reads could miss redirected bytes, it relays
-// to the end (a socket admitted stays in the map meanwhile: nothing is
+// does not keep up, or its reads could behave otherwise, it relays to the
+// end (a socket admitted stays in the map meanwhile: nothing is
 // redirected to it, and its reads fall through to TCP's).
 func (b *Broker) copyDown(jail, up net.Conn, n *int64, inKernel *bool, done chan<- struct{}) {
 	mine := sysFD(jail)
@@ -534,7 +534,7 @@ func (b *Broker) copyDown(jail, up net.Conn, n *int64, inKernel *bool, done chan
 		if !drained(mine, peer.fd) {
 			continue
 		}
-		if !peer.h.waitsForMore(peer.fd) && b.kpath.redirect(mine) == nil {
+		if !peer.h.readsDiffer(peer.fd) && b.kpath.redirect(mine) == nil {
 			*inKernel = true
 		}
 		break

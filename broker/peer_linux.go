@@ -165,19 +165,30 @@ const (
 	readerGap     = 250 * time.Microsecond
 )
 
-// waitsForMore reports whether a read of the jail's socket could miss
-// what the redirect delivers: its low-water mark is above a byte, or a
-// thread of a process of the jail's that holds it is seen, in any of
-// readerSamples looks
-// over a few milliseconds, in a call that reads the socket and that the
-// redirect could leave waiting (stuckRead: a receive with MSG_WAITALL,
-// which when begun before the socket joined the map waits in TCP's own
-// receive for its whole buffer, and when begun after gets short reads it
-// did not ask for; or splice(2), which reads only TCP's queue). fd is the
-// broker's descriptor of the socket. Any doubt answers yes: a relayed
-// tunnel is always correct. What it cannot see (32-bit programs' calls,
-// two threads in plain reads of it) is in docs/network.md.
-func (h *holder) waitsForMore(fd int) bool {
+// readsDiffer reports whether the jail's reads of its socket could behave
+// otherwise once the redirect feeds it, and the tunnel must stay relayed.
+// fd is the broker's descriptor of the socket (the same open file as the
+// jail's). Any doubt answers yes: a relayed tunnel is always correct.
+//   - A socket in blocking mode: the kernel's receive on a socket in the
+//     map waits once and returns EAGAIN when a wake-up brought no data
+//     (tcp_bpf_recvmsg), which a blocking read is never to return (seen
+//     here: testdata/reader failed so in 1 run of 8). Readers that poll
+//     (curl, Go, Node, Python with a timeout) use non-blocking sockets.
+//   - A low-water mark above a byte.
+//   - A thread of a process of the jail's that holds the socket seen, in
+//     any of readerSamples looks over a few milliseconds, in a call that
+//     the redirect could leave waiting or change (stuckRead): a receive
+//     with MSG_WAITALL, which when begun before the socket joined the map
+//     waits in TCP's own receive for its whole buffer, and when begun
+//     after gets short reads it did not ask for; or splice(2), which reads
+//     only TCP's queue.
+//
+// What it cannot see (32-bit programs' calls, a socket made blocking
+// after the look) is in docs/network.md.
+func (h *holder) readsDiffer(fd int) bool {
+	if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err != nil || fl&unix.O_NONBLOCK == 0 {
+		return true
+	}
 	if low, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVLOWAT); err != nil || low > 1 {
 		return true
 	}

@@ -71,12 +71,11 @@ func rawServer(t *testing.T, data []byte) int {
 // TestNetworkKernelPath: a CONNECT tunnel's download moves to the kernel
 // path (the broker writes into the jail socket's receive queue,
 // docs/network.md) and every byte arrives, in order: for a reader as fast
-// as it can be, for one slower than the upstream, for one that waits in
-// recvfrom(2) on a blocking socket (such a wait, begun before the socket
-// joined the map, saw no redirected byte: it waited for ever), and for
-// one whose reads ask for MSG_WAITALL (it may take the kernel path or
-// not: when one of its reads still waits in TCP's receive, the tunnel is
-// relayed). A reader that stops
+// as it can be, for one slower than the upstream, and for one that polls
+// a non-blocking socket and reads it with recvfrom(2). Readers of a
+// blocking socket, with and without MSG_WAITALL, get every byte and stay
+// relayed: on the kernel path a read begun before the socket joined the
+// map waited for ever in TCP's receive, and a later one could get EAGAIN. A reader that stops
 // reading is not sent more than the broker's high-water mark past what
 // it read (the kernel's redirect has no flow control of its own: the
 // whole stream would be pushed into the jail socket's queue, in the
@@ -98,10 +97,11 @@ echo "fast=$(get %[1]s/data | sha256sum | cut -d' ' -f1)"
 echo "slow=$(get --limit-rate 40M %[1]s/data | sha256sum | cut -d' ' -f1)"
 get %[1]s/endless 2>/dev/null | { dd bs=1M count=8 iflag=fullblock of=/dev/null 2>/dev/null; sleep 2; }
 echo stalled=done
-# Readers that wait in recvfrom(2) on a blocking socket (curl polls), the
-# second with MSG_WAITALL.
-%[3]s blocking 127.0.0.1:%[2]d
+# Readers of a raw stream with recvfrom(2): on a blocking socket (curl
+# polls), the same with MSG_WAITALL, and polling a non-blocking one.
+%[3]s blocking 127.0.0.1:%[2]d block
 %[3]s waitall 127.0.0.1:%[2]d waitall
+%[3]s polling 127.0.0.1:%[2]d poll
 `, url, rawPort, reader)
 	allow := "127.0.0.1:" + strconv.Itoa(port)
 	for _, off := range []bool{false, true} {
@@ -114,16 +114,16 @@ echo stalled=done
 			"--idle-timeout", "20s", "--", "/bin/sh", "-c", script)
 		wantCode(t, r, 0)
 		got := lines(r.stdout)
-		if got["fast"] != sum || got["slow"] != sum || got["stalled"] != "done" || got["blocking"] != sum || got["waitall"] != sum {
-			t.Fatalf("off=%v: the jail read %q, want sha256 %s of the four downloads\nstderr:\n%s", off, r.stdout, sum, r.stderr)
+		if got["fast"] != sum || got["slow"] != sum || got["stalled"] != "done" || got["blocking"] != sum || got["waitall"] != sum || got["polling"] != sum {
+			t.Fatalf("off=%v: the jail read %q, want sha256 %s of the five downloads\nstderr:\n%s", off, r.stdout, sum, r.stderr)
 		}
 		n := readRecord(t, rec, 0).Network
 		if n == nil {
 			t.Fatal("no network in the record")
 		}
 		conns := append(n.conns("127.0.0.1", port), n.conns("127.0.0.1", rawPort)...)
-		if len(conns) != 5 {
-			t.Fatalf("off=%v: %d connections recorded, want 5: %+v", off, len(conns), conns)
+		if len(conns) != 6 {
+			t.Fatalf("off=%v: %d connections recorded, want 6: %+v", off, len(conns), conns)
 		}
 		if off {
 			if n.KernelPath != "off" {
@@ -139,9 +139,16 @@ echo stalled=done
 		if n.KernelPath != "on" {
 			t.Fatalf("record.network.kernel_path = %q, want on", n.KernelPath)
 		}
-		for _, c := range []netConn{conns[0], conns[1], conns[3]} {
+		for _, c := range []netConn{conns[0], conns[1], conns[5]} {
 			if !c.KernelPath || c.BytesDown < size || c.BytesDown > size+1024 {
 				t.Errorf("a download of %d bytes: %+v, want it on the kernel path with every byte counted", size, c)
+			}
+		}
+		// A blocking socket stays relayed: the kernel's receive on a socket
+		// in the map can return EAGAIN to a blocking read.
+		for _, c := range conns[3:5] {
+			if c.KernelPath || c.BytesDown != size {
+				t.Errorf("a download of %d bytes read from a blocking socket: %+v, want it relayed with every byte counted", size, c)
 			}
 		}
 		// 8 MiB read; at most the high-water mark (4 MiB) and a chunk (1

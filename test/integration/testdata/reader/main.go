@@ -1,13 +1,18 @@
-// Command reader downloads through agentjail's broker the way a blocking
-// program does: it asks for a CONNECT tunnel to HOST:PORT on a blocking
-// socket of its own (Go's net package polls, as curl does) and reads it
-// to the end with recvfrom(2), then prints NAME=<sha256 of what it read>.
-// With waitall each read asks for MSG_WAITALL: it must return only once
-// its whole buffer is filled, or at the end; a short read followed by
-// more is an error (the jail's reads must mean what they meant before the
-// broker moved the tunnel onto its kernel path).
+// Command reader downloads through agentjail's broker with recvfrom(2)
+// on a socket of its own (Go's net package hides how it reads): it asks
+// for a CONNECT tunnel to HOST:PORT, reads it to the end, and prints
+// NAME=<sha256 of what it read>. How it reads:
+//   - block: a blocking socket, each read waiting in the kernel;
+//   - waitall: the same, each read asking for MSG_WAITALL, which must
+//     return only once its whole buffer is filled, or at the end (a short
+//     read followed by more is an error);
+//   - poll: a non-blocking socket, poll(2) before each read, as curl does.
 //
-//	reader NAME HOST:PORT [waitall]
+// Any read that fails is an error, EAGAIN on the blocking socket too: the
+// jail's reads must mean what they meant before the broker moved the
+// tunnel onto its kernel path.
+//
+//	reader NAME HOST:PORT block|waitall|poll
 package main
 
 import (
@@ -30,12 +35,18 @@ func main() {
 }
 
 func run(args []string) error {
-	if len(args) < 2 {
-		return fmt.Errorf("usage: reader NAME HOST:PORT [waitall]")
+	if len(args) != 3 {
+		return fmt.Errorf("usage: reader NAME HOST:PORT block|waitall|poll")
 	}
-	flags := 0
-	if len(args) > 2 && args[2] == "waitall" {
+	flags, poll := 0, false
+	switch args[2] {
+	case "block":
+	case "waitall":
 		flags = unix.MSG_WAITALL
+	case "poll":
+		poll = true
+	default:
+		return fmt.Errorf("usage: reader NAME HOST:PORT block|waitall|poll")
 	}
 	proxy, err := url.Parse(os.Getenv("HTTPS_PROXY"))
 	if err != nil {
@@ -68,6 +79,11 @@ func run(args []string) error {
 	if !strings.HasPrefix(string(head), "HTTP/1.1 200") {
 		return fmt.Errorf("the CONNECT reply: %q", head)
 	}
+	if poll {
+		if err := unix.SetNonblock(fd, true); err != nil {
+			return err
+		}
+	}
 	h := sha256.New()
 	buf := make([]byte, 1<<20)
 	short := int64(-1) // where a MSG_WAITALL read came back short
@@ -75,6 +91,13 @@ func run(args []string) error {
 	for {
 		n, _, err := unix.Recvfrom(fd, buf, flags)
 		if err == unix.EINTR {
+			continue
+		}
+		if poll && err == unix.EAGAIN {
+			p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			if _, err := unix.Poll(p, -1); err != nil && err != unix.EINTR {
+				return err
+			}
 			continue
 		}
 		if err != nil {
