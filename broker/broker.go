@@ -460,24 +460,23 @@ const (
 // copyDown is the download half of a tunnel: up to jail, half-closing
 // jail after. It relays (spliced); once a chunk has gone through, it looks
 // for the jail's own socket at the other end of jail, in the background
-// (a short answer never pays for the search). Once that is found, it moves
-// to the kernel path (kernel_linux.go) in two steps, and says so in
-// *inKernel:
+// (a short answer never pays for the search). Once that is found, and
+// unless the jail's reads of it could behave otherwise on the kernel path
+// (readsDiffer: a blocking socket, a low-water mark), it moves to the
+// kernel path (kernel_linux.go) in two steps, and says so in *inKernel:
 //   - the jail's socket is admitted to the map, and one more chunk is
-//     relayed by TCP: a read of the jail's that was waiting in TCP's own
-//     receive when the socket changed hands returns with it, and every
-//     read after it waits where the redirected bytes arrive (without this
-//     chunk, a blocking reader, dd or a Python recv, waited for ever);
+//     relayed by TCP: a read that was waiting in TCP's own receive when
+//     the socket changed hands returns with it, and every read after it
+//     waits where the redirected bytes arrive;
 //   - once the jail has read all the tunnel sent it by TCP (nothing in
-//     flight, nothing unread: nothing can be overtaken), and unless the
-//     jail's reads could behave otherwise on the kernel path (a blocking
-//     socket, MSG_WAITALL, splice, a low-water mark: holder.readsDiffer),
-//     the broker's end joins, and what the broker writes is redirected.
+//     flight, nothing unread: nothing can be overtaken), the broker's end
+//     joins, and what the broker writes is redirected.
 //
-// Where the kernel path is off, or the socket is not found, or the jail
-// does not keep up, or its reads could behave otherwise, it relays to the
-// end (a socket admitted stays in the map meanwhile: nothing is
-// redirected to it, and its reads fall through to TCP's).
+// Where the kernel path is off, or the socket is not found, or its reads
+// could behave otherwise, or the jail does not keep up, it relays to the
+// end (a socket admitted stays in the map meanwhile; nothing is
+// redirected to it, and being non-blocking, its reads never wait in the
+// map's receive).
 func (b *Broker) copyDown(jail, up net.Conn, n *int64, inKernel *bool, done chan<- struct{}) {
 	mine := sysFD(jail)
 	var end tunnelEnd
@@ -520,7 +519,7 @@ func (b *Broker) copyDown(jail, up net.Conn, n *int64, inKernel *bool, done chan
 				continue
 			}
 		}
-		if peer.fd < 0 {
+		if peer.fd < 0 || readsDiffer(peer.fd) {
 			break
 		}
 		if !admitted {
@@ -534,7 +533,10 @@ func (b *Broker) copyDown(jail, up net.Conn, n *int64, inKernel *bool, done chan
 		if !drained(mine, peer.fd) {
 			continue
 		}
-		if !peer.h.readsDiffer(peer.fd) && b.kpath.redirect(mine) == nil {
+		if readsDiffer(peer.fd) { // made blocking meanwhile
+			break
+		}
+		if b.kpath.redirect(mine) == nil {
 			*inKernel = true
 		}
 		break

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -158,119 +157,24 @@ func (h *holder) search() (int, error) {
 
 func (h *holder) close() { unix.Close(h.pidfd) }
 
-// How the threads of a jail socket's holder are looked at before the
-// broker's end joins the map: samples looks, readerGap apart.
-const (
-	readerSamples = 16
-	readerGap     = 250 * time.Microsecond
-)
-
 // readsDiffer reports whether the jail's reads of its socket could behave
-// otherwise once the redirect feeds it, and the tunnel must stay relayed.
-// fd is the broker's descriptor of the socket (the same open file as the
-// jail's). Any doubt answers yes: a relayed tunnel is always correct.
-//   - A socket in blocking mode: the kernel's receive on a socket in the
-//     map waits once and returns EAGAIN when a wake-up brought no data
-//     (tcp_bpf_recvmsg), which a blocking read is never to return (seen
-//     here: testdata/reader failed so in 1 run of 8). Readers that poll
-//     (curl, Go, Node, Python with a timeout) use non-blocking sockets.
-//   - A low-water mark above a byte.
-//   - A thread of a process of the jail's that holds the socket seen, in
-//     any of readerSamples looks over a few milliseconds, in a call that
-//     the redirect could leave waiting or change (stuckRead): a receive
-//     with MSG_WAITALL, which when begun before the socket joined the map
-//     waits in TCP's own receive for its whole buffer, and when begun
-//     after gets short reads it did not ask for; or splice(2), which reads
-//     only TCP's queue.
-//
-// What it cannot see (32-bit programs' calls, a socket made blocking
-// after the look) is in docs/network.md.
-func (h *holder) readsDiffer(fd int) bool {
+// otherwise once it is in the map, and the tunnel must stay relayed: the
+// socket is in blocking mode, or its low-water mark is above a byte. fd is
+// the broker's descriptor of the socket (the jail's own open file, whose
+// O_NONBLOCK it shows). On a socket in the map the kernel's receive
+// (tcp_bpf_recvmsg) waits once and returns EAGAIN when a wake-up brought
+// no data (a signal's, say), which a blocking read never returns: seen
+// here, testdata/reader failed so in 1 run of 8. A read already waiting
+// in TCP's own receive when the socket joins would also never see a
+// redirected byte. Readers that poll (curl, Go, Node, Python with a
+// timeout) use non-blocking sockets, which take the path. Any doubt
+// answers yes: a relayed tunnel is always correct.
+func readsDiffer(fd int) bool {
 	if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err != nil || fl&unix.O_NONBLOCK == 0 {
 		return true
 	}
-	if low, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVLOWAT); err != nil || low > 1 {
-		return true
-	}
-	procs := nsProcs(h.end.ns)
-	defer closeProcs(procs)
-	target := socketLink(h.inode)
-	var holding []proc
-	complete := eachHolding(procs, target, func(p proc, _ int) bool {
-		if !slices.Contains(holding, p) {
-			holding = append(holding, p)
-		}
-		return true
-	})
-	if !complete {
-		return true
-	}
-	threads := 0
-	for i := range readerSamples {
-		if i > 0 {
-			time.Sleep(readerGap)
-		}
-		for _, p := range holding {
-			tasks, err := dirNames(p.dir, "task", peerMaxFDs+1)
-			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH) {
-				continue // the process ended
-			}
-			if threads += len(tasks); err != nil || threads > readerSamples*peerMaxFDs {
-				return true
-			}
-			for _, tid := range tasks {
-				data, err := readAt(p.dir, "task/"+tid+"/syscall", 256)
-				if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH) {
-					continue // the thread ended
-				}
-				if err != nil {
-					return true
-				}
-				// The thread's own table: a thread may have one of its own.
-				if n, ok := stuckRead(strings.Fields(data)); ok {
-					if l, err := readlinkat(p.dir, "task/"+tid+"/fd/"+n); err == nil && l == target {
-						return true
-					}
-				}
-			}
-		}
-	}
-	return false
-}
-
-// stuckRead reads /proc/TID/syscall's fields (the call's number, then
-// its arguments): when the thread is in a call the redirect could leave
-// waiting (a receive with MSG_WAITALL, or splice(2)), it returns the
-// descriptor the call reads.
-func stuckRead(fields []string) (fd string, ok bool) {
-	if len(fields) < 7 {
-		return "", false // running, or not in a system call
-	}
-	nr, err := strconv.ParseInt(fields[0], 10, 64)
-	if err != nil {
-		return "", false
-	}
-	flagsArg := 0
-	switch nr {
-	case unix.SYS_RECVFROM, unix.SYS_RECVMMSG: // (fd, buf|vec, len, flags, …)
-		flagsArg = 4
-	case unix.SYS_RECVMSG: // (fd, msg, flags)
-		flagsArg = 3
-	case unix.SYS_SPLICE: // (fd_in, …): any splice from the socket
-	default:
-		return "", false
-	}
-	n, err := strconv.ParseUint(fields[1], 0, 64)
-	if err != nil {
-		return "", false
-	}
-	if flagsArg > 0 {
-		flags, err := strconv.ParseUint(fields[flagsArg], 0, 64)
-		if err != nil || flags&unix.MSG_WAITALL == 0 {
-			return "", false
-		}
-	}
-	return strconv.FormatUint(n, 10), true
+	low, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVLOWAT)
+	return err != nil || low > 1
 }
 
 // socketLink is what a descriptor of the socket with this inode reads as
@@ -329,21 +233,6 @@ func dirNames(dir int, name string, max int) ([]string, error) {
 		err = nil
 	}
 	return names, err
-}
-
-// readAt reads at most max bytes of the file at path under dir.
-func readAt(dir int, path string, max int) (string, error) {
-	fd, err := unix.Openat(dir, path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return "", err
-	}
-	defer unix.Close(fd)
-	buf := make([]byte, max)
-	n, err := unix.Read(fd, buf)
-	if err != nil {
-		return "", err
-	}
-	return string(buf[:n]), nil
 }
 
 func readlinkat(dir int, path string) (string, error) {
