@@ -446,13 +446,13 @@ func (b *Broker) tunnel(jail net.Conn, pre []byte, up net.Conn, c *record.Connec
 }
 
 // The download half's steps: relayed, a chunk between two looks for the
-// kernel path, and at most quietTries looks; on the kernel path, a chunk
+// kernel path, and at most drainTries looks; on the kernel path, a chunk
 // between two looks at what the jail has not read, and at most highWater
 // of it unread (the kernel's redirect knows no receive buffer: the broker
 // is the jail socket's flow control).
 const (
 	downChunk   = 256 << 10
-	quietTries  = 16
+	drainTries  = 16
 	kernelChunk = 1 << 20
 	highWater   = 4 << 20
 )
@@ -487,7 +487,7 @@ func (b *Broker) copyDown(jail, up net.Conn, n *int64, inKernel *bool, done chan
 	var found chan answer // the search's answer
 	peer := answer{fd: -1}
 	answered, admitted := false, false
-	for tries := 0; tries < quietTries; {
+	for tries := 0; tries < drainTries; {
 		m, err := io.Copy(jail, io.LimitReader(up, downChunk))
 		*n += m
 		if err != nil || m < downChunk {
