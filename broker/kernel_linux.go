@@ -135,7 +135,7 @@ func newKernelPath() (*kernelPath, error) {
 	runtime.KeepAlive(log)
 	if err != nil {
 		unix.Close(m)
-		if n := cString(log); n != "" {
+		if n := unix.ByteSliceToString(log); n != "" {
 			return nil, fmt.Errorf("the SK_MSG program: %w: %s", err, n)
 		}
 		return nil, fmt.Errorf("the SK_MSG program: %w", err)
@@ -252,15 +252,6 @@ func refusedHere(procRoot string) string {
 		return "the host panics on a kernel warning (kernel.panic_on_warn)"
 	}
 	return ""
-}
-
-func cString(b []byte) string {
-	for i, c := range b {
-		if c == 0 {
-			return string(b[:i])
-		}
-	}
-	return string(b)
 }
 
 func (k *kernelPath) update(key key, fd int) error {

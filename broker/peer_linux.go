@@ -78,49 +78,30 @@ func peerSocket(e tunnelEnd) (int, *holder, error) {
 	if err != nil {
 		return -1, nil, err
 	}
-	var fd int
-	var h *holder
-	eachHolding(procs, socketLink(inode), func(p proc, n int) bool {
-		pidfd, err := unix.PidfdOpen(p.pid, 0)
-		if err != nil {
-			return true
-		}
-		h = &holder{pidfd: pidfd, n: n, inode: inode, end: e}
-		if fd, err = h.take(); err == nil {
-			return false
-		}
-		unix.Close(pidfd)
-		h = nil
-		return true
-	})
-	if h == nil {
-		return -1, nil, errNoPeer
-	}
-	return fd, h, nil
-}
-
-// eachHolding calls fn with each process of procs that has a descriptor
-// of the socket whose link is target, and that descriptor's number, until
-// fn returns false. It returns false when it gave up: more than
-// peerMaxFDs descriptors to look at.
-func eachHolding(procs []proc, target string, fn func(p proc, n int) bool) bool {
+	target := socketLink(inode)
 	budget := peerMaxFDs
 	for _, p := range procs {
 		names, _ := dirNames(p.dir, "fd", budget+1)
 		for _, name := range names {
 			if budget--; budget < 0 {
-				return false
+				return -1, nil, errNoPeer
 			}
 			if l, err := readlinkat(p.dir, "fd/"+name); err != nil || l != target {
 				continue
 			}
 			n, _ := strconv.Atoi(name)
-			if !fn(p, n) {
-				return true
+			pidfd, err := unix.PidfdOpen(p.pid, 0)
+			if err != nil {
+				continue
 			}
+			h := &holder{pidfd: pidfd, n: n, inode: inode, end: e}
+			if fd, err := h.take(); err == nil {
+				return fd, h, nil
+			}
+			unix.Close(pidfd)
 		}
 	}
-	return true
+	return -1, nil, errNoPeer
 }
 
 // queued is how much the jail's socket holds unread, found where it was
@@ -220,7 +201,7 @@ func closeProcs(procs []proc) {
 }
 
 // dirNames are at most max of the names in the directory name of the
-// process at dir ("fd": its descriptor numbers; "task": its threads).
+// process at dir ("fd": its descriptor numbers).
 func dirNames(dir int, name string, max int) ([]string, error) {
 	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {

@@ -21,8 +21,8 @@ const exhaustionWait = 5 * time.Minute
 func forkerIn(t *testing.T, dir string) string {
 	t.Helper()
 	bin := filepath.Join(dir, "forker")
-	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/forker").CombinedOutput(); err != nil {
-		t.Fatalf("build forker: %v\n%s", err, out)
+	if err := buildTool(bin, "forker"); err != "" {
+		t.Fatal(err)
 	}
 	return bin
 }

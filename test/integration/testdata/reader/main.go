@@ -18,6 +18,7 @@ package main
 import (
 	"bytes"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"net/netip"
 	"net/url"
@@ -34,9 +35,11 @@ func main() {
 	}
 }
 
+const usage = "usage: reader NAME HOST:PORT block|waitall|poll"
+
 func run(args []string) error {
 	if len(args) != 3 {
-		return fmt.Errorf("usage: reader NAME HOST:PORT block|waitall|poll")
+		return errors.New(usage)
 	}
 	flags, poll := 0, false
 	switch args[2] {
@@ -46,7 +49,7 @@ func run(args []string) error {
 	case "poll":
 		poll = true
 	default:
-		return fmt.Errorf("usage: reader NAME HOST:PORT block|waitall|poll")
+		return errors.New(usage)
 	}
 	proxy, err := url.Parse(os.Getenv("HTTPS_PROXY"))
 	if err != nil {
