@@ -73,7 +73,9 @@ type Config struct {
 	// the kernel path (kernel_linux.go).
 	NoKernelPath bool
 	// Refused, when set, is called once for each host:port refused, with
-	// the explanation the 403 carries (agentjail says it on stderr).
+	// the explanation the 403 carries (agentjail says it on stderr). It
+	// returns before the jail is answered, so the line comes before the
+	// refused tool's own error on a terminal they share.
 	Refused func(hostPort, why string)
 }
 

@@ -564,6 +564,67 @@ func TestBrokerConnectFirstAndLater(t *testing.T) {
 	}
 }
 
+// TestBrokerSaysRefusalFirst: the refusal is said (Config.Refused, which
+// agentjail prints on the operator's stderr) before the jail can read the
+// answer, so the tool refused prints its own error after agentjail's line,
+// not inside it (a curl's "curl: (56) ..." was split by it once). Refused
+// here holds until the test has looked for an answer that must not be
+// there yet; CONNECT, plain HTTP and SOCKS5 each.
+func TestBrokerSaysRefusalFirst(t *testing.T) {
+	t.Parallel()
+	said, release := make(chan string), make(chan struct{})
+	w := newWorld(t, func(c *Config) {
+		c.Refused = func(hp, why string) {
+			said <- hp
+			<-release
+		}
+	})
+	for _, x := range []struct{ host, greet, send, answer string }{
+		{"one.test:443", "", "CONNECT one.test:443 HTTP/1.1\r\nHost: one.test:443\r\n\r\n", "HTTP/1.1 403"},
+		{"two.test:80", "", "GET http://two.test/ HTTP/1.1\r\nHost: two.test\r\n\r\n", "HTTP/1.1 403"},
+		{"three.test:443", "\x05\x01\x00", "\x05\x01\x00\x03\x0athree.test\x01\xbb", "\x05\x02"},
+	} {
+		c, err := net.Dial("tcp", w.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(time.Minute))
+		if x.greet != "" { // SOCKS5 answers its greeting before the request
+			io.WriteString(c, x.greet)
+			if got := make([]byte, 2); !readIs(c, got, "\x05\x00") {
+				t.Fatalf("%s: greeting answered %q", x.host, got)
+			}
+		}
+		io.WriteString(c, x.send)
+		select {
+		case hp := <-said:
+			if hp != x.host {
+				t.Errorf("said %q, want %q", hp, x.host)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("%s: the refusal was never said", x.host)
+		}
+		c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		early := make([]byte, 64)
+		if n, err := c.Read(early); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("%s: the jail read %q (%v) while the refusal was being said", x.host, early[:n], err)
+		}
+		release <- struct{}{}
+		c.SetReadDeadline(time.Now().Add(time.Minute))
+		if got := make([]byte, len(x.answer)); !readIs(c, got, x.answer) {
+			t.Errorf("%s: answer %q, want %q", x.host, got, x.answer)
+		}
+	}
+	w.b.Close()
+}
+
+// readIs reads len(buf) bytes from c and says whether they are want.
+func readIs(c net.Conn, buf []byte, want string) bool {
+	_, err := io.ReadFull(c, buf)
+	return err == nil && string(buf) == want
+}
+
 // TestBrokerCloseEndsLookups: Close ends a CONNECT still waiting on its
 // name's lookup (a resolver that answers only when asked to stop), on the
 // sniffed path as on the HTTP server's.

@@ -92,9 +92,9 @@ func (b *Broker) tunnelTo(ctx context.Context, target string, rep connectReply) 
 	c.Allowed, c.Rule = v.allowed, v.rule
 	if !v.allowed {
 		c.Status = http.StatusForbidden
-		rep.fail(http.StatusForbidden, "agentjail: "+v.why)
 		finish(&c, start, nil)
-		b.note(c, v.why)
+		b.note(c, v.why) // said before the jail can read the answer and print its own
+		rep.fail(http.StatusForbidden, "agentjail: "+v.why)
 		return
 	}
 	up, err := b.dial(ctx, v, host, port, &c)
@@ -363,9 +363,9 @@ func (b *Broker) forwardHTTP(w http.ResponseWriter, r *http.Request) {
 	c.Allowed, c.Rule = v.allowed, v.rule
 	if !v.allowed {
 		c.Status = http.StatusForbidden
-		refuse(w, v.why)
 		finish(&c, time.Now(), nil)
-		b.note(c, v.why)
+		b.note(c, v.why) // said before the answer, as in tunnelTo
+		refuse(w, v.why)
 		return
 	}
 	if v.proxy != nil {

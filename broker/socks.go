@@ -92,9 +92,9 @@ func (b *Broker) socks(pc *peeked) {
 	cancel()
 	c.Allowed, c.Rule = v.allowed, v.rule
 	if !v.allowed {
-		reply(socksNotAllowed)
 		finish(&c, start, nil)
-		b.note(c, v.why)
+		b.note(c, v.why) // said before the answer, as in tunnelTo
+		reply(socksNotAllowed)
 		return
 	}
 	up, err := b.dial(b.ctx, v, host, port, &c)
