@@ -587,14 +587,20 @@ func (b *Broker) kernelDown(jail, up net.Conn, h *holder, n *int64) {
 	}
 }
 
-// drained waits a little for everything the tunnel sent by TCP to have
-// been read by the jail: mine (the broker's end) has nothing
+// drainWait is how long drained waits for the jail to read a chunk: a
+// reader that is scheduled late on a busy host still takes the path, and
+// one that has stopped reading costs drainTries of it once.
+const drainWait = 50 * time.Millisecond
+
+// drained waits up to drainWait for everything the tunnel sent by TCP to
+// have been read by the jail: mine (the broker's end) has nothing
 // unacknowledged, and peer (the jail's, in the map) nothing in its
 // receive memory. Not SIOCINQ: on a socket in the map it counted only
 // what was redirected, not the TCP bytes still unread (seen on Linux
 // 6.18).
 func drained(mine, peer int) bool {
-	for range 50 {
+	deadline := time.Now().Add(drainWait)
+	for wait := 100 * time.Microsecond; ; wait = min(2*wait, 5*time.Millisecond) {
 		out, err1 := unix.IoctlGetInt(mine, unix.TIOCOUTQ)
 		mem, err2 := rmemAlloc(peer)
 		if err1 != nil || err2 != nil {
@@ -603,9 +609,11 @@ func drained(mine, peer int) bool {
 		if out == 0 && mem == 0 {
 			return true
 		}
-		time.Sleep(100 * time.Microsecond)
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(wait)
 	}
-	return false
 }
 
 // sysFD is c's descriptor if it is a TCP connection, else -1. The

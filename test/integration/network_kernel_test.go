@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -11,11 +12,34 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 )
+
+// headStart is how long the test servers pause after a stream's first
+// MiB: the broker's search for the jail's socket, which starts after the
+// first 256 KiB, then ends before the stream does even on a busy host (a
+// 64 MiB download at full speed is over in a tenth of a second), so that
+// the stream takes the kernel path whatever the host's load.
+const headStart = 300 * time.Millisecond
+
+// withHeadStart writes data to w: its first MiB, a pause of headStart,
+// then the rest.
+func withHeadStart(w io.Writer, data []byte) error {
+	head := min(len(data), 1<<20)
+	if _, err := w.Write(data[:head]); err != nil {
+		return err
+	}
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	time.Sleep(headStart)
+	_, err := w.Write(data[head:])
+	return err
+}
 
 // dataServer serves, on the host's loopback, GET /data (size bytes of
 // seeded random data, whose sha256 it returns) and GET /endless (zeros,
-// more than any test reads).
+// more than any test reads), each with a head start.
 func dataServer(t *testing.T, size int) (port int, sum string) {
 	t.Helper()
 	data := seeded(size)
@@ -24,10 +48,13 @@ func dataServer(t *testing.T, size int) (port int, sum string) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/data" {
 			w.Header().Set("Content-Length", strconv.Itoa(size))
-			w.Write(data)
+			withHeadStart(w, data)
 			return
 		}
-		for range 1024 {
+		if withHeadStart(w, zeros) != nil {
+			return
+		}
+		for range 1023 {
 			if _, err := w.Write(zeros); err != nil {
 				return
 			}
@@ -45,7 +72,7 @@ func seeded(size int) []byte {
 }
 
 // rawServer serves data, on the host's loopback, to whoever connects, and
-// closes: a stream with no protocol around it.
+// closes: a stream with no protocol around it, with a head start.
 func rawServer(t *testing.T, data []byte) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -60,7 +87,7 @@ func rawServer(t *testing.T, data []byte) int {
 				return
 			}
 			go func() {
-				c.Write(data)
+				withHeadStart(c, data)
 				c.Close()
 			}()
 		}
