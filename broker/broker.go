@@ -73,9 +73,9 @@ type Config struct {
 	// the kernel path (kernel_linux.go).
 	NoKernelPath bool
 	// Refused, when set, is called once for each host:port refused, with
-	// the explanation the 403 carries (agentjail says it on stderr). It
-	// returns before the jail is answered, so the line comes before the
-	// refused tool's own error on a terminal they share.
+	// the explanation the 403 carries (agentjail says it on stderr). The
+	// jail is answered once it returns (or after sayWait), so the line
+	// comes before the refused tool's own error on a terminal they share.
 	Refused func(hostPort, why string)
 }
 
@@ -401,9 +401,22 @@ func (b *Broker) note(c record.Connection, why string) {
 	}
 	b.mu.Unlock()
 	if first && b.cfg.Refused != nil {
-		b.cfg.Refused(hp, why)
+		// Said before the jail is answered, but a stalled stderr (a
+		// paused terminal, a full pipe) holds the answer sayWait at most.
+		said := make(chan struct{})
+		go func() {
+			b.cfg.Refused(hp, why)
+			close(said)
+		}()
+		select {
+		case <-said:
+		case <-time.After(sayWait):
+		}
 	}
 }
+
+// sayWait is how long a refusal's answer waits for the refusal to be said.
+const sayWait = time.Second
 
 // finish completes a connection's record: its duration, and err.
 func finish(c *record.Connection, start time.Time, err error) {

@@ -619,6 +619,32 @@ func TestBrokerSaysRefusalFirst(t *testing.T) {
 	w.b.Close()
 }
 
+// TestBrokerRefusalNotHeldBySay: a Refused that never returns (agentjail's
+// stderr stalled) holds the jail's 403 sayWait at most.
+func TestBrokerRefusalNotHeldBySay(t *testing.T) {
+	t.Parallel()
+	stuck := make(chan struct{})
+	defer close(stuck)
+	w := newWorld(t, func(c *Config) {
+		c.Refused = func(hp, why string) { <-stuck }
+	})
+	c, err := net.Dial("tcp", w.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	io.WriteString(c, "CONNECT one.test:443 HTTP/1.1\r\nHost: one.test:443\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(time.Minute))
+	if got := make([]byte, 12); !readIs(c, got, "HTTP/1.1 403") {
+		t.Fatalf("answer %q, want a 403", got)
+	}
+	if d := time.Since(start); d < sayWait {
+		t.Errorf("answered after %v, before the refusal was said or sayWait (%v) had passed", d, sayWait)
+	}
+	w.b.Close()
+}
+
 // readIs reads len(buf) bytes from c and says whether they are want.
 func readIs(c net.Conn, buf []byte, want string) bool {
 	_, err := io.ReadFull(c, buf)
