@@ -75,8 +75,11 @@ type Config struct {
 	// Refused, when set, is called once for each host:port refused, with
 	// the explanation the 403 carries (agentjail says it on stderr). The
 	// jail is answered once it returns (or after sayWait), so the line
-	// comes before the refused tool's own error on a terminal they share.
+	// comes before the refused tool's own error on a terminal they share;
+	// so is a refusal of the same host:port while it is being said.
 	Refused func(hostPort, why string)
+	// sayWait, when set, replaces sayWait (the tests' own).
+	sayWait time.Duration
 }
 
 // Broker is agentjail's proxy for one jail: HTTP CONNECT, plain HTTP
@@ -97,7 +100,7 @@ type Broker struct {
 
 	mu        sync.Mutex
 	rec       *record.Network
-	said      map[string]bool
+	said      map[string]chan struct{} // host:port refused → closed once said
 	active    map[net.Conn]bool
 	listeners []net.Listener
 	closed    bool
@@ -106,6 +109,7 @@ type Broker struct {
 	kernelOnce sync.Once
 	kpath      *kernelPath
 	handlers   sync.WaitGroup // HTTP handlers (a tunnel outlives its connection's server)
+	saying     sync.WaitGroup // Refused calls
 }
 
 // New makes a broker; Serve hands it its listeners.
@@ -119,12 +123,15 @@ func New(cfg Config) *Broker {
 		cfg.MaxConns = DefaultMaxConns
 	}
 	cfg.MaxConns = max(1, min(cfg.MaxConns, (softNofile()-fdReserve)/2))
+	if cfg.sayWait <= 0 {
+		cfg.sayWait = sayWait
+	}
 	b := &Broker{
 		cfg:    cfg,
 		conns:  &chanListener{c: make(chan net.Conn), done: make(chan struct{})},
 		slots:  make(chan struct{}, cfg.MaxConns),
 		rec:    record.NewNetwork(policy.NetProxy, nil),
-		said:   map[string]bool{},
+		said:   map[string]chan struct{}{},
 		active: map[net.Conn]bool{},
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
@@ -366,6 +373,14 @@ func (b *Broker) Close() *record.Network {
 	b.srv.Close()
 	b.wg.Wait()
 	b.handlers.Wait()
+	// A refusal still being said (a stalled stderr) is given as long as
+	// its answer was, so that its line does not come after the run's.
+	said := make(chan struct{})
+	go func() { b.saying.Wait(); close(said) }()
+	select {
+	case <-said:
+	case <-time.After(b.cfg.sayWait):
+	}
 	b.forward.CloseIdleConnections()
 	b.api.CloseIdleConnections()
 	if b.kpath != nil {
@@ -394,24 +409,36 @@ func (b *Broker) note(c record.Connection, why string) {
 		b.rec.ConnectionsDropped++
 	}
 	hp := hostPort(c.Host, c.Port)
-	first := !c.Allowed && why != "" && !b.said[hp]
-	if first {
-		b.said[hp] = true
-		b.rec.RefusedHosts = append(b.rec.RefusedHosts, hp)
+	var saying chan struct{} // closed once hp's refusal has been said
+	first := false
+	if !c.Allowed && why != "" {
+		if saying = b.said[hp]; saying == nil {
+			saying, first = make(chan struct{}), true
+			b.said[hp] = saying
+			b.rec.RefusedHosts = append(b.rec.RefusedHosts, hp)
+		}
 	}
 	b.mu.Unlock()
-	if first && b.cfg.Refused != nil {
-		// Said before the jail is answered, but a stalled stderr (a
-		// paused terminal, a full pipe) holds the answer sayWait at most.
-		said := make(chan struct{})
-		go func() {
-			b.cfg.Refused(hp, why)
-			close(said)
-		}()
-		select {
-		case <-said:
-		case <-time.After(sayWait):
+	if saying == nil {
+		return
+	}
+	if first {
+		if b.cfg.Refused == nil {
+			close(saying)
+			return
 		}
+		b.saying.Add(1)
+		go func() {
+			defer b.saying.Done()
+			b.cfg.Refused(hp, why)
+			close(saying)
+		}()
+	}
+	// Said before the jail is answered, but a stalled stderr (a paused
+	// terminal, a full pipe) holds the answer sayWait at most.
+	select {
+	case <-saying:
+	case <-time.After(b.cfg.sayWait):
 	}
 }
 

@@ -567,9 +567,11 @@ func TestBrokerConnectFirstAndLater(t *testing.T) {
 // TestBrokerSaysRefusalFirst: the refusal is said (Config.Refused, which
 // agentjail prints on the operator's stderr) before the jail can read the
 // answer, so the tool refused prints its own error after agentjail's line,
-// not inside it (a curl's "curl: (56) ..." was split by it once). Refused
-// here holds until the test has looked for an answer that must not be
-// there yet; CONNECT, plain HTTP and SOCKS5 each.
+// not inside it (a curl's "curl: (56) ..." was split by it once); a second
+// request for the same host while it is being said waits too. Refused here
+// holds until the test has looked for answers that must not be there yet;
+// CONNECT and SOCKS5 answered first without the order, plain HTTP was held
+// by net/http's own buffering and is checked all the same.
 func TestBrokerSaysRefusalFirst(t *testing.T) {
 	t.Parallel()
 	said, release := make(chan string), make(chan struct{})
@@ -578,25 +580,30 @@ func TestBrokerSaysRefusalFirst(t *testing.T) {
 			said <- hp
 			<-release
 		}
+		c.sayWait = time.Hour // only release answers here
 	})
 	for _, x := range []struct{ host, greet, send, answer string }{
 		{"one.test:443", "", "CONNECT one.test:443 HTTP/1.1\r\nHost: one.test:443\r\n\r\n", "HTTP/1.1 403"},
 		{"two.test:80", "", "GET http://two.test/ HTTP/1.1\r\nHost: two.test\r\n\r\n", "HTTP/1.1 403"},
 		{"three.test:443", "\x05\x01\x00", "\x05\x01\x00\x03\x0athree.test\x01\xbb", "\x05\x02"},
 	} {
-		c, err := net.Dial("tcp", w.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		c.SetReadDeadline(time.Now().Add(time.Minute))
-		if x.greet != "" { // SOCKS5 answers its greeting before the request
-			io.WriteString(c, x.greet)
-			if got := make([]byte, 2); !readIs(c, got, "\x05\x00") {
-				t.Fatalf("%s: greeting answered %q", x.host, got)
+		ask := func() net.Conn {
+			c, err := net.Dial("tcp", w.addr)
+			if err != nil {
+				t.Fatal(err)
 			}
+			t.Cleanup(func() { c.Close() })
+			c.SetReadDeadline(time.Now().Add(time.Minute))
+			if x.greet != "" { // SOCKS5 answers its greeting before the request
+				io.WriteString(c, x.greet)
+				if got := make([]byte, 2); !readIs(c, got, "\x05\x00") {
+					t.Fatalf("%s: greeting answered %q", x.host, got)
+				}
+			}
+			io.WriteString(c, x.send)
+			return c
 		}
-		io.WriteString(c, x.send)
+		first := ask()
 		select {
 		case hp := <-said:
 			if hp != x.host {
@@ -605,28 +612,35 @@ func TestBrokerSaysRefusalFirst(t *testing.T) {
 		case <-time.After(time.Minute):
 			t.Fatalf("%s: the refusal was never said", x.host)
 		}
-		c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-		early := make([]byte, 64)
-		if n, err := c.Read(early); !errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Errorf("%s: the jail read %q (%v) while the refusal was being said", x.host, early[:n], err)
+		again := ask()
+		for i, c := range []net.Conn{first, again} {
+			c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+			early := make([]byte, 64)
+			if n, err := c.Read(early); !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Errorf("%s, request %d: the jail read %q (%v) while the refusal was being said", x.host, i+1, early[:n], err)
+			}
 		}
 		release <- struct{}{}
-		c.SetReadDeadline(time.Now().Add(time.Minute))
-		if got := make([]byte, len(x.answer)); !readIs(c, got, x.answer) {
-			t.Errorf("%s: answer %q, want %q", x.host, got, x.answer)
+		for i, c := range []net.Conn{first, again} {
+			c.SetReadDeadline(time.Now().Add(time.Minute))
+			if got := make([]byte, len(x.answer)); !readIs(c, got, x.answer) {
+				t.Errorf("%s, request %d: answer %q, want %q", x.host, i+1, got, x.answer)
+			}
 		}
 	}
 	w.b.Close()
 }
 
 // TestBrokerRefusalNotHeldBySay: a Refused that never returns (agentjail's
-// stderr stalled) holds the jail's 403 sayWait at most.
+// stderr stalled) holds the jail's 403 sayWait at most, and Close as long.
 func TestBrokerRefusalNotHeldBySay(t *testing.T) {
 	t.Parallel()
+	const wait = 200 * time.Millisecond
 	stuck := make(chan struct{})
 	defer close(stuck)
 	w := newWorld(t, func(c *Config) {
 		c.Refused = func(hp, why string) { <-stuck }
+		c.sayWait = wait
 	})
 	c, err := net.Dial("tcp", w.addr)
 	if err != nil {
@@ -639,10 +653,16 @@ func TestBrokerRefusalNotHeldBySay(t *testing.T) {
 	if got := make([]byte, 12); !readIs(c, got, "HTTP/1.1 403") {
 		t.Fatalf("answer %q, want a 403", got)
 	}
-	if d := time.Since(start); d < sayWait {
-		t.Errorf("answered after %v, before the refusal was said or sayWait (%v) had passed", d, sayWait)
+	if d := time.Since(start); d < wait {
+		t.Errorf("answered after %v, before the refusal was said or sayWait (%v) had passed", d, wait)
 	}
-	w.b.Close()
+	closed := make(chan struct{})
+	go func() { w.b.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(time.Minute):
+		t.Fatal("Close waits for a refusal that is never said") // a hang detector
+	}
 }
 
 // readIs reads len(buf) bytes from c and says whether they are want.
