@@ -656,13 +656,7 @@ func TestBrokerRefusalNotHeldBySay(t *testing.T) {
 	if d := time.Since(start); d < wait {
 		t.Errorf("answered after %v, before the refusal was said or sayWait (%v) had passed", d, wait)
 	}
-	closed := make(chan struct{})
-	go func() { w.b.Close(); close(closed) }()
-	select {
-	case <-closed:
-	case <-time.After(time.Minute):
-		t.Fatal("Close waits for a refusal that is never said") // a hang detector
-	}
+	closeWithin(t, w.b, "Close waits for a refusal that is never said")
 }
 
 // readIs reads len(buf) bytes from c and says whether they are want.
@@ -699,13 +693,7 @@ func TestBrokerCloseEndsLookups(t *testing.T) {
 	}
 	<-asked
 	<-asked
-	done := make(chan struct{})
-	go func() { w.b.Close(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(time.Minute):
-		t.Fatal("Close waits on a lookup") // a hang detector
-	}
+	closeWithin(t, w.b, "Close waits on a lookup")
 }
 
 // TestBrokerCloseEndsTunnels: Close ends a tunnel still open and returns.
@@ -722,15 +710,24 @@ func TestBrokerCloseEndsTunnels(t *testing.T) {
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("CONNECT: %v %v", resp, err)
 	}
-	done := make(chan *record.Network)
-	go func() { done <- w.b.Close() }()
+	rec := closeWithin(t, w.b, "Close did not return with a tunnel open")
+	if rec.Totals.Connections != 1 || rec.Connections[0].Rule != "127.0.0.1:"+port(w.plain) {
+		t.Errorf("record %+v", rec.Connections)
+	}
+}
+
+// closeWithin closes b and returns its record; a Close that has not
+// returned in a minute fails the test with hang (a hang detector).
+func closeWithin(t *testing.T, b *Broker, hang string) *record.Network {
+	t.Helper()
+	done := make(chan *record.Network, 1)
+	go func() { done <- b.Close() }()
 	select {
 	case rec := <-done:
-		if rec.Totals.Connections != 1 || rec.Connections[0].Rule != "127.0.0.1:"+port(w.plain) {
-			t.Errorf("record %+v", rec.Connections)
-		}
+		return rec
 	case <-time.After(time.Minute):
-		t.Fatal("Close did not return with a tunnel open")
+		t.Fatal(hang)
+		return nil
 	}
 }
 
