@@ -377,10 +377,7 @@ func (b *Broker) Close() *record.Network {
 	// its answer was, so that its line does not come after the run's.
 	said := make(chan struct{})
 	go func() { b.saying.Wait(); close(said) }()
-	select {
-	case <-said:
-	case <-time.After(b.cfg.sayWait):
-	}
+	b.awaitSaid(said)
 	b.forward.CloseIdleConnections()
 	b.api.CloseIdleConnections()
 	if b.kpath != nil {
@@ -419,25 +416,24 @@ func (b *Broker) note(c record.Connection, why string) {
 		}
 	}
 	b.mu.Unlock()
-	if saying == nil {
-		return
-	}
 	if first {
-		if b.cfg.Refused == nil {
+		b.saying.Go(func() {
+			if b.cfg.Refused != nil {
+				b.cfg.Refused(hp, why)
+			}
 			close(saying)
-			return
-		}
-		b.saying.Add(1)
-		go func() {
-			defer b.saying.Done()
-			b.cfg.Refused(hp, why)
-			close(saying)
-		}()
+		})
 	}
-	// Said before the jail is answered, but a stalled stderr (a paused
-	// terminal, a full pipe) holds the answer sayWait at most.
+	if saying != nil {
+		b.awaitSaid(saying) // before the jail is answered
+	}
+}
+
+// awaitSaid waits until said is closed, or sayWait at most: a stalled
+// stderr (a paused terminal, a full pipe) holds nothing longer.
+func (b *Broker) awaitSaid(said <-chan struct{}) {
 	select {
-	case <-saying:
+	case <-said:
 	case <-time.After(b.cfg.sayWait):
 	}
 }

@@ -659,6 +659,50 @@ func TestBrokerRefusalNotHeldBySay(t *testing.T) {
 	closeWithin(t, w.b, "Close waits for a refusal that is never said")
 }
 
+// TestBrokerCloseWaitsForASay: a refusal whose answer gave up waiting for
+// its line (sayWait) still has as long again to be said before Close
+// returns, so that the line does not come after the run's own.
+func TestBrokerCloseWaitsForASay(t *testing.T) {
+	t.Parallel()
+	const wait = 2 * time.Second
+	release, said := make(chan struct{}), make(chan struct{})
+	w := newWorld(t, func(c *Config) {
+		c.Refused = func(hp, why string) {
+			<-release
+			close(said)
+		}
+		c.sayWait = wait
+	})
+	c, err := net.Dial("tcp", w.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "CONNECT one.test:443 HTTP/1.1\r\nHost: one.test:443\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(time.Minute))
+	if got := make([]byte, 12); !readIs(c, got, "HTTP/1.1 403") {
+		t.Fatalf("answer %q, want a 403", got)
+	}
+	closed := make(chan *record.Network, 1)
+	go func() { closed <- w.b.Close() }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while the refusal was still being said")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case <-closed:
+	case <-time.After(time.Minute):
+		t.Fatal("Close did not return once the refusal was said") // a hang detector
+	}
+	select {
+	case <-said:
+	default:
+		t.Error("Close returned before the refusal was said")
+	}
+}
+
 // readIs reads len(buf) bytes from c and says whether they are want.
 func readIs(c net.Conn, buf []byte, want string) bool {
 	_, err := io.ReadFull(c, buf)

@@ -104,9 +104,9 @@ func rawServer(t *testing.T, data []byte) int {
 // relayed: on the kernel path a read begun before the socket joined the
 // map waited for ever in TCP's receive, and a later one could get EAGAIN.
 // A reader that stops reading is not sent more than the broker's
-// high-water mark past what it read (the kernel's redirect has no flow control of its own: the
-// whole stream would be pushed into the jail socket's queue, in the
-// host's memory). With AGENTJAIL_KERNEL_PATH=off the tunnel is relayed,
+// high-water mark past what it read (the kernel's redirect has no flow
+// control of its own: the whole stream would be pushed into the jail
+// socket's queue, in the host's memory). With AGENTJAIL_KERNEL_PATH=off the tunnel is relayed,
 // and says so.
 func TestNetworkKernelPath(t *testing.T) {
 	jailed(t)
