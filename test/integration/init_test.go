@@ -157,9 +157,11 @@ func TestInitReapsOrphans(t *testing.T) {
 				const n = 500 // a double fork costs 10 ms and more on some VMs: the hang detector below allows 30 s
 				// The witness outlives its parent, waits until its parent is
 				// no longer a child of this script (the subshell that started
-				// it), then names its new parent.
+				// it), then names its new parent. A parent whose stat cannot
+				// be read has just exited: the witness looks again (naming it
+				// failed one run in CI).
 				script := fmt.Sprintf(`echo ppid=$PPID
-(sh -c 'while read -r _ _ _ ppid _ </proc/$$/stat; read -r _ _ _ pp _ </proc/$ppid/stat; [ "$pp" = '$$' ]; do sleep 0.01; done; echo orphan-ppid=$ppid' &)
+(sh -c 'while read -r _ _ _ ppid _ </proc/$$/stat; ! read -r _ _ _ pp _ 2>/dev/null </proc/$ppid/stat || [ "$pp" = '$$' ]; do sleep 0.01; done; echo orphan-ppid=$ppid' &)
 i=0; while [ $i -lt %d ]; do (true &); i=$((i+1)); done; echo made; read x; exit 0`, n)
 				args := []string{"init", "--", "sh", "-c", script}
 				if verbose {
