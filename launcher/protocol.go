@@ -24,9 +24,20 @@ import (
 //	client → worker  then, until the end: one byte per signal the client
 //	                 received, its number; the end of the stream is the
 //	                 client gone
-//	worker → client  one byte, the run's exit code, once the run has ended
+//	worker → client  one byte: Taken once the request is read and its run
+//	                 begins, then one byte, the run's exit code, once the
+//	                 run has ended; or Refused and one line saying why,
+//	                 and the end of the stream (the client exits 125)
+//
+// A stream that ends before Taken is a request no run took (the launcher
+// stopped with the client still queued, or a worker ended while reading
+// it): the client runs `agentjail run` itself, as where no launcher
+// listens. One that ends after Taken and before the exit code is a run
+// whose end is unknown: never run twice.
 const (
-	Magic   = "AJL1"
+	Magic   = "AJL2"
+	Taken   = 'T'
+	Refused = 'R'
 	MaxBody = 16 << 20
 	// headLen is Magic and the body's length.
 	headLen = len(Magic) + 4

@@ -135,11 +135,12 @@ func Work(run func(req Request, h Hooks) int) error {
 			err = adopt(req, c.fds)
 		}
 		if err != nil {
-			if len(c.fds) > 2 {
-				unix.Write(c.fds[2], []byte("agentjail: launcher: "+err.Error()+"\n"))
-			}
-			fmt.Fprintf(log, "agentjail: launcher: %v\n", err)
+			c.refusal = err.Error()
+			fmt.Fprintf(log, "agentjail: launcher: %s\n", c.refusal)
 		} else {
+			// From here the run is the client's: it will not run the
+			// request itself (protocol.go).
+			unix.Write(conn, []byte{Taken})
 			sigs := st.begin()
 			stop := c.signals(sigs)
 			code = run(req, Hooks{Ready: st.ready, Stalled: func() { stalled = true }})
@@ -314,15 +315,29 @@ func (st *state) idle() bool {
 // errLauncherGone ends a worker whose launcher has exited.
 var errLauncherGone = errors.New("the launcher is gone")
 
-// client is one connection: the descriptors that came with its request.
+// client is one connection: the descriptors that came with its request,
+// and why it was refused, if it was.
 type client struct {
-	conn int
-	fds  []int
+	conn    int
+	fds     []int
+	refusal string
+	// older: an agentjail-run of a release before Refused, which reads
+	// any first byte as the exit code: it is refused in its own terms.
+	older bool
 }
 
-// reply sends the client the run's exit code and lets go of it.
+// reply sends the client the run's exit code, or its refusal, and lets go
+// of it.
 func (c *client) reply(code int) {
-	unix.Write(c.conn, []byte{byte(code)})
+	switch {
+	case c.refusal != "" && c.older:
+		unix.Write(c.fds[2], []byte("agentjail: launcher: "+c.refusal+"\n"))
+		unix.Write(c.conn, []byte{125})
+	case c.refusal != "":
+		unix.Write(c.conn, append([]byte{Refused}, c.refusal+"\n"...))
+	default:
+		unix.Write(c.conn, []byte{byte(code)})
+	}
 	for _, fd := range c.fds {
 		unix.Close(fd)
 	}
@@ -367,6 +382,7 @@ func (c *client) read() (Request, error) {
 	}
 	size, err := bodyLen(head)
 	if err != nil {
+		c.older = string(head[:len(Magic)]) == "AJL1"
 		return Request{}, err
 	}
 	body := make([]byte, size)

@@ -12,13 +12,15 @@
  * package launcher (protocol.go, the specification): its standard
  * descriptors and working directory (SCM_RIGHTS), umask, resource limits,
  * arguments and environment. It then forwards the signals it receives (one
- * byte each) and exits with the one byte the launcher's process answers:
- * the run's exit code.
+ * byte each) and exits with the run's exit code, the byte the launcher's
+ * process answers once the run it took has ended.
  *
- * Where no launcher listens it execs the agentjail installed beside it,
- * `agentjail run` itself, so a script may always call agentjail-run; a
+ * Where no launcher listens, or none took the request (the launcher
+ * stopped while it was queued), it execs the agentjail installed beside
+ * it, `agentjail run` itself, so a script may always call agentjail-run; a
  * socket named by $AGENTJAIL_LAUNCHER that cannot be reached is said once
- * on stderr first. A failure of its own exits 125, as agentjail's do.
+ * on stderr first. A failure of its own, or a refusal, exits 125, as
+ * agentjail's do.
  *
  * It is C, static and small because its start is on every launch's path:
  * a Go program's start alone costs more than the launcher saves.
@@ -40,7 +42,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#define MAGIC "AJL1"         /* launcher.Magic */
+#define MAGIC "AJL2"         /* launcher.Magic */
+#define TAKEN 'T'            /* launcher.Taken */
+#define REFUSED 'R'          /* launcher.Refused */
 #define MAX_BODY (16 << 20)  /* launcher.MaxBody */
 #define EXIT_SETUP 125
 
@@ -51,8 +55,9 @@ extern char **environ;
 static const int forwarded[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH, SIGALRM};
 
 static int sock = -1;
-/* Signals that came before the request went, forwarded after it. */
-static volatile sig_atomic_t early[65];
+/* Every signal that came: one before the request went is forwarded after
+ * it; all of them are raised again if the client runs agentjail itself. */
+static volatile sig_atomic_t seen[65];
 
 static int fail(const char *format, ...)
 {
@@ -65,18 +70,16 @@ static int fail(const char *format, ...)
 	return EXIT_SETUP;
 }
 
-/* forward sends the signal to the launcher's process as one byte, or
- * keeps it for later while there is no request yet. */
+/* forward sends the signal to the launcher's process as one byte, once
+ * there is a request, and notes it. */
 static void forward(int sig)
 {
 	int saved = errno;
 	unsigned char b = (unsigned char)sig;
-	if (sock < 0) {
-		early[sig] = 1;
-	} else {
+	seen[sig] = 1;
+	if (sock >= 0)
 		while (write(sock, &b, 1) < 0 && errno == EINTR)
 			;
-	}
 	errno = saved;
 }
 
@@ -140,7 +143,7 @@ static int fallback(int argc, char **argv)
 	/* A signal that came meanwhile does what it would have done to an
 	 * agentjail run not catching signals yet. */
 	for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++)
-		if (early[forwarded[i]]) {
+		if (seen[forwarded[i]]) {
 			signal(forwarded[i], SIG_DFL);
 			raise(forwarded[i]);
 		}
@@ -315,13 +318,40 @@ int main(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &block, &old);
 	sock = conn;
 	for (int s = 1; s < 65; s++)
-		if (early[s])
+		if (seen[s])
 			forward(s);
 	sigprocmask(SIG_SETMASK, &old, NULL);
 
-	/* The answer: one byte, the run's exit code. */
-	unsigned char code;
+	/* Taken, then the run's exit code; or a refusal and why; or the end
+	 * before either: no run took the request, and none will. */
+	unsigned char first;
 	ssize_t r;
+	while ((r = read(sock, &first, 1)) < 0 && errno == EINTR)
+		;
+	if (r == 0 || (r < 0 && errno == ECONNRESET)) {
+		sigprocmask(SIG_BLOCK, &block, NULL);
+		close(sock);
+		sock = -1;
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		if (explicit)
+			dprintf(2, "agentjail-run: warning: the launcher at %s stopped before it took the request: running agentjail run itself\n", path);
+		return fallback(argc, argv);
+	}
+	if (r < 0)
+		return fail("the launcher at %s: reading its answer: %s", path, strerror(errno));
+	if (first == REFUSED) {
+		char why[4096];
+		size_t n = 0;
+		while (n < sizeof why - 1 && ((r = read(sock, why + n, sizeof why - 1 - n)) > 0 || (r < 0 && errno == EINTR)))
+			if (r > 0)
+				n += (size_t)r;
+		why[n] = 0;
+		why[strcspn(why, "\n")] = 0;
+		return fail("the launcher at %s refused the request: %s", path, *why ? why : "(no reason given)");
+	}
+	if (first != TAKEN)
+		return fail("the launcher at %s answered %d, not a launcher of this release: restart it (agentjail launcher) after installing agentjail", path, first);
+	unsigned char code;
 	while ((r = read(sock, &code, 1)) < 0 && errno == EINTR)
 		;
 	if (r != 1)

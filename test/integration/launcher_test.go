@@ -2,9 +2,11 @@ package integration
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -170,12 +172,35 @@ func TestLauncherRefuses(t *testing.T) {
 	var socatErr bytes.Buffer
 	socat.Stderr = &socatErr
 	out, err := socat.Output()
-	if err != nil || !bytes.Equal(out, []byte{125}) {
-		t.Errorf("a client of uid %d: answered %q (%v), want exit code 125 alone\n%s", runUID, out, err, socatErr.String())
+	refusal := "R" + "a client of uid 1000, not this launcher's 0: refused; run agentjail run itself, or a launcher of your own\n"
+	if err != nil || string(out) != refusal {
+		t.Errorf("a client of uid %d: answered %q (%v), want %q: Refused and why, nothing else\n%s", runUID, out, err, refusal, socatErr.String())
 	}
 	waitFor(t, func() bool {
 		return strings.Contains(log(), "a client of uid 1000, not this launcher's 0: refused")
 	})
+
+	// An agentjail-run of the release before, which takes any first
+	// byte for the exit code: refused in its terms, 125 and a line on its
+	// stderr.
+	old, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	errR, errW, _ := os.Pipe()
+	defer errR.Close()
+	head := append([]byte("AJL1"), 0, 0, 0, 0)
+	fds := []int{0, 1, int(errW.Fd()), 0}
+	if _, _, err := old.(*net.UnixConn).WriteMsgUnix(head, syscall.UnixRights(fds...), nil); err != nil {
+		t.Fatal(err)
+	}
+	errW.Close()
+	answer, _ := io.ReadAll(old)
+	said, _ := io.ReadAll(errR)
+	if !bytes.Equal(answer, []byte{125}) || !strings.Contains(string(said), "agentjail: launcher: not a request of agentjail-run") {
+		t.Errorf("an older client: answered %q, its stderr %q; want 125 and why", answer, said)
+	}
 
 	// The client's check.
 	r := invocation{bin: clientBin(), cred: nobody, env: []string{"AGENTJAIL_LAUNCHER=" + sock}}.run(t, "--", "true")
@@ -262,14 +287,141 @@ func TestLauncherFallback(t *testing.T) {
 		}
 	}
 	// A copy of the client with no agentjail beside it says so.
+	// Copied by cp: a file this process had open for writing could be
+	// held by a child another test forks meanwhile, and not start
+	// (ETXTBSY, seen under -count).
 	lone := filepath.Join(t.TempDir(), "agentjail-run")
-	data, _ := os.ReadFile(clientBin())
-	os.WriteFile(lone, data, 0o755)
+	if out, err := exec.Command("cp", clientBin(), lone).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
 	os.Chmod(filepath.Dir(lone), 0o755)
 	r = invocation{bin: lone, env: []string{"AGENTJAIL_LAUNCHER=" + missing}}.run(t, "--", "true")
 	if r.code != 125 || !strings.Contains(r.stderr, "no launcher, and no agentjail beside agentjail-run") {
 		t.Errorf("a client alone: exit %d\n%s", r.code, r.stderr)
 	}
+}
+
+// TestLauncherAnswers: agentjail-run against a launcher that answers
+// each way the protocol allows (a fake, here, of the test's user in its
+// mount namespace): Taken and the run's code; a refusal, said; a stream
+// that ends before Taken, a request no run took, which agentjail-run runs
+// itself; one that ends after Taken, a run whose end is unknown, which is
+// never run again; and a byte of no answer (an older launcher's exit code).
+func TestLauncherAnswers(t *testing.T) {
+	jailed(t)
+	for _, c := range []struct {
+		name, answer   string
+		code           int
+		stdout, stderr string
+	}{
+		{"taken", "T\x07", 7, "", ""},
+		{"refused", "Rno reason you would like\n", 125, "", "agentjail-run: the launcher at SOCK refused the request: no reason you would like"},
+		{"not taken", "", 0, "ran\n", "agentjail-run: warning: the launcher at SOCK stopped before it took the request: running agentjail run itself"},
+		{"taken, then gone", "T", 125, "", "agentjail-run: the launcher's process ended without the run's exit code"},
+		{"an older launcher", "\x00", 125, "", "answered 0, not a launcher of this release: restart it"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sock := filepath.Join(t.TempDir(), "fake.sock")
+			l, err := net.Listen("unix", sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			go func() {
+				conn, err := l.Accept()
+				if err != nil {
+					return
+				}
+				// The request, read whole (its head says how long), so
+				// that the end of the stream is seen as such.
+				head := make([]byte, 8)
+				if _, err := io.ReadFull(conn, head); err == nil {
+					io.CopyN(io.Discard, conn, int64(binary.LittleEndian.Uint32(head[4:])))
+				}
+				io.WriteString(conn, c.answer)
+				conn.Close()
+			}()
+			r := invocation{bin: clientBin(), env: []string{"AGENTJAIL_LAUNCHER=" + sock}}.run(t, "--", "echo", "ran")
+			if want := strings.ReplaceAll(c.stderr, "SOCK", sock); r.code != c.code || r.stdout != c.stdout || !strings.Contains(r.stderr, want) {
+				t.Errorf("answer %q: exit %d, stdout %q, stderr %q; want exit %d, stdout %q, stderr with %q", c.answer, r.code, r.stdout, r.stderr, c.code, c.stdout, want)
+			}
+		})
+	}
+}
+
+// TestLauncherStopWithAQueuedClient: a client that connected while the
+// launcher stopped, and that no worker took (the one waiting stopped
+// with it, the other busy with a run), runs agentjail run itself rather
+// than fail; the run under way ends as it would have.
+func TestLauncherStopWithAQueuedClient(t *testing.T) {
+	jailed(t)
+	l := startLauncher(t, filepath.Join(t.TempDir(), "launcher.sock"))
+	defer l.stop()
+	var first []int
+	waitFor(t, func() bool { first = childrenOf(l.cmd.Process.Pid); return len(first) == 1 })
+	busy := client(l.sock, "--", "sh", "-c", "echo started; read x; echo busy-done")
+	release, err := busy.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	busyOut := &lockedBuffer{}
+	busy.Stdout = busyOut
+	if err := busy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return strings.Contains(busyOut.String(), "started") })
+	// The spare started in its place is held, so that no worker takes
+	// the next client before the launcher stops.
+	var spare int
+	waitFor(t, func() bool {
+		for _, pid := range childrenOf(l.cmd.Process.Pid) {
+			if pid != first[0] {
+				spare = pid
+				return true
+			}
+		}
+		return false
+	})
+	syscall.Kill(spare, syscall.SIGSTOP)
+	// Every thread of it stopped: one still on its way out of poll(2)
+	// would stop after it saw the next client, and take it once let go
+	// (seen on a busy host).
+	waitFor(t, func() bool { return allStopped(spare) })
+	queued := client(l.sock, "--", "echo", "queued-ran")
+	var qOut, qErr bytes.Buffer
+	queued.Stdout, queued.Stderr = &qOut, &qErr
+	if err := queued.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Connected, its request sent, waiting for an answer.
+	waitFor(t, func() bool {
+		stack, _ := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", queued.Process.Pid))
+		return strings.Contains(string(stack), "unix_stream")
+	})
+	l.cmd.Process.Signal(syscall.SIGTERM)
+	waitFor(t, func() bool { _, err := os.Lstat(l.sock); return os.IsNotExist(err) })
+	syscall.Kill(spare, syscall.SIGCONT)
+	release.Close()
+	if err := busy.Wait(); err != nil || busyOut.String() != "started\nbusy-done\n" {
+		t.Errorf("the run under way: %v, %q", err, busyOut.String())
+	}
+	err = queued.Wait()
+	if err != nil || qOut.String() != "queued-ran\n" || !strings.Contains(qErr.String(), "stopped before it took the request: running agentjail run itself") {
+		t.Errorf("the queued client: %v, stdout %q, stderr %q\nthe launcher's log:\n%s", err, qOut.String(), qErr.String(), l.log.String())
+	}
+}
+
+// allStopped reports whether every thread of pid is stopped by a signal.
+func allStopped(pid int) bool {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	for _, task := range tasks {
+		stat, err := os.ReadFile(task)
+		i := bytes.LastIndexByte(stat, ')')
+		if err != nil || i < 0 || !bytes.HasPrefix(stat[i:], []byte(") T")) {
+			return false
+		}
+	}
+	return len(tasks) > 0
 }
 
 // TestLauncherKeepsItsSocketFromTheJail: while a run of a worker goes on,
@@ -390,7 +542,7 @@ func TestEscapeLauncherSocket(t *testing.T) {
 		os.Chmod(p, 0o755)
 	}
 	os.Chmod(sock, 0o666)
-	attack := "socat -u UNIX-CONNECT:" + sock + " - | od -An -tu1"
+	attack := "socat -u UNIX-CONNECT:" + sock + " -"
 	for _, c := range []struct {
 		name, refusal string
 		args          []string
@@ -399,8 +551,8 @@ func TestEscapeLauncherSocket(t *testing.T) {
 		{"jailed root", "a client in another mount namespace, where paths name other files: refused", []string{"--profile", "sealed", "--user", "0"}},
 	} {
 		r := aj(t, append(append([]string{"run", "--read", dir}, c.args...), "--", "sh", "-c", attack)...)
-		if r.code != 0 || strings.TrimSpace(r.stdout) != "125" {
-			t.Errorf("%s: exit %d, the launcher answered %q (want 125, its refusal)\n%s", c.name, r.code, r.stdout, r.stderr)
+		if r.code != 0 || !strings.HasPrefix(r.stdout, "R"+c.refusal) {
+			t.Errorf("%s: exit %d, the launcher answered %q (want R%s…, its refusal)\n%s", c.name, r.code, r.stdout, c.refusal, r.stderr)
 		}
 		waitFor(t, func() bool { return strings.Contains(log(), c.refusal) })
 	}
@@ -511,8 +663,8 @@ func TestLauncherSilentClient(t *testing.T) {
 	start := time.Now()
 	out, err := silent.Output()
 	r.Close()
-	if err != nil || !bytes.Equal(out, []byte{125}) || time.Since(start) > 25*time.Second {
-		t.Errorf("a silent client: answered %q (%v) after %v, want 125 after 10 s", out, err, time.Since(start))
+	if err != nil || !strings.HasPrefix(string(out), "Rno whole request within 10s") || time.Since(start) > 25*time.Second {
+		t.Errorf("a silent client: answered %q (%v) after %v, want its refusal after 10 s", out, err, time.Since(start))
 	}
 	if !strings.Contains(log(), "no whole request within 10s") {
 		t.Errorf("the launcher's log:\n%s", log())
