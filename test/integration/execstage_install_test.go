@@ -29,13 +29,7 @@ func TestExecStageInstalls(t *testing.T) {
 		}
 		t.Cleanup(func() { os.RemoveAll(dir) })
 		os.Chmod(dir, 0o755)
-		data, err := os.ReadFile(agentjail)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "agentjail"), data, 0o755); err != nil {
-			t.Fatal(err)
-		}
+		copyExecutable(t, agentjail, filepath.Join(dir, "agentjail"))
 		if stage != nil {
 			stage(dir)
 		}

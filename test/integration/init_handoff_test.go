@@ -92,13 +92,7 @@ func binDir(t *testing.T, withInit bool) string {
 		names = append(names, "agentjail-init")
 	}
 	for _, name := range names {
-		data, err := os.ReadFile(filepath.Join(filepath.Dir(agentjail), name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o755); err != nil {
-			t.Fatal(err)
-		}
+		copyExecutable(t, filepath.Join(filepath.Dir(agentjail), name), filepath.Join(dir, name))
 	}
 	return dir
 }

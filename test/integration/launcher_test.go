@@ -287,13 +287,8 @@ func TestLauncherFallback(t *testing.T) {
 		}
 	}
 	// A copy of the client with no agentjail beside it says so.
-	// Copied by cp: a file this process had open for writing could be
-	// held by a child another test forks meanwhile, and not start
-	// (ETXTBSY, seen under -count).
 	lone := filepath.Join(t.TempDir(), "agentjail-run")
-	if out, err := exec.Command("cp", clientBin(), lone).CombinedOutput(); err != nil {
-		t.Fatalf("cp: %v %s", err, out)
-	}
+	copyExecutable(t, clientBin(), lone)
 	os.Chmod(filepath.Dir(lone), 0o755)
 	r = invocation{bin: lone, env: []string{"AGENTJAIL_LAUNCHER=" + missing}}.run(t, "--", "true")
 	if r.code != 125 || !strings.Contains(r.stderr, "no launcher, and no agentjail beside agentjail-run") {

@@ -240,3 +240,17 @@ func wantCode(t *testing.T, r result, code int) {
 		t.Fatalf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, code, r.stdout, r.stderr)
 	}
 }
+
+// copyExecutable copies the executable src to dst, mode 0755, by cp: a
+// file this process had open for writing could be held by a child
+// another test forks meanwhile, and then not start (ETXTBSY, golang/go
+// issue 22315; seen once under -count=8).
+func copyExecutable(t *testing.T, src, dst string) {
+	t.Helper()
+	if out, err := exec.Command("cp", src, dst).CombinedOutput(); err != nil {
+		t.Fatalf("cp %s %s: %v %s", src, dst, err, out)
+	}
+	if err := os.Chmod(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
