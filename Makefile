@@ -131,7 +131,7 @@ test-short:
 	$(GO) test -short ./...
 
 bench: deps-bench build
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./test/bench/
 
 fuzz: profiles
 	$(call fuzz,FuzzImport,./seccomp/,$${FUZZTIME:-5m})
