@@ -71,7 +71,10 @@ func Serve(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("the launcher's socket %s: %w", o.Socket, err)
 	}
-	defer removeSocket(o.Socket, made)
+	defer func() {
+		removeSocket(o.Socket, made)
+		turnAway(ln)
+	}()
 
 	d := &daemon{o: o, ln: ln, events: make(chan event), done: make(chan struct{}), workers: map[int]*worker{}}
 	defer d.stop()
@@ -283,6 +286,28 @@ func kind(fi fs.FileInfo) string {
 		return "symbolic link"
 	}
 	return "file of type " + fi.Mode().Type().String()
+}
+
+// turnAway closes every connection still queued on ln, once the launcher
+// has let its workers go and removed the socket: no worker takes them
+// now, and a client whose stream ends before Taken runs agentjail run
+// itself (protocol.go) at once, not when the last run under way ends (its
+// worker holds ln too).
+func turnAway(ln *os.File) {
+	fd := int(ln.Fd())
+	if unix.SetNonblock(fd, true) != nil { // as every worker has it
+		return
+	}
+	for {
+		c, _, err := unix.Accept4(fd, unix.SOCK_CLOEXEC)
+		if errors.Is(err, unix.EINTR) || errors.Is(err, unix.ECONNABORTED) {
+			continue
+		}
+		if err != nil {
+			return
+		}
+		unix.Close(c)
+	}
 }
 
 // removeSocket removes the socket at path if it is still the one made

@@ -140,13 +140,21 @@ static int fallback(int argc, char **argv)
 		return fail("no launcher, and no agentjail beside agentjail-run: %s/agentjail: %s; install both (make build puts them in bin/), or start `agentjail launcher`", self, strerror(errno));
 	if (!trusted(bin, 1, "agentjail beside agentjail-run"))
 		return EXIT_SETUP;
-	/* A signal that came meanwhile does what it would have done to an
-	 * agentjail run not catching signals yet. */
+	/* From here a signal does what it would do to an agentjail run not
+	 * catching signals yet: each that came meanwhile is raised, and one
+	 * that comes later takes its default action (no handler is left to
+	 * note it and be replaced by the exec). */
+	sigset_t block, old;
+	sigemptyset(&block);
 	for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++)
-		if (seen[forwarded[i]]) {
-			signal(forwarded[i], SIG_DFL);
+		sigaddset(&block, forwarded[i]);
+	sigprocmask(SIG_BLOCK, &block, &old);
+	for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++) {
+		signal(forwarded[i], SIG_DFL);
+		if (seen[forwarded[i]])
 			raise(forwarded[i]);
-		}
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
 	char **args = calloc((size_t)argc + 2, sizeof *args);
 	if (!args)
 		return fail("out of memory");
@@ -293,19 +301,28 @@ int main(int argc, char **argv)
 	c->cmsg_type = SCM_RIGHTS;
 	c->cmsg_len = CMSG_LEN(sizeof fds);
 	memcpy(CMSG_DATA(c), fds, sizeof fds);
+	/* A launcher that closed the connection before the request was in
+	 * (it stopped, or refused it) will not run it: its answer, if any, is
+	 * read below; the end of the stream, a request no run took. */
+	int sent = 1;
 	ssize_t w;
 	while ((w = sendmsg(conn, &msg, MSG_NOSIGNAL)) < 0 && errno == EINTR)
 		;
-	if (w != (ssize_t)sizeof head)
+	if (w < 0 && (errno == EPIPE || errno == ECONNRESET))
+		sent = 0;
+	else if (w != (ssize_t)sizeof head)
 		return fail("the launcher at %s: sending the request: %s", path, w < 0 ? strerror(errno) : "short write");
 	close(cwd);
-	for (char *p = body; p < b;) {
+	for (char *p = body; sent && p < b;) {
 		w = write(conn, p, (size_t)(b - p));
 		if (w < 0 && errno == EINTR)
 			continue;
-		if (w <= 0)
+		if (w < 0 && (errno == EPIPE || errno == ECONNRESET))
+			sent = 0;
+		else if (w <= 0)
 			return fail("the launcher at %s: sending the request: %s", path, w < 0 ? strerror(errno) : "closed");
-		p += w;
+		else
+			p += w;
 	}
 	free(body);
 	/* The request is in: signals go to the launcher as they come, after
@@ -315,24 +332,26 @@ int main(int argc, char **argv)
 	sigemptyset(&block);
 	for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++)
 		sigaddset(&block, forwarded[i]);
-	sigprocmask(SIG_BLOCK, &block, &old);
-	sock = conn;
-	for (int s = 1; s < 65; s++)
-		if (seen[s])
-			forward(s);
-	sigprocmask(SIG_SETMASK, &old, NULL);
+	if (sent) {
+		sigprocmask(SIG_BLOCK, &block, &old);
+		sock = conn;
+		for (int s = 1; s < 65; s++)
+			if (seen[s])
+				forward(s);
+		sigprocmask(SIG_SETMASK, &old, NULL);
+	}
 
 	/* Taken, then the run's exit code; or a refusal and why; or the end
 	 * before either: no run took the request, and none will. */
 	unsigned char first;
 	ssize_t r;
-	while ((r = read(sock, &first, 1)) < 0 && errno == EINTR)
+	while ((r = read(conn, &first, 1)) < 0 && errno == EINTR)
 		;
 	if (r == 0 || (r < 0 && errno == ECONNRESET)) {
-		sigprocmask(SIG_BLOCK, &block, NULL);
-		close(sock);
+		sigprocmask(SIG_BLOCK, &block, &old);
 		sock = -1;
 		sigprocmask(SIG_SETMASK, &old, NULL);
+		close(conn);
 		if (explicit)
 			dprintf(2, "agentjail-run: warning: the launcher at %s stopped before it took the request: running agentjail run itself\n", path);
 		return fallback(argc, argv);
@@ -342,7 +361,7 @@ int main(int argc, char **argv)
 	if (first == REFUSED) {
 		char why[4096];
 		size_t n = 0;
-		while (n < sizeof why - 1 && ((r = read(sock, why + n, sizeof why - 1 - n)) > 0 || (r < 0 && errno == EINTR)))
+		while (n < sizeof why - 1 && ((r = read(conn, why + n, sizeof why - 1 - n)) > 0 || (r < 0 && errno == EINTR)))
 			if (r > 0)
 				n += (size_t)r;
 		why[n] = 0;
@@ -352,7 +371,7 @@ int main(int argc, char **argv)
 	if (first != TAKEN)
 		return fail("the launcher at %s answered %d, not a launcher of this release: restart it (agentjail launcher) after installing agentjail", path, first);
 	unsigned char code;
-	while ((r = read(sock, &code, 1)) < 0 && errno == EINTR)
+	while ((r = read(conn, &code, 1)) < 0 && errno == EINTR)
 		;
 	if (r != 1)
 		return fail("the launcher's process ended without the run's exit code (%s); see the launcher's output", r < 0 ? strerror(errno) : "it closed the connection");

@@ -304,16 +304,25 @@ func TestLauncherFallback(t *testing.T) {
 // never run again; and a byte of no answer (an older launcher's exit code).
 func TestLauncherAnswers(t *testing.T) {
 	jailed(t)
+	// A request larger than the socket's buffers: a launcher that stops
+	// reading it (and answers, or not) is seen while it is sent.
+	var big []string
+	for i := range 8 {
+		big = append(big, fmt.Sprintf("BIG%d=%s", i, strings.Repeat("x", 64<<10)))
+	}
 	for _, c := range []struct {
 		name, answer   string
 		code           int
 		stdout, stderr string
+		headOnly       bool // the fake reads the request's head, not its body
 	}{
-		{"taken", "T\x07", 7, "", ""},
-		{"refused", "Rno reason you would like\n", 125, "", "agentjail-run: the launcher at SOCK refused the request: no reason you would like"},
-		{"not taken", "", 0, "ran\n", "agentjail-run: warning: the launcher at SOCK stopped before it took the request: running agentjail run itself"},
-		{"taken, then gone", "T", 125, "", "agentjail-run: the launcher's process ended without the run's exit code"},
-		{"an older launcher", "\x00", 125, "", "answered 0, not a launcher of this release: restart it"},
+		{name: "taken", answer: "T\x07", code: 7},
+		{name: "refused", answer: "Rno reason you would like\n", code: 125, stderr: "agentjail-run: the launcher at SOCK refused the request: no reason you would like"},
+		{name: "not taken", code: 0, stdout: "ran\n", stderr: "agentjail-run: warning: the launcher at SOCK stopped before it took the request: running agentjail run itself"},
+		{name: "taken, then gone", answer: "T", code: 125, stderr: "agentjail-run: the launcher's process ended without the run's exit code"},
+		{name: "an older launcher", answer: "\x00", code: 125, stderr: "answered 0, not a launcher of this release: restart it"},
+		{name: "refused while it is sent", answer: "Rtoo much\n", code: 125, stderr: "the launcher at SOCK refused the request: too much", headOnly: true},
+		{name: "gone while it is sent", code: 0, stdout: "ran\n", stderr: "stopped before it took the request: running agentjail run itself", headOnly: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			sock := filepath.Join(t.TempDir(), "fake.sock")
@@ -330,13 +339,17 @@ func TestLauncherAnswers(t *testing.T) {
 				// The request, read whole (its head says how long), so
 				// that the end of the stream is seen as such.
 				head := make([]byte, 8)
-				if _, err := io.ReadFull(conn, head); err == nil {
+				if _, err := io.ReadFull(conn, head); err == nil && !c.headOnly {
 					io.CopyN(io.Discard, conn, int64(binary.LittleEndian.Uint32(head[4:])))
 				}
 				io.WriteString(conn, c.answer)
 				conn.Close()
 			}()
-			r := invocation{bin: clientBin(), env: []string{"AGENTJAIL_LAUNCHER=" + sock}}.run(t, "--", "echo", "ran")
+			env := []string{"AGENTJAIL_LAUNCHER=" + sock}
+			if c.headOnly {
+				env = append(env, big...)
+			}
+			r := invocation{bin: clientBin(), env: env}.run(t, "--", "echo", "ran")
 			if want := strings.ReplaceAll(c.stderr, "SOCK", sock); r.code != c.code || r.stdout != c.stdout || !strings.Contains(r.stderr, want) {
 				t.Errorf("answer %q: exit %d, stdout %q, stderr %q; want exit %d, stdout %q, stderr with %q", c.answer, r.code, r.stdout, r.stderr, c.code, c.stdout, want)
 			}
@@ -345,9 +358,9 @@ func TestLauncherAnswers(t *testing.T) {
 }
 
 // TestLauncherStopWithAQueuedClient: a client that connected while the
-// launcher stopped, and that no worker took (the one waiting stopped
-// with it, the other busy with a run), runs agentjail run itself rather
-// than fail; the run under way ends as it would have.
+// launcher stopped, and that no worker took (the one waiting held, the
+// other busy with a run), runs agentjail run itself at once rather than
+// fail or wait; the run under way ends as it would have.
 func TestLauncherStopWithAQueuedClient(t *testing.T) {
 	jailed(t)
 	l := startLauncher(t, filepath.Join(t.TempDir(), "launcher.sock"))
@@ -359,6 +372,7 @@ func TestLauncherStopWithAQueuedClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer release.Close()
 	busyOut := &lockedBuffer{}
 	busy.Stdout = busyOut
 	if err := busy.Start(); err != nil {
@@ -378,6 +392,7 @@ func TestLauncherStopWithAQueuedClient(t *testing.T) {
 		return false
 	})
 	syscall.Kill(spare, syscall.SIGSTOP)
+	defer syscall.Kill(spare, syscall.SIGCONT)
 	// Every thread of it stopped: one still on its way out of poll(2)
 	// would stop after it saw the next client, and take it once let go
 	// (seen on a busy host).
@@ -394,15 +409,22 @@ func TestLauncherStopWithAQueuedClient(t *testing.T) {
 		return strings.Contains(string(stack), "unix_stream")
 	})
 	l.cmd.Process.Signal(syscall.SIGTERM)
-	waitFor(t, func() bool { _, err := os.Lstat(l.sock); return os.IsNotExist(err) })
+	// Turned away at once: it runs agentjail run itself while the run
+	// under way goes on (whose worker holds the listening socket too).
+	ended := make(chan error, 1)
+	go func() { ended <- queued.Wait() }()
+	select {
+	case err = <-ended:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the queued client waits for the run under way")
+	}
+	if err != nil || qOut.String() != "queued-ran\n" || !strings.Contains(qErr.String(), "stopped before it took the request: running agentjail run itself") {
+		t.Errorf("the queued client: %v, stdout %q, stderr %q\nthe launcher's log:\n%s", err, qOut.String(), qErr.String(), l.log.String())
+	}
 	syscall.Kill(spare, syscall.SIGCONT)
 	release.Close()
 	if err := busy.Wait(); err != nil || busyOut.String() != "started\nbusy-done\n" {
 		t.Errorf("the run under way: %v, %q", err, busyOut.String())
-	}
-	err = queued.Wait()
-	if err != nil || qOut.String() != "queued-ran\n" || !strings.Contains(qErr.String(), "stopped before it took the request: running agentjail run itself") {
-		t.Errorf("the queued client: %v, stdout %q, stderr %q\nthe launcher's log:\n%s", err, qOut.String(), qErr.String(), l.log.String())
 	}
 }
 
