@@ -35,10 +35,13 @@ import (
 // listens. One that ends after Taken and before the exit code is a run
 // whose end is unknown: never run twice.
 const (
-	Magic   = "AJL2"
-	Taken   = 'T'
-	Refused = 'R'
-	MaxBody = 16 << 20
+	Magic = "AJL2"
+	// magicBefore is the release before Taken and Refused: its client
+	// reads any first byte as the exit code.
+	magicBefore = "AJL1"
+	Taken       = 'T'
+	Refused     = 'R'
+	MaxBody     = 16 << 20
 	// headLen is Magic and the body's length.
 	headLen = len(Magic) + 4
 	// Files is how many descriptors come with the head: stdin, stdout,

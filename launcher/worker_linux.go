@@ -382,7 +382,7 @@ func (c *client) read() (Request, error) {
 	}
 	size, err := bodyLen(head)
 	if err != nil {
-		c.older = string(head[:len(Magic)]) == "AJL1"
+		c.older = string(head[:len(Magic)]) == magicBefore
 		return Request{}, err
 	}
 	body := make([]byte, size)

@@ -83,6 +83,16 @@ static void forward(int sig)
 	errno = saved;
 }
 
+/* blockForwarded blocks the forwarded signals, old their mask before. */
+static void blockForwarded(sigset_t *old)
+{
+	sigset_t block;
+	sigemptyset(&block);
+	for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++)
+		sigaddset(&block, forwarded[i]);
+	sigprocmask(SIG_BLOCK, &block, old);
+}
+
 /* socketPath is where the launcher listens (runstate.RunDir + launcher.sock). */
 static void socketPath(char *p, size_t cap, int *explicit)
 {
@@ -144,11 +154,8 @@ static int fallback(int argc, char **argv)
 	 * catching signals yet: each that came meanwhile is raised, and one
 	 * that comes later takes its default action (no handler is left to
 	 * note it and be replaced by the exec). */
-	sigset_t block, old;
-	sigemptyset(&block);
-	for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++)
-		sigaddset(&block, forwarded[i]);
-	sigprocmask(SIG_BLOCK, &block, &old);
+	sigset_t old;
+	blockForwarded(&old);
 	for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++) {
 		signal(forwarded[i], SIG_DFL);
 		if (seen[forwarded[i]])
@@ -328,12 +335,9 @@ int main(int argc, char **argv)
 	/* The request is in: signals go to the launcher as they come, after
 	 * those that came before (blocked meanwhile, so that none is
 	 * both kept and sent, or neither). */
-	sigset_t block, old;
-	sigemptyset(&block);
-	for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++)
-		sigaddset(&block, forwarded[i]);
+	sigset_t old;
 	if (sent) {
-		sigprocmask(SIG_BLOCK, &block, &old);
+		blockForwarded(&old);
 		sock = conn;
 		for (int s = 1; s < 65; s++)
 			if (seen[s])
@@ -348,7 +352,7 @@ int main(int argc, char **argv)
 	while ((r = read(conn, &first, 1)) < 0 && errno == EINTR)
 		;
 	if (r == 0 || (r < 0 && errno == ECONNRESET)) {
-		sigprocmask(SIG_BLOCK, &block, &old);
+		blockForwarded(&old);
 		sock = -1;
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		close(conn);

@@ -421,7 +421,6 @@ func TestLauncherStopWithAQueuedClient(t *testing.T) {
 	if err != nil || qOut.String() != "queued-ran\n" || !strings.Contains(qErr.String(), "stopped before it took the request: running agentjail run itself") {
 		t.Errorf("the queued client: %v, stdout %q, stderr %q\nthe launcher's log:\n%s", err, qOut.String(), qErr.String(), l.log.String())
 	}
-	syscall.Kill(spare, syscall.SIGCONT)
 	release.Close()
 	if err := busy.Wait(); err != nil || busyOut.String() != "started\nbusy-done\n" {
 		t.Errorf("the run under way: %v, %q", err, busyOut.String())
