@@ -331,7 +331,7 @@ type client struct {
 func (c *client) reply(code int) {
 	switch {
 	case c.refusal != "" && c.older:
-		unix.Write(c.fds[2], []byte("agentjail: launcher: "+c.refusal+"\n"))
+		writeIfRoom(c.fds[2], "agentjail: launcher: "+c.refusal+"\n")
 		unix.Write(c.conn, []byte{125})
 	case c.refusal != "":
 		unix.Write(c.conn, append([]byte{Refused}, c.refusal+"\n"...))
@@ -343,6 +343,27 @@ func (c *client) reply(code int) {
 	}
 	unix.Close(c.conn)
 }
+
+// writeIfRoom writes msg, a line shorter than PIPE_BUF, to fd, a client's
+// descriptor, if fd takes it within refusalWait: the worker never waits
+// on a stderr nobody reads (a full pipe, a paused terminal). Its
+// O_NONBLOCK is the client's and stays as it is.
+func writeIfRoom(fd int, msg string) {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+	for {
+		n, err := unix.Poll(fds, int(refusalWait/time.Millisecond))
+		if err == unix.EINTR {
+			continue
+		}
+		if err == nil && n == 1 && fds[0].Revents&unix.POLLOUT != 0 {
+			unix.Write(fd, []byte(msg))
+		}
+		return
+	}
+}
+
+// refusalWait bounds writeIfRoom's wait.
+const refusalWait = 100 * time.Millisecond
 
 // read reads the request: the head with its descriptors, then the body,
 // all of it within requestWait.

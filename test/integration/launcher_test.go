@@ -183,23 +183,27 @@ func TestLauncherRefuses(t *testing.T) {
 	// An agentjail-run of the release before, which takes any first
 	// byte for the exit code: refused in its terms, 125 and a line on its
 	// stderr.
-	old, err := net.Dial("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer old.Close()
 	errR, errW, _ := os.Pipe()
 	defer errR.Close()
-	head := append([]byte("AJL1"), 0, 0, 0, 0)
-	fds := []int{0, 1, int(errW.Fd()), 0}
-	if _, _, err := old.(*net.UnixConn).WriteMsgUnix(head, syscall.UnixRights(fds...), nil); err != nil {
-		t.Fatal(err)
-	}
-	errW.Close()
-	answer, _ := io.ReadAll(old)
+	answer, err := olderClient(t, sock, errW)
 	said, _ := io.ReadAll(errR)
 	if !bytes.Equal(answer, []byte{125}) || !strings.Contains(string(said), "agentjail: launcher: not a request of agentjail-run") {
-		t.Errorf("an older client: answered %q, its stderr %q; want 125 and why", answer, said)
+		t.Errorf("an older client: answered %q (%v), its stderr %q; want 125 and why", answer, err, said)
+	}
+	// Its stderr a full pipe nobody reads (blocking, as a client's
+	// usually is): answered all the same, without the line.
+	fullR, fullW, _ := os.Pipe()
+	defer fullR.Close()
+	wfd := int(fullW.Fd())
+	syscall.SetNonblock(wfd, true)
+	for {
+		if _, err := syscall.Write(wfd, make([]byte, 4096)); err != nil {
+			break
+		}
+	}
+	syscall.SetNonblock(wfd, false)
+	if answer, err := olderClient(t, sock, fullW); !bytes.Equal(answer, []byte{125}) {
+		t.Errorf("an older client whose stderr is full: answered %q (%v), want 125", answer, err)
 	}
 
 	// The client's check.
@@ -217,6 +221,26 @@ func TestLauncherRefuses(t *testing.T) {
 	if r.code != 125 || !strings.Contains(r.stderr, "--spares 0: give 1 to 64 workers") {
 		t.Errorf("--spares 0: exit %d\n%s", r.code, r.stderr)
 	}
+}
+
+// olderClient sends sock the request of an agentjail-run of the release
+// before (magic AJL1, no body), with stderr as its stderr (closed here),
+// and returns its answer, read within 30 s.
+func olderClient(t *testing.T, sock string, stderr *os.File) ([]byte, error) {
+	t.Helper()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	head := append([]byte("AJL1"), 0, 0, 0, 0)
+	fds := []int{0, 1, int(stderr.Fd()), 0}
+	if _, _, err := c.(*net.UnixConn).WriteMsgUnix(head, syscall.UnixRights(fds...), nil); err != nil {
+		t.Fatal(err)
+	}
+	stderr.Close()
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	return io.ReadAll(c)
 }
 
 // TestLauncherSocketLife: a socket left by a launcher that is gone is
