@@ -135,6 +135,8 @@ func reportGiB(ref, subj time.Duration, how string) {
 // direct in a jail on the host's network; curl's own time_starttransfer,
 // so that process start-up is left out. Target: adds < 1 ms. Beside it,
 // the floor of a CONNECT proxy here: tinyproxy (C), in a --net host jail.
+// Each also by curl's phases (the connection made, the CONNECT answered,
+// the first byte), which say where a proxy's time goes.
 func BenchmarkBrokerFirstByte(b *testing.B) {
 	if os.Getuid() != 0 {
 		b.Skip("needs root: agentjail run drops to the run user")
@@ -142,21 +144,26 @@ func BenchmarkBrokerFirstByte(b *testing.B) {
 	port := loopbackServer(b)
 	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
 	n := samples(200)
-	times := func(flags []string, curl ...string) ([]time.Duration, error) {
-		script := fmt.Sprintf(`i=0; while [ $i -lt %d ]; do curl -sSf -o /dev/null -w '%%{time_starttransfer}\n' "$@"; i=$((i+1)); done`, n)
+	// times returns curl's phases of each request: time_connect,
+	// time_pretransfer (for a proxy: the CONNECT answered) and
+	// time_starttransfer.
+	times := func(flags []string, curl ...string) (phases [3][]time.Duration, err error) {
+		script := fmt.Sprintf(`i=0; while [ $i -lt %d ]; do curl -sSf -o /dev/null -w '%%{time_connect} %%{time_pretransfer} %%{time_starttransfer}\n' "$@"; i=$((i+1)); done`, n)
 		args := append(append(append([]string{"run"}, flags...), "--", "sh", "-c", script, "sh"), curl...)
 		cmd := exec.Command(agentjail, args...)
 		cmd.Env, cmd.Dir = []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8"}, "/"
 		out, err := cmd.Output()
 		if err != nil {
-			return nil, fmt.Errorf("%v: %s", err, out)
+			return phases, fmt.Errorf("%v: %s", err, out)
 		}
-		var ds []time.Duration
-		for _, f := range strings.Fields(string(out)) {
+		for i, f := range strings.Fields(string(out)) {
 			s, _ := strconv.ParseFloat(f, 64)
-			ds = append(ds, time.Duration(s*float64(time.Second)))
+			phases[i%3] = append(phases[i%3], time.Duration(s*float64(time.Second)))
 		}
-		return ds, nil
+		return phases, nil
+	}
+	say := func(p [3][]time.Duration) string {
+		return fmt.Sprintf("%.3f / %.3f / %.3f", ms2(median(p[0])), ms2(median(p[1])), ms2(median(p[2])))
 	}
 	// The floor: a CONNECT proxy that is not agentjail's, in C.
 	tiny := freePort(b)
@@ -178,9 +185,11 @@ func BenchmarkBrokerFirstByte(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		md, mb, mt := median(direct), median(broker), median(other)
+		md, mb, mt := median(direct[2]), median(broker[2]), median(other[2])
 		fmt.Printf("%-28s direct median %.3f ms, through the broker %.3f ms: adds %.3f ms (target < 1 ms, n=%d); through tinyproxy %.3f ms: adds %.3f ms\n",
 			"connect + first byte", ms2(md), ms2(mb), ms2(mb-md), n, ms2(mt), ms2(mt-md))
+		fmt.Printf("%-28s medians of connected / CONNECT answered / first byte, ms: direct %s, broker %s, tinyproxy %s\n",
+			"", say(direct), say(broker), say(other))
 		b.ReportMetric(ms2(mb-md), "ms-added")
 		b.ReportMetric(ms2(mt-md), "ms-added-tinyproxy")
 	}
