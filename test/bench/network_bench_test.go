@@ -150,14 +150,9 @@ func BenchmarkBrokerFirstByte(b *testing.B) {
 	target := fmt.Sprintf("127.0.0.1:%d", port)
 	url := "http://" + target + "/"
 	n := samples(200)
-	// Not b.TempDir: its parent is 0700, and the jail's run user runs
-	// the client from here.
-	dir, err := os.MkdirTemp("", "agentjail-firstbyte-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
+	// Beside agentjail (TestMain's directory, 0755): the jail's run user
+	// runs the client from there.
+	dir := filepath.Dir(agentjail)
 	client := filepath.Join(dir, "firstbyte")
 	if out, err := exec.Command("go", "build", "-o", client, "./testdata/firstbyte").CombinedOutput(); err != nil {
 		b.Fatalf("go build testdata/firstbyte: %v\n%s", err, out)
@@ -200,36 +195,30 @@ func BenchmarkBrokerFirstByte(b *testing.B) {
 	floor(b, tiny, "tinyproxy", "-d", "-c", conf)
 	host, jailed := []string{"--net", "host"}, []string{"--allow-net", target}
 	tinyAddr := fmt.Sprintf("127.0.0.1:%d", tiny)
+	brokerAddr := fmt.Sprintf("127.0.0.1:%d", launch.BrokerPort) // in the jail
 	for range b.N {
+		type measure func() ([3][]time.Duration, error)
 		for _, by := range []struct {
 			name, metric string
-			direct       func() ([3][]time.Duration, error)
-			broker       func() ([3][]time.Duration, error)
-			tinyproxy    func() ([3][]time.Duration, error)
+			runs         [3]measure // direct, through the broker, through tinyproxy
 		}{
-			{"curl", "",
+			{"curl", "", [3]measure{
 				func() ([3][]time.Duration, error) { return curl(host, url) },
 				func() ([3][]time.Duration, error) { return curl(jailed, "--noproxy", "", "-p", url) },
-				func() ([3][]time.Duration, error) { return curl(host, "-x", "http://"+tinyAddr, "-p", url) }},
-			{"a minimal client", "-minimal",
+				func() ([3][]time.Duration, error) { return curl(host, "-x", "http://"+tinyAddr, "-p", url) }}},
+			{"a minimal client", "-minimal", [3]measure{
 				func() ([3][]time.Duration, error) { return minimal(host, "direct") },
-				func() ([3][]time.Duration, error) {
-					return minimal(jailed, fmt.Sprintf("127.0.0.1:%d", launch.BrokerPort))
-				},
-				func() ([3][]time.Duration, error) { return minimal(host, tinyAddr) }},
+				func() ([3][]time.Duration, error) { return minimal(jailed, brokerAddr) },
+				func() ([3][]time.Duration, error) { return minimal(host, tinyAddr) }}},
 		} {
-			direct, err := by.direct()
-			if err != nil {
-				b.Fatal(err)
+			var got [3][3][]time.Duration
+			for i, m := range by.runs {
+				var err error
+				if got[i], err = m(); err != nil {
+					b.Fatal(err)
+				}
 			}
-			broker, err := by.broker()
-			if err != nil {
-				b.Fatal(err)
-			}
-			other, err := by.tinyproxy()
-			if err != nil {
-				b.Fatal(err)
-			}
+			direct, broker, other := got[0], got[1], got[2]
 			md, mb, mt := median(direct[2]), median(broker[2]), median(other[2])
 			fmt.Printf("%-28s %s: direct median %.3f ms, through the broker %.3f ms: adds %.3f ms (target < 1 ms, n=%d); through tinyproxy %.3f ms: adds %.3f ms\n",
 				"connect + first byte", by.name, ms2(md), ms2(mb), ms2(mb-md), n, ms2(mt), ms2(mt-md))
