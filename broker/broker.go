@@ -484,15 +484,11 @@ func (b *Broker) tunnel(jail net.Conn, pre []byte, up net.Conn, c *record.Connec
 }
 
 // The download half's steps: relayed, a chunk between two looks for the
-// kernel path, and at most drainTries looks; on the kernel path, a chunk
-// between two looks at what the jail has not read, and at most highWater
-// of it unread (the kernel's redirect knows no receive buffer: the broker
-// is the jail socket's flow control).
+// kernel path, and at most drainTries looks; on the kernel path, the
+// window's chunks (kernel_linux.go).
 const (
-	downChunk   = 256 << 10
-	drainTries  = 16
-	kernelChunk = 1 << 20
-	highWater   = 4 << 20
+	downChunk  = 256 << 10
+	drainTries = 16
 )
 
 // copyDown is the download half of a tunnel: up to jail, half-closing
@@ -592,17 +588,17 @@ func (b *Broker) copyDown(jail, up net.Conn, n *int64, inKernel *bool, done chan
 		}()
 	}
 	if *inKernel {
-		b.kernelDown(jail, up, peer.h, n)
+		b.kernelDown(jail, up, peer.h, b.kpath.w, n)
 	}
 	copyCounted(jail, up, n, done)
 }
 
-// kernelDown copies up to jail on the kernel path, a chunk at a time,
-// each once the jail's socket holds at most highWater unread. It returns
-// at the end of up, on an error, when the jail's socket is no longer held
-// by the jail (its bytes could never be read: jail is closed), or when
-// the broker closes.
-func (b *Broker) kernelDown(jail, up net.Conn, h *holder, n *int64) {
+// kernelDown copies up to jail on the kernel path, a chunk of w at a
+// time, each once the jail's socket holds at most w less a chunk unread.
+// It returns at the end of up, on an error, when the jail's socket is no
+// longer held by the jail (its bytes could never be read: jail is
+// closed), or when the broker closes.
+func (b *Broker) kernelDown(jail, up net.Conn, h *holder, w window, n *int64) {
 	for {
 		for wait := 50 * time.Microsecond; ; wait = min(2*wait, 10*time.Millisecond) {
 			q, err := h.queued()
@@ -610,14 +606,14 @@ func (b *Broker) kernelDown(jail, up net.Conn, h *holder, n *int64) {
 				jail.Close()
 				return
 			}
-			if q <= highWater {
+			if q <= w.size-w.chunk {
 				break
 			}
 			time.Sleep(wait)
 		}
-		m, err := io.Copy(jail, io.LimitReader(up, kernelChunk))
+		m, err := io.Copy(jail, io.LimitReader(up, int64(w.chunk)))
 		*n += m
-		if err != nil || m < kernelChunk {
+		if err != nil || m < int64(w.chunk) {
 			return
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 	"unsafe"
@@ -40,7 +41,8 @@ import (
 // Why no library: four bpf(2) commands and a twelve-instruction program;
 // an eBPF library would be linked into every launch of agentjail for it.
 type kernelPath struct {
-	m int // the sockhash: jail end (by the broker's ports) → jail socket
+	m int    // the sockhash: jail end (by the broker's ports) → jail socket
+	w window // how much a jail socket may hold unread
 }
 
 // bpf(2) commands, and what x/sys/unix does not name.
@@ -146,7 +148,7 @@ func newKernelPath() (*kernelPath, error) {
 		unix.Close(m)
 		return nil, fmt.Errorf("attaching the SK_MSG program: %w", err)
 	}
-	k := &kernelPath{m: m}
+	k := &kernelPath{m: m, w: hostWindow()}
 	if err := k.selfTest(); err != nil {
 		k.close()
 		return nil, err
@@ -315,3 +317,54 @@ func (k *kernelPath) redirect(mine int) error {
 }
 
 func (k *kernelPath) close() { unix.Close(k.m) }
+
+// The kernel's redirect knows no receive buffer, so the broker is the jail
+// socket's flow control: it writes a chunk at a time, each once the socket
+// holds at most its window less a chunk unread (SIOCINQ).
+//
+// The window is what relaying could have held for the jail, and no more:
+// the most TCP lets the jail socket's receive buffer and the broker's send
+// buffer grow to (the maximum of net.ipv4.tcp_rmem and of tcp_wmem; a new
+// network namespace starts with the host's), between minWindow and
+// maxWindow; a chunk is a quarter of it, at most maxChunk. The queue's
+// pages are charged to the jail socket, under TCP's memory limits
+// (net.ipv4.tcp_mem) like any socket's. A deep queue is what lets a
+// download's three busy processes (the server, the broker, the reader)
+// each run for longer on a small host: with 5 MiB, the broker waited for
+// room hundreds of times a GiB, each wait a millisecond or more, and the
+// reader often found the queue empty (issue 16; docs/benchmarks.md).
+type window struct{ size, chunk int }
+
+const (
+	minWindow = 5 << 20
+	maxWindow = 32 << 20
+	maxChunk  = 4 << 20
+)
+
+// hostWindow is the window for this host's TCP settings.
+func hostWindow() window {
+	return newWindow(sysctlMax("/proc/sys/net/ipv4/tcp_rmem") + sysctlMax("/proc/sys/net/ipv4/tcp_wmem"))
+}
+
+func newWindow(size int) window {
+	size = min(max(size, minWindow), maxWindow)
+	return window{size: size, chunk: min(size/4, maxChunk)}
+}
+
+// sysctlMax is the last of the numbers in the file at path (tcp_rmem's
+// "min default max"), or 0 if it cannot be read.
+func sysctlMax(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	n, err := strconv.Atoi(f[len(f)-1])
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}

@@ -54,3 +54,43 @@ func TestKernelPathSelfTest(t *testing.T) {
 		t.Errorf("the self-test without the redirect: %v, want the bytes not redirected", err)
 	}
 }
+
+// TestKernelWindow: the kernel path's window is what TCP lets the jail
+// socket's receive buffer and the broker's send buffer grow to, within
+// its bounds, and a quarter of it (at most maxChunk) is a chunk; a
+// setting that cannot be read counts as none.
+func TestKernelWindow(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, value string) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(value), 0o644)
+		return p
+	}
+	for _, c := range []struct {
+		name       string
+		rmem, wmem string // "" for a file that does not exist
+		size       int
+		chunk      int
+	}{
+		{"Linux's defaults", "4096\t131072\t6291456\n", "4096\t16384\t4194304\n", 10 << 20, 10 << 18},
+		{"raised (this project's test host)", "4096\t131072\t33554432\n", "4096\t16384\t4194304\n", maxWindow, maxChunk},
+		{"lowered", "4096\t4096\t65536\n", "4096\t4096\t65536\n", minWindow, minWindow / 4},
+		{"cannot be read", "", "", minWindow, minWindow / 4},
+		{"not numbers", "a b c\n", "\n", minWindow, minWindow / 4},
+	} {
+		rmem, wmem := filepath.Join(dir, "none"), filepath.Join(dir, "none")
+		if c.rmem != "" {
+			rmem = write("rmem", c.rmem)
+		}
+		if c.wmem != "" {
+			wmem = write("wmem", c.wmem)
+		}
+		w := newWindow(sysctlMax(rmem) + sysctlMax(wmem))
+		if w.size != c.size || w.chunk != c.chunk {
+			t.Errorf("%s: window %d, chunk %d; want %d, %d", c.name, w.size, w.chunk, c.size, c.chunk)
+		}
+	}
+	if w := hostWindow(); w.size < minWindow || w.size > maxWindow || w.chunk*4 > w.size {
+		t.Errorf("this host's window: %+v", w)
+	}
+}
