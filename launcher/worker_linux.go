@@ -344,11 +344,15 @@ func (c *client) reply(code int) {
 	unix.Close(c.conn)
 }
 
-// writeIfRoom writes msg, a line shorter than PIPE_BUF, to fd, a client's
-// descriptor, if fd takes it within refusalWait: the worker never waits
-// on a stderr nobody reads (a full pipe, a paused terminal). Its
-// O_NONBLOCK is the client's and stays as it is.
+// writeIfRoom writes msg, a line, to fd, a client's descriptor, if fd
+// takes it within refusalWait: the worker never waits on a stderr nobody
+// reads (a full pipe, a paused terminal). Its O_NONBLOCK is the client's
+// and stays as it is. A line longer than pipeBuf is cut to it: a pipe that
+// poll(2) says has room takes that much without waiting, and no more.
 func writeIfRoom(fd int, msg string) {
+	if len(msg) > pipeBuf {
+		msg = msg[:pipeBuf-len(cut)] + cut
+	}
 	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
 	for {
 		n, err := unix.Poll(fds, int(refusalWait/time.Millisecond))
@@ -364,6 +368,13 @@ func writeIfRoom(fd int, msg string) {
 
 // refusalWait bounds writeIfRoom's wait.
 const refusalWait = 100 * time.Millisecond
+
+// pipeBuf is PIPE_BUF (pipe(7)): a write of at most that much to a pipe
+// with room is whole, and does not wait; cut ends a line cut to it.
+const (
+	pipeBuf = 4096
+	cut     = "...\n"
+)
 
 // read reads the request: the head with its descriptors, then the body,
 // all of it within requestWait.
