@@ -451,10 +451,16 @@ func finish(c *record.Connection, start time.Time, err error) {
 }
 
 // copyCounted copies src to dst, adding to *n, and half-closes dst after:
-// one direction of a tunnel. Between two TCP connections io.Copy splices.
-func copyCounted(dst, src net.Conn, n *int64, done chan<- struct{}) {
-	m, _ := io.Copy(dst, src)
+// one direction of a tunnel.
+func copyCounted(dst net.Conn, src *source, n *int64, done chan<- struct{}) {
+	m, _ := src.copyTo(dst, -1)
 	*n += m
+	endWrite(dst, done)
+}
+
+// endWrite half-closes dst (closes it, where it cannot be) and says so on
+// done: the end of one direction of a tunnel.
+func endWrite(dst net.Conn, done chan<- struct{}) {
 	if cw, ok := dst.(interface{ CloseWrite() error }); ok {
 		cw.CloseWrite()
 	} else {
@@ -475,17 +481,16 @@ func (b *Broker) tunnel(jail net.Conn, pre []byte, up net.Conn, c *record.Connec
 	}
 	var upN, downN int64
 	done := make(chan struct{}, 2)
-	go b.copyDown(jail, up, &downN, &c.KernelPath, done)
-	copyCounted(up, jail, &upN, done) // on this goroutine: one start fewer
+	go b.copyDown(jail, &source{up, -1}, &downN, &c.KernelPath, done)
+	copyCounted(up, &source{jail, -1}, &upN, done) // on this goroutine: one start fewer
 	<-done
 	<-done
 	c.BytesUp += upN
 	c.BytesDown += downN
 }
 
-// The download half's steps: relayed, a chunk between two looks for the
-// kernel path, and at most drainTries looks; on the kernel path, the
-// window's chunks (kernel_linux.go).
+// Relayed, the download half copies a chunk between two looks for the
+// kernel path, and looks at most drainTries times.
 const (
 	downChunk  = 256 << 10
 	drainTries = 16
@@ -511,7 +516,7 @@ const (
 // end (a socket admitted stays in the map meanwhile; nothing is
 // redirected to it, and being non-blocking, its reads never wait in the
 // map's receive).
-func (b *Broker) copyDown(jail, up net.Conn, n *int64, inKernel *bool, done chan<- struct{}) {
+func (b *Broker) copyDown(jail net.Conn, up *source, n *int64, inKernel *bool, done chan<- struct{}) {
 	mine := sysFD(jail)
 	var end tunnelEnd
 	type answer struct {
@@ -522,13 +527,13 @@ func (b *Broker) copyDown(jail, up net.Conn, n *int64, inKernel *bool, done chan
 	peer := answer{fd: -1}
 	answered, admitted := false, false
 	for tries := 0; tries < drainTries; {
-		m, err := io.Copy(jail, io.LimitReader(up, downChunk))
+		m, err := up.copyTo(jail, downChunk)
 		*n += m
 		if err != nil || m < downChunk {
 			break // the end, or an error: the copy below ends at once
 		}
 		if found == nil {
-			if b.kernel() == nil || mine < 0 || sysFD(up) < 0 {
+			if b.kernel() == nil || mine < 0 || sysFD(up.Conn) < 0 {
 				break
 			}
 			var err error
@@ -588,33 +593,42 @@ func (b *Broker) copyDown(jail, up net.Conn, n *int64, inKernel *bool, done chan
 		}()
 	}
 	if *inKernel {
-		b.kernelDown(jail, up, peer.h, b.kpath.w, n)
+		// Never relayed after: the broker's writes would still be
+		// redirected, with no look at what the jail has not read. An
+		// error cuts the stream.
+		if !b.kernelDown(jail, up, peer.h, b.kpath.q, n) {
+			jail.Close()
+		}
+		endWrite(jail, done)
+		return
 	}
 	copyCounted(jail, up, n, done)
 }
 
-// kernelDown copies up to jail on the kernel path, a chunk of w at a
-// time, each once the jail's socket holds at most w less a chunk unread.
-// It returns at the end of up, on an error, when the jail's socket is no
-// longer held by the jail (its bytes could never be read: jail is
-// closed), or when the broker closes.
-func (b *Broker) kernelDown(jail, up net.Conn, h *holder, w window, n *int64) {
+// kernelDown copies up to jail on the kernel path, a chunk of q at a
+// time, each once the jail's socket holds at most q's limit less a chunk
+// unread. It returns true at the end of up, and false on an error, when
+// the jail's socket is no longer held by the jail (its bytes could never
+// be read), or when the broker closes.
+func (b *Broker) kernelDown(jail net.Conn, up *source, h *holder, q kernelQueue, n *int64) bool {
 	for {
 		for wait := 50 * time.Microsecond; ; wait = min(2*wait, 10*time.Millisecond) {
-			q, err := h.queued()
+			unread, err := h.queued()
 			if err != nil || b.ctx.Err() != nil {
-				jail.Close()
-				return
+				return false
 			}
-			if q <= w.size-w.chunk {
+			if unread <= q.limit-q.chunk {
 				break
 			}
 			time.Sleep(wait)
 		}
-		m, err := io.Copy(jail, io.LimitReader(up, int64(w.chunk)))
+		m, err := up.copyTo(jail, int64(q.chunk))
 		*n += m
-		if err != nil || m < int64(w.chunk) {
-			return
+		if err != nil {
+			return false
+		}
+		if m < int64(q.chunk) {
+			return true
 		}
 	}
 }
@@ -646,6 +660,34 @@ func drained(mine, peer int) bool {
 		}
 		time.Sleep(wait)
 	}
+}
+
+// source is what one direction of a tunnel reads: a connection to its
+// end, or only left bytes of it (left >= 0: a response's body, on a
+// connection that stays open after it).
+type source struct {
+	net.Conn
+	left int64
+}
+
+// copyTo copies at most size bytes of s (size < 0: all of it) to dst.
+// Between two TCP connections it splices: io.Copy does, from the
+// connection itself or one LimitReader on it.
+func (s *source) copyTo(dst net.Conn, size int64) (int64, error) {
+	if s.left >= 0 && (size < 0 || size > s.left) {
+		size = s.left
+	}
+	var m int64
+	var err error
+	if size < 0 {
+		m, err = io.Copy(dst, s.Conn)
+	} else {
+		m, err = io.Copy(dst, io.LimitReader(s.Conn, size))
+	}
+	if s.left >= 0 {
+		s.left -= m
+	}
+	return m, err
 }
 
 // sysFD is c's descriptor if it is a TCP connection, else -1. The

@@ -41,8 +41,8 @@ import (
 // Why no library: four bpf(2) commands and a twelve-instruction program;
 // an eBPF library would be linked into every launch of agentjail for it.
 type kernelPath struct {
-	m int    // the sockhash: jail end (by the broker's ports) → jail socket
-	w window // how much a jail socket may hold unread
+	m int         // the sockhash: jail end (by the broker's ports) → jail socket
+	q kernelQueue // how much a jail socket may hold unread
 }
 
 // bpf(2) commands, and what x/sys/unix does not name.
@@ -148,7 +148,7 @@ func newKernelPath() (*kernelPath, error) {
 		unix.Close(m)
 		return nil, fmt.Errorf("attaching the SK_MSG program: %w", err)
 	}
-	k := &kernelPath{m: m, w: hostWindow()}
+	k := &kernelPath{m: m, q: hostQueue()}
 	if err := k.selfTest(); err != nil {
 		k.close()
 		return nil, err
@@ -320,35 +320,34 @@ func (k *kernelPath) close() { unix.Close(k.m) }
 
 // The kernel's redirect knows no receive buffer, so the broker is the jail
 // socket's flow control: it writes a chunk at a time, each once the socket
-// holds at most its window less a chunk unread (SIOCINQ).
+// holds at most the queue's limit less a chunk unread (SIOCINQ).
 //
-// The window is what relaying could have held for the jail, and no more:
+// The limit is what relaying could have held for the jail, and no more:
 // the most TCP lets the jail socket's receive buffer and the broker's send
-// buffer grow to (the maximum of net.ipv4.tcp_rmem and of tcp_wmem; a new
-// network namespace starts with the host's), between minWindow and
-// maxWindow; a chunk is a quarter of it, at most maxChunk. The queue's
-// pages are charged to the jail socket, under TCP's memory limits
-// (net.ipv4.tcp_mem) like any socket's. A deep queue is what lets a
-// download's three busy processes (the server, the broker, the reader)
-// each run for longer on a small host: with 5 MiB, the broker waited for
-// room hundreds of times a GiB, each wait a millisecond or more, and the
-// reader often found the queue empty (issue 16; docs/benchmarks.md).
-type window struct{ size, chunk int }
+// buffer grow to in agentjail's network namespace (the maximum of
+// net.ipv4.tcp_rmem and of tcp_wmem; a new network namespace starts with
+// the first one's), between minQueue and maxQueue; a chunk is a quarter of
+// it, at most maxChunk. The queue's pages are charged to the jail socket
+// under TCP's memory limits (net.ipv4.tcp_mem), though not under its
+// receive buffer. A deep queue is what lets a download's three busy
+// processes (the server, the broker, the reader) each run for longer on a
+// small host (docs/benchmarks.md).
+type kernelQueue struct{ limit, chunk int }
 
 const (
-	minWindow = 5 << 20
-	maxWindow = 32 << 20
-	maxChunk  = 4 << 20
+	minQueue = 5 << 20
+	maxQueue = 32 << 20
+	maxChunk = 4 << 20
 )
 
-// hostWindow is the window for this host's TCP settings.
-func hostWindow() window {
-	return newWindow(sysctlMax("/proc/sys/net/ipv4/tcp_rmem") + sysctlMax("/proc/sys/net/ipv4/tcp_wmem"))
+// hostQueue is the queue for this host's TCP settings.
+func hostQueue() kernelQueue {
+	return newQueue(sysctlMax("/proc/sys/net/ipv4/tcp_rmem") + sysctlMax("/proc/sys/net/ipv4/tcp_wmem"))
 }
 
-func newWindow(size int) window {
-	size = min(max(size, minWindow), maxWindow)
-	return window{size: size, chunk: min(size/4, maxChunk)}
+func newQueue(limit int) kernelQueue {
+	limit = min(max(limit, minQueue), maxQueue)
+	return kernelQueue{limit: limit, chunk: min(limit/4, maxChunk)}
 }
 
 // sysctlMax is the last of the numbers in the file at path (tcp_rmem's

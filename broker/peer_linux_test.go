@@ -55,28 +55,29 @@ func TestKernelPathSelfTest(t *testing.T) {
 	}
 }
 
-// TestKernelWindow: the kernel path's window is what TCP lets the jail
-// socket's receive buffer and the broker's send buffer grow to, within
-// its bounds, and a quarter of it (at most maxChunk) is a chunk; a
+// TestKernelQueue: the kernel path's queue limit is what TCP lets the
+// jail socket's receive buffer and the broker's send buffer grow to,
+// within its bounds, and a quarter of it (at most maxChunk) is a chunk; a
 // setting that cannot be read counts as none.
-func TestKernelWindow(t *testing.T) {
+func TestKernelQueue(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, value string) string {
 		p := filepath.Join(dir, name)
-		os.WriteFile(p, []byte(value), 0o644)
+		if err := os.WriteFile(p, []byte(value), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		return p
 	}
 	for _, c := range []struct {
-		name       string
-		rmem, wmem string // "" for a file that does not exist
-		size       int
-		chunk      int
+		name         string
+		rmem, wmem   string // "" for a file that does not exist
+		limit, chunk int
 	}{
 		{"Linux's defaults", "4096\t131072\t6291456\n", "4096\t16384\t4194304\n", 10 << 20, 10 << 18},
-		{"raised (this project's test host)", "4096\t131072\t33554432\n", "4096\t16384\t4194304\n", maxWindow, maxChunk},
-		{"lowered", "4096\t4096\t65536\n", "4096\t4096\t65536\n", minWindow, minWindow / 4},
-		{"cannot be read", "", "", minWindow, minWindow / 4},
-		{"not numbers", "a b c\n", "\n", minWindow, minWindow / 4},
+		{"raised (this project's test host)", "4096\t131072\t33554432\n", "4096\t16384\t4194304\n", maxQueue, maxChunk},
+		{"lowered", "4096\t4096\t65536\n", "4096\t4096\t65536\n", minQueue, minQueue / 4},
+		{"cannot be read", "", "", minQueue, minQueue / 4},
+		{"not numbers", "a b c\n", "\n", minQueue, minQueue / 4},
 	} {
 		rmem, wmem := filepath.Join(dir, "none"), filepath.Join(dir, "none")
 		if c.rmem != "" {
@@ -85,12 +86,12 @@ func TestKernelWindow(t *testing.T) {
 		if c.wmem != "" {
 			wmem = write("wmem", c.wmem)
 		}
-		w := newWindow(sysctlMax(rmem) + sysctlMax(wmem))
-		if w.size != c.size || w.chunk != c.chunk {
-			t.Errorf("%s: window %d, chunk %d; want %d, %d", c.name, w.size, w.chunk, c.size, c.chunk)
+		q := newQueue(sysctlMax(rmem) + sysctlMax(wmem))
+		if q.limit != c.limit || q.chunk != c.chunk {
+			t.Errorf("%s: limit %d, chunk %d; want %d, %d", c.name, q.limit, q.chunk, c.limit, c.chunk)
 		}
 	}
-	if w := hostWindow(); w.size < minWindow || w.size > maxWindow || w.chunk*4 > w.size {
-		t.Errorf("this host's window: %+v", w)
+	if q := hostQueue(); q.limit < minQueue || q.limit > maxQueue || q.chunk*4 > q.limit {
+		t.Errorf("this host's queue: %+v", q)
 	}
 }

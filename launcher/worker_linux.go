@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -351,7 +352,7 @@ func (c *client) reply(code int) {
 // poll(2) says has room takes that much without waiting, and no more.
 func writeIfRoom(fd int, msg string) {
 	if len(msg) > pipeBuf {
-		msg = msg[:pipeBuf-len(cut)] + cut
+		msg = strings.ToValidUTF8(msg[:pipeBuf-len(cut)], "") + cut // not half a character
 	}
 	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
 	for {
