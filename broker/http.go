@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
@@ -301,11 +302,19 @@ func (p *bufferPool) Get() []byte {
 
 func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
 
-// proxied runs one request through a reverse proxy and records it.
-func (b *Broker) proxied(w http.ResponseWriter, r *http.Request, c record.Connection, rewrite func(*httputil.ProxyRequest), t http.RoundTripper) {
+// proxied runs one request through a reverse proxy and records it. With
+// bulk, a big body may leave the reverse proxy for the tunnels' path
+// (bulkBody).
+func (b *Broker) proxied(w http.ResponseWriter, r *http.Request, c record.Connection, rewrite func(*httputil.ProxyRequest), t http.RoundTripper, bulk bool) {
 	start := time.Now()
 	var up, down tally
 	var failed error
+	var used net.Conn // the upstream connection the transport used
+	if bulk {
+		r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
+			GotConn: func(i httptrace.GotConnInfo) { used = i.Conn },
+		}))
+	}
 	rp := &httputil.ReverseProxy{
 		Transport: t,
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -318,6 +327,10 @@ func (b *Broker) proxied(w http.ResponseWriter, r *http.Request, c record.Connec
 		ModifyResponse: func(resp *http.Response) error {
 			c.Status = resp.StatusCode
 			resp.Body = counter{resp.Body, &down}
+			if bulk && bulky(r, resp, used) {
+				resp.Header.Set("Connection", "close")
+				resp.Body = &bulkBody{ReadCloser: resp.Body, b: b, w: w, up: used, left: resp.ContentLength, down: &down, kernel: &c.KernelPath}
+			}
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -377,7 +390,7 @@ func (b *Broker) forwardHTTP(w http.ResponseWriter, r *http.Request) {
 	b.proxied(w, r, c, func(pr *httputil.ProxyRequest) {
 		pr.Out.URL = pr.In.URL
 		pr.Out.Host = pr.In.Host
-	}, b.forward)
+	}, b.forward, v.proxy == nil)
 }
 
 // route serves a request for the broker itself: an API route, or the ping.
@@ -412,7 +425,7 @@ func (b *Broker) route(w http.ResponseWriter, r *http.Request) {
 		pr.Out.URL.RawQuery = pr.In.URL.RawQuery
 		pr.Out.Host = up.Host
 		swap(pr.Out.Header, rt.Secrets)
-	}, b.api)
+	}, b.api, false)
 }
 
 // joinPath is the upstream's path with rest (the request's path after the
@@ -445,4 +458,87 @@ func swap(h http.Header, secrets map[string]string) {
 			}
 		}
 	}
+}
+
+// bulkMin is the smallest body that leaves the reverse proxy (bulkBody).
+const bulkMin = 1 << 20
+
+// bulky says whether resp, the answer to r on the upstream connection
+// used, is a body for the tunnels' path: a GET's 200 or 206 of at least
+// bulkMin bytes by Content-Length, as the upstream sent it (not one the
+// transport decompresses), on a TCP connection of the broker's own
+// (plain HTTP, dialed to a checked address: not TLS, not the operator's
+// proxy).
+func bulky(r *http.Request, resp *http.Response, used net.Conn) bool {
+	_, isTCP := used.(*net.TCPConn)
+	return isTCP && r.Method == http.MethodGet && r.ProtoAtLeast(1, 1) &&
+		(resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusPartialContent) &&
+		resp.ContentLength >= bulkMin && !resp.Uncompressed && len(resp.TransferEncoding) == 0
+}
+
+// bulkBody is a big body of a forwarded plain HTTP request, which leaves
+// the reverse proxy: it goes from the upstream connection to the jail's as
+// a tunnel's download does, spliced, and on the kernel path once that
+// can be had, where the reverse proxy would copy it through a buffer of
+// the broker's (about half the speed of a tunnel's download).
+//
+// Its first read, by the reverse proxy once the response's head is
+// written, takes the jail's connection over (the head is sent first), and
+// the response says Connection: close, so that the jail does not send it
+// another request. One read of the transport's body then takes what the
+// transport has read of it already, which is in its read buffer (4 KiB:
+// less than the read); what follows is on the upstream connection alone,
+// and left bytes of it go to the jail. The transport, whose body was not
+// read to its end, closes the upstream connection after. Where the jail's
+// connection cannot be taken over, the body is read as any other.
+type bulkBody struct {
+	io.ReadCloser // the transport's body, counted in down
+	b             *Broker
+	w             http.ResponseWriter
+	up            net.Conn
+	left          int64 // the body's length
+	down          *tally
+	kernel        *bool // whether it took the kernel path
+	state         int   // 0: not begun, 1: read as any other, 2: sent
+}
+
+func (f *bulkBody) Read(p []byte) (int, error) {
+	switch f.state {
+	case 1:
+		return f.ReadCloser.Read(p)
+	case 2:
+		return 0, io.EOF
+	}
+	jail, rw, err := http.NewResponseController(f.w).Hijack()
+	if err != nil {
+		f.state = 1
+		return f.ReadCloser.Read(p)
+	}
+	f.state = 2
+	defer jail.Close()
+	conn, _ := raw(jail, rw.Reader) // a request sent after this one goes unanswered: the response said close
+	n, err := f.ReadCloser.Read(p[:min(int64(len(p)), f.left)])
+	if n > 0 {
+		if _, werr := conn.Write(p[:n]); werr != nil {
+			return 0, werr
+		}
+	}
+	if err != nil && err != io.EOF {
+		return 0, err
+	}
+	src := &source{f.up, f.left - int64(n)}
+	if !f.b.track(f.up, true) { // the broker is closing
+		return 0, errors.New("the run is ending")
+	}
+	defer f.b.track(f.up, false)
+	var m int64
+	done := make(chan struct{}, 1)
+	f.b.copyDown(conn, src, &m, f.kernel, done)
+	f.down.n.Add(m)
+	if src.left > 0 {
+		err := fmt.Errorf("the upstream ended the body %d bytes short", src.left)
+		f.down.err.CompareAndSwap(nil, &err)
+		return 0, err
+	}
+	return 0, io.EOF
 }

@@ -104,7 +104,7 @@ func rawServer(t *testing.T, data []byte) int {
 // relayed: on the kernel path a read begun before the socket joined the
 // map waited for ever in TCP's receive, and a later one could get EAGAIN.
 // A reader that stops reading is not sent more than the broker's
-// window past what it read (the kernel's redirect has no flow
+// queue limit past what it read (the kernel's redirect has no flow
 // control of its own: the whole stream would be pushed into the jail
 // socket's queue, in the host's memory). With AGENTJAIL_KERNEL_PATH=off the tunnel is relayed,
 // and says so.
@@ -129,6 +129,11 @@ echo stalled=done
 %[3]s blocking 127.0.0.1:%[2]d block
 %[3]s waitall 127.0.0.1:%[2]d waitall
 %[3]s polling 127.0.0.1:%[2]d poll
+# Plain HTTP (HTTP_PROXY, no CONNECT): the body leaves the reverse proxy;
+# the same curl then asks again, on a new connection (the first said close).
+curl -sS --noproxy '' -o plain.out -o plain2.out %[1]s/data %[1]s/data
+echo "plain=$(sha256sum < plain.out | cut -d' ' -f1)"
+echo "plain2=$(sha256sum < plain2.out | cut -d' ' -f1)"
 `, url, rawPort, reader)
 	allow := "127.0.0.1:" + strconv.Itoa(port)
 	for _, off := range []bool{false, true} {
@@ -141,16 +146,35 @@ echo stalled=done
 			"--idle-timeout", "20s", "--", "/bin/sh", "-c", script)
 		wantCode(t, r, 0)
 		got := lines(r.stdout)
-		if got["fast"] != sum || got["slow"] != sum || got["stalled"] != "done" || got["blocking"] != sum || got["waitall"] != sum || got["polling"] != sum {
-			t.Fatalf("off=%v: the jail read %q, want sha256 %s of the five downloads\nstderr:\n%s", off, r.stdout, sum, r.stderr)
+		if got["fast"] != sum || got["slow"] != sum || got["stalled"] != "done" || got["blocking"] != sum || got["waitall"] != sum || got["polling"] != sum || got["plain"] != sum || got["plain2"] != sum {
+			t.Fatalf("off=%v: the jail read %q, want sha256 %s of the seven downloads\nstderr:\n%s", off, r.stdout, sum, r.stderr)
 		}
 		n := readRecord(t, rec, 0).Network
 		if n == nil {
 			t.Fatal("no network in the record")
 		}
 		conns := append(n.conns("127.0.0.1", port), n.conns("127.0.0.1", rawPort)...)
-		if len(conns) != 6 {
-			t.Fatalf("off=%v: %d connections recorded, want 6: %+v", off, len(conns), conns)
+		if len(conns) != 8 {
+			t.Fatalf("off=%v: %d connections recorded, want 8: %+v", off, len(conns), conns)
+		}
+		// The tunnels (fast, slow, stalled; blocking, waitall, polling) and
+		// the two plain HTTP requests, which may end in any order.
+		var tunnels, plain []netConn
+		for _, c := range conns {
+			if c.Proto == "http" {
+				plain = append(plain, c)
+			} else {
+				tunnels = append(tunnels, c)
+			}
+		}
+		conns = tunnels
+		if len(plain) != 2 {
+			t.Fatalf("off=%v: %d plain HTTP requests recorded, want 2: %+v", off, len(plain), plain)
+		}
+		for _, c := range plain {
+			if c.Proto != "http" || c.BytesDown != size || c.KernelPath == off {
+				t.Errorf("off=%v: a plain HTTP download of %d bytes: %+v, want every byte counted, on the kernel path unless it is off", off, size, c)
+			}
 		}
 		if off {
 			if n.KernelPath != "off" {
@@ -178,11 +202,11 @@ echo stalled=done
 				t.Errorf("a download of %d bytes read from a blocking socket: %+v, want it relayed with every byte counted", size, c)
 			}
 		}
-		// 8 MiB read; at most the broker's window more on the kernel path
-		// (32 MiB at most, what TCP's buffers could hold: broker/
-		// kernel_linux.go), and what the relay had in flight before it.
-		// Without the broker's flow control the whole endless stream (1 GiB)
-		// goes into the queue in those 2 s.
+		// 8 MiB read, and at most the broker's queue limit more (32 MiB at
+		// most, what TCP's buffers could hold: broker/kernel_linux.go); the
+		// jail had read all the relay sent before the path. Without the
+		// broker's flow control the whole endless stream (1 GiB) goes into
+		// the queue in those 2 s.
 		c := conns[2]
 		t.Logf("a reader that stopped after 8 MiB was sent %d KiB", c.BytesDown>>10)
 		if !c.KernelPath || c.BytesDown > 48<<20 {
