@@ -481,8 +481,8 @@ func (b *Broker) tunnel(jail net.Conn, pre []byte, up net.Conn, c *record.Connec
 	}
 	var upN, downN int64
 	done := make(chan struct{}, 2)
-	go b.copyDown(jail, &source{up, -1}, &downN, &c.KernelPath, done)
-	copyCounted(up, &source{jail, -1}, &upN, done) // on this goroutine: one start fewer
+	go b.copyDown(jail, &source{Conn: up, left: -1}, &downN, &c.KernelPath, done)
+	copyCounted(up, &source{Conn: jail, left: -1}, &upN, done) // on this goroutine: one start fewer
 	<-done
 	<-done
 	c.BytesUp += upN
@@ -667,7 +667,8 @@ func drained(mine, peer int) bool {
 // connection that stays open after it).
 type source struct {
 	net.Conn
-	left int64
+	left  int64
+	ended bool // a limited source ended before its left bytes
 }
 
 // copyTo copies at most size bytes of s (size < 0: all of it) to dst.
@@ -686,6 +687,7 @@ func (s *source) copyTo(dst net.Conn, size int64) (int64, error) {
 	}
 	if s.left >= 0 {
 		s.left -= m
+		s.ended = s.ended || err == nil && m < size
 	}
 	return m, err
 }

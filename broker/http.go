@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -468,12 +469,20 @@ const bulkMin = 1 << 20
 // bulkMin bytes by Content-Length, as the upstream sent it (not one the
 // transport decompresses), on a TCP connection of the broker's own
 // (plain HTTP, dialed to a checked address: not TLS, not the operator's
-// proxy).
+// proxy). Not for a GET with a body (the transport would still be reading
+// it from the jail's connection, which the takeover stops), nor for an
+// answer without a Content-Type (the server would sniff one from the
+// body, which it no longer writes) or an event stream (the reverse proxy
+// flushes those on a timer, which would run on the taken connection).
 func bulky(r *http.Request, resp *http.Response, used net.Conn) bool {
 	_, isTCP := used.(*net.TCPConn)
+	ct := resp.Header.Get("Content-Type")
+	mt, _, _ := mime.ParseMediaType(ct)
 	return isTCP && r.Method == http.MethodGet && r.ProtoAtLeast(1, 1) &&
+		r.ContentLength == 0 && len(r.TransferEncoding) == 0 &&
 		(resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusPartialContent) &&
-		resp.ContentLength >= bulkMin && !resp.Uncompressed && len(resp.TransferEncoding) == 0
+		resp.ContentLength >= bulkMin && !resp.Uncompressed && len(resp.TransferEncoding) == 0 &&
+		ct != "" && mt != "text/event-stream"
 }
 
 // bulkBody is a big body of a forwarded plain HTTP request, which leaves
@@ -486,11 +495,18 @@ func bulky(r *http.Request, resp *http.Response, used net.Conn) bool {
 // written, takes the jail's connection over (the head is sent first), and
 // the response says Connection: close, so that the jail does not send it
 // another request. One read of the transport's body then takes what the
-// transport has read of it already, which is in its read buffer (4 KiB:
-// less than the read); what follows is on the upstream connection alone,
-// and left bytes of it go to the jail. The transport, whose body was not
-// read to its end, closes the upstream connection after. Where the jail's
-// connection cannot be taken over, the body is read as any other.
+// transport has read of it already, which is in its read buffer (4 KiB,
+// the transport's default: less than the read, copyBuffers' 256 KiB);
+// what follows is on the upstream connection alone, and left bytes of it
+// go to the jail. The transport, whose body was not read to its end,
+// closes the upstream connection after. Where the jail's connection
+// cannot be taken over, the body is read as any other.
+//
+// Meanwhile the jail's connection is read, and what it sends dropped (a
+// request sent after this one goes unanswered): closed with input unread,
+// it would be reset, and the body cut short. Its end half-closes the
+// upstream connection, as a tunnel's does; once the body is sent, the
+// jail has lingerWait to close its side before the broker closes it.
 type bulkBody struct {
 	io.ReadCloser // the transport's body, counted in down
 	b             *Broker
@@ -515,8 +531,23 @@ func (f *bulkBody) Read(p []byte) (int, error) {
 		return f.ReadCloser.Read(p)
 	}
 	f.state = 2
-	defer jail.Close()
-	conn, _ := raw(jail, rw.Reader) // a request sent after this one goes unanswered: the response said close
+	conn, _ := raw(jail, rw.Reader)
+	ended := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, conn)
+		if cw, ok := f.up.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite()
+		}
+		close(ended)
+	}()
+	defer func() {
+		select {
+		case <-ended:
+		case <-time.After(lingerWait):
+		}
+		jail.Close()
+		<-ended
+	}()
 	n, err := f.ReadCloser.Read(p[:min(int64(len(p)), f.left)])
 	if n > 0 {
 		if _, werr := conn.Write(p[:n]); werr != nil {
@@ -526,7 +557,7 @@ func (f *bulkBody) Read(p []byte) (int, error) {
 	if err != nil && err != io.EOF {
 		return 0, err
 	}
-	src := &source{f.up, f.left - int64(n)}
+	src := &source{Conn: f.up, left: f.left - int64(n)}
 	if !f.b.track(f.up, true) { // the broker is closing
 		return 0, errors.New("the run is ending")
 	}
@@ -536,9 +567,16 @@ func (f *bulkBody) Read(p []byte) (int, error) {
 	f.b.copyDown(conn, src, &m, f.kernel, done)
 	f.down.n.Add(m)
 	if src.left > 0 {
-		err := fmt.Errorf("the upstream ended the body %d bytes short", src.left)
-		f.down.err.CompareAndSwap(nil, &err)
+		err := fmt.Errorf("the body ended %d bytes short", src.left)
+		if src.ended { // else: the jail's side stopped taking it (cutOff)
+			err = fmt.Errorf("the upstream ended the body %d bytes short", src.left)
+			f.down.err.CompareAndSwap(nil, &err)
+		}
 		return 0, err
 	}
 	return 0, io.EOF
 }
+
+// lingerWait is how long a taken connection waits for the jail to close
+// its side once the body is sent (net/http's own wait before it closes).
+const lingerWait = 500 * time.Millisecond
