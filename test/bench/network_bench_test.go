@@ -78,8 +78,8 @@ func floor(b *testing.B, port int, name string, args ...string) {
 
 // BenchmarkBrokerDownload: 1 GiB from a server on the host's loopback,
 // fetched by curl in a tier1 jail through the broker (a CONNECT tunnel,
-// whose download takes the kernel path, and a plain HTTP request, which
-// the broker forwards),
+// whose download takes the kernel path, and a plain HTTP request, whose
+// big body leaves the broker's reverse proxy for the same path),
 // against the same download in a jail on the host's network (--net host).
 // The launch is included on both sides. Target: ≥ 0.8× the direct MB/s.
 // Beside it, the floor of any relay: socat with 1 MiB buffers between
