@@ -9,8 +9,9 @@
 // (loopback, link-local, private and the other special ranges are refused
 // unless an entry names them) before it is dialed, or the operator's own
 // proxy is used. Every connection goes into the record. A tunnel's
-// download may move to the kernel path (kernel_linux.go): written into
-// the jail socket's receive queue, without a second TCP crossing.
+// download, or a big plain HTTP body (bulkBody), may move to the kernel
+// path (kernel_linux.go): written into the jail socket's receive queue,
+// without a second TCP crossing.
 //
 // It knows no profile and starts no process: launch configures it from
 // the policy and owns its lifetime (one run).
