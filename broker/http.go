@@ -515,22 +515,31 @@ type bulkBody struct {
 	left          int64 // the body's length
 	down          *tally
 	kernel        *bool // whether it took the kernel path
-	state         int   // 0: not begun, 1: read as any other, 2: sent
+	state         bulkState
 }
+
+// bulkState is how far a bulkBody has gone.
+type bulkState int
+
+const (
+	bulkNotBegun bulkState = iota
+	bulkAsAny              // the jail's connection could not be taken: read as any body
+	bulkSent               // sent on the taken connection
+)
 
 func (f *bulkBody) Read(p []byte) (int, error) {
 	switch f.state {
-	case 1:
+	case bulkAsAny:
 		return f.ReadCloser.Read(p)
-	case 2:
+	case bulkSent:
 		return 0, io.EOF
 	}
 	jail, rw, err := http.NewResponseController(f.w).Hijack()
 	if err != nil {
-		f.state = 1
+		f.state = bulkAsAny
 		return f.ReadCloser.Read(p)
 	}
-	f.state = 2
+	f.state = bulkSent
 	conn, _ := raw(jail, rw.Reader)
 	ended := make(chan struct{})
 	go func() {

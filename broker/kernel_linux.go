@@ -148,7 +148,7 @@ func newKernelPath() (*kernelPath, error) {
 		unix.Close(m)
 		return nil, fmt.Errorf("attaching the SK_MSG program: %w", err)
 	}
-	k := &kernelPath{m: m, q: hostQueue()}
+	k := &kernelPath{m: m, q: hostQueue("/proc")}
 	if err := k.selfTest(); err != nil {
 		k.close()
 		return nil, err
@@ -340,12 +340,9 @@ const (
 	maxChunk = 4 << 20
 )
 
-// hostQueue is the queue for this host's TCP settings.
-func hostQueue() kernelQueue {
-	return newQueue(sysctlMax("/proc/sys/net/ipv4/tcp_rmem") + sysctlMax("/proc/sys/net/ipv4/tcp_wmem"))
-}
-
-func newQueue(limit int) kernelQueue {
+// hostQueue is the queue for the TCP settings under procRoot (/proc).
+func hostQueue(procRoot string) kernelQueue {
+	limit := sysctlMax(filepath.Join(procRoot, "sys/net/ipv4/tcp_rmem")) + sysctlMax(filepath.Join(procRoot, "sys/net/ipv4/tcp_wmem"))
 	limit = min(max(limit, minQueue), maxQueue)
 	return kernelQueue{limit: limit, chunk: min(limit/4, maxChunk)}
 }

@@ -60,14 +60,6 @@ func TestKernelPathSelfTest(t *testing.T) {
 // within its bounds, and a quarter of it (at most maxChunk) is a chunk; a
 // setting that cannot be read counts as none.
 func TestKernelQueue(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, value string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(value), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
 	for _, c := range []struct {
 		name         string
 		rmem, wmem   string // "" for a file that does not exist
@@ -79,19 +71,25 @@ func TestKernelQueue(t *testing.T) {
 		{"cannot be read", "", "", minQueue, minQueue / 4},
 		{"not numbers", "a b c\n", "\n", minQueue, minQueue / 4},
 	} {
-		rmem, wmem := filepath.Join(dir, "none"), filepath.Join(dir, "none")
-		if c.rmem != "" {
-			rmem = write("rmem", c.rmem)
+		root := t.TempDir()
+		dir := filepath.Join(root, "sys/net/ipv4")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
 		}
-		if c.wmem != "" {
-			wmem = write("wmem", c.wmem)
+		for name, value := range map[string]string{"tcp_rmem": c.rmem, "tcp_wmem": c.wmem} {
+			if value == "" {
+				continue
+			}
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(value), 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
-		q := newQueue(sysctlMax(rmem) + sysctlMax(wmem))
+		q := hostQueue(root)
 		if q.limit != c.limit || q.chunk != c.chunk {
 			t.Errorf("%s: limit %d, chunk %d; want %d, %d", c.name, q.limit, q.chunk, c.limit, c.chunk)
 		}
 	}
-	if q := hostQueue(); q.limit < minQueue || q.limit > maxQueue || q.chunk*4 > q.limit {
+	if q := hostQueue("/proc"); q.limit < minQueue || q.limit > maxQueue || q.chunk*4 > q.limit {
 		t.Errorf("this host's queue: %+v", q)
 	}
 }

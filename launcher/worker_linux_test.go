@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 )
@@ -43,5 +44,27 @@ func TestWriteIfRoomLongLine(t *testing.T) {
 	line := string(got[page:n])
 	if len(line) != pipeBuf || !strings.HasPrefix(line, "agentjail: launcher: xxx") || !strings.HasSuffix(line, cut) {
 		t.Errorf("the pipe got %d bytes after the first page, ending %q; want the line cut to %d bytes, ending %q", len(line), line[max(0, len(line)-8):], pipeBuf, cut)
+	}
+}
+
+// TestWriteIfRoomCutsAtACharacter: a long line whose cut falls inside a
+// character loses that character whole, not half of it.
+func TestWriteIfRoomCutsAtACharacter(t *testing.T) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	prefix := "agentjail: launcher: "
+	if (pipeBuf-len(cut)-len(prefix))%2 == 0 {
+		prefix += " " // so that the cut falls inside a two-byte character
+	}
+	writeIfRoom(p[1], prefix+strings.Repeat("é", pipeBuf)+"\n")
+	got := make([]byte, 2*pipeBuf)
+	n, _ := unix.Read(p[0], got)
+	line := string(got[:n])
+	if !utf8.ValidString(line) || !strings.HasSuffix(line, "é"+cut) || len(line) != pipeBuf-1 {
+		t.Errorf("the pipe got %d bytes ending %q, valid UTF-8 %v; want %d, whole characters, then %q", len(line), line[max(0, len(line)-8):], utf8.ValidString(line), pipeBuf-1, cut)
 	}
 }
