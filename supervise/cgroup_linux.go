@@ -38,6 +38,43 @@ type runCgroup struct {
 	v1 map[string]string // controller -> directory
 
 	pidsMax, memoryMax, swapMax *int64
+	// refusedFile and oomFile are the counters polled while the run
+	// lasts, held open once read.
+	refusedFile, oomFile counterFile
+}
+
+// counterFile is a cgroup counter file held open: each poll is one
+// pread(2) at offset 0, which regenerates its text. os.ReadFile would
+// take eight more system calls, and register the file with Go's poller
+// (cgroup files can be polled), waking another of its threads each
+// time.
+type counterFile struct {
+	fd   int
+	open bool
+}
+
+// read returns path's text, opening it on the first read that finds it.
+func (f *counterFile) read(path string) string {
+	if !f.open {
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		if err != nil {
+			return ""
+		}
+		f.fd, f.open = fd, true
+	}
+	var buf [512]byte
+	n, err := unix.Pread(f.fd, buf[:], 0)
+	if err != nil || n < 0 {
+		return ""
+	}
+	return string(buf[:n])
+}
+
+func (f *counterFile) close() {
+	if f.open {
+		unix.Close(f.fd)
+		f.open = false
+	}
 }
 
 // cgroupLimits are the limits a run asks of its cgroup (0: none; swap
@@ -249,11 +286,17 @@ type cgroupUsage struct {
 // hierarchy lacks is nil.
 func (c *runCgroup) usage(peaks bool) cgroupUsage {
 	var u cgroupUsage
-	read := func(dir, file, key string) *int64 {
+	// read reads a counter of dir: from held, when one is given.
+	read := func(dir, file, key string, held *counterFile) *int64 {
 		if dir == "" {
 			return nil
 		}
-		text := procs.ReadString(filepath.Join(dir, file))
+		var text string
+		if held != nil {
+			text = held.read(filepath.Join(dir, file))
+		} else {
+			text = procs.ReadString(filepath.Join(dir, file))
+		}
 		v, ok := procs.FlatKeyed(text, key)
 		if key == "" { // a file of one number
 			n, err := strconv.ParseInt(strings.TrimSpace(text), 10, 64)
@@ -264,11 +307,11 @@ func (c *runCgroup) usage(peaks bool) cgroupUsage {
 		}
 		return &v
 	}
-	u.refused = read(c.pids, "pids.events", "max")
-	u.oomKills = read(c.memory, c.memoryFiles.oomEvents, "oom_kill")
+	u.refused = read(c.pids, "pids.events", "max", &c.refusedFile)
+	u.oomKills = read(c.memory, c.memoryFiles.oomEvents, "oom_kill", &c.oomFile)
 	if peaks {
-		u.pidsPeak = read(c.pids, "pids.peak", "")
-		u.memoryPeak = read(c.memory, c.memoryFiles.memoryPeak, "")
+		u.pidsPeak = read(c.pids, "pids.peak", "", nil)
+		u.memoryPeak = read(c.memory, c.memoryFiles.memoryPeak, "", nil)
 	}
 	return u
 }
@@ -334,6 +377,8 @@ func (c *runCgroup) end(procRoot string, d time.Duration) ([]procs.Proc, error) 
 	if c.fd >= 0 {
 		unix.Close(c.fd)
 	}
+	c.refusedFile.close()
+	c.oomFile.close()
 	if c.dir != "" {
 		procs, err := procs.KillCgroup(c.dir, procRoot, d)
 		left, errs = append(left, procs...), append(errs, err)

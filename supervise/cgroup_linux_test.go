@@ -243,3 +243,39 @@ func TestCgroupUsage(t *testing.T) {
 		t.Errorf("no limits, usage %+v", u)
 	}
 }
+
+// TestCounterFileHeld: a polled counter is opened once and read again in
+// place (a file put in its path's place later is not looked at), and one
+// missing at first is opened once it appears.
+func TestCounterFileHeld(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := filepath.Join(dir, "pids.events")
+	var f counterFile
+	defer f.close()
+	if got := f.read(p); got != "" || f.open {
+		t.Fatalf("missing file: %q, open %v", got, f.open)
+	}
+	if err := os.WriteFile(p, []byte("max 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.read(p); got != "max 0\n" {
+		t.Fatalf("first read %q", got)
+	}
+	if err := os.WriteFile(p, []byte("max 12\n"), 0o644); err != nil { // in place, as the kernel updates it
+		t.Fatal(err)
+	}
+	if got := f.read(p); got != "max 12\n" {
+		t.Errorf("read in place %q, want the new text", got)
+	}
+	other := filepath.Join(dir, "other")
+	if err := os.WriteFile(other, []byte("max 99\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(other, p); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.read(p); got != "max 12\n" {
+		t.Errorf("after a rename over it %q: the file was opened again", got)
+	}
+}
