@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -51,6 +52,13 @@ func Listener(f *os.File, port int) (net.Listener, error) {
 	}
 	if same {
 		return nil, fmt.Errorf("%w: it listens in agentjail's own network namespace, not the jail's", ErrListener)
+	}
+	// The broker is woken for a connection once its client has spoken
+	// (every client of the broker speaks first), not inside the client's
+	// connect(2) and again for its request; a silent one takes no slot
+	// until headerWait has gone by (docs/benchmarks.md).
+	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_DEFER_ACCEPT, int(headerWait/time.Second)); err != nil {
+		return nil, fmt.Errorf("%w: TCP_DEFER_ACCEPT: %v", ErrListener, err)
 	}
 	return net.FileListener(f)
 }
