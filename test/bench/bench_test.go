@@ -62,7 +62,9 @@ func median(d []time.Duration) time.Duration {
 
 // compare runs ref and subject alternately n times and reports medians and
 // the subject/reference ratio of times (below 1: the subject is faster),
-// also as benchmark metrics.
+// also as benchmark metrics; beside it, the median of the ratios within
+// each pair of samples, which a host whose speed drifts during the run
+// moves less.
 func compare(b *testing.B, name string, n int, refName string, ref func() error, subjName string, subject func() error) (time.Duration, time.Duration) {
 	return compareSettled(b, name, n, refName, ref, subjName, subject, func() {})
 }
@@ -71,16 +73,37 @@ func compare(b *testing.B, name string, n int, refName string, ref func() error,
 // sample of either side.
 func compareSettled(b *testing.B, name string, n int, refName string, ref func() error, subjName string, subject func() error, settle func()) (time.Duration, time.Duration) {
 	b.Helper()
-	var rs, ss []time.Duration
+	c := measure(b, name, n, refName, ref, subjName, subject, settle)
+	return median(c.ref), median(c.subj)
+}
+
+// comparison is what measure timed: each side's samples, in order, so
+// that ref[i] and subj[i] ran next to each other.
+type comparison struct{ ref, subj []time.Duration }
+
+// paired is the median of subj[i]/ref[i].
+func (c comparison) paired() float64 {
+	r := make([]float64, len(c.ref))
+	for i := range c.ref {
+		r[i] = float64(c.subj[i]) / float64(c.ref[i])
+	}
+	slices.Sort(r)
+	return r[len(r)/2]
+}
+
+// measure is compareSettled, returning the samples.
+func measure(b *testing.B, name string, n int, refName string, ref func() error, subjName string, subject func() error, settle func()) comparison {
+	b.Helper()
+	var c comparison
 	for i := range n {
 		order := []int{0, 1} // alternate who goes first
 		if i%2 == 1 {
 			order = []int{1, 0}
 		}
 		for _, k := range order {
-			f, dst := ref, &rs
+			f, dst := ref, &c.ref
 			if k == 1 {
-				f, dst = subject, &ss
+				f, dst = subject, &c.subj
 			}
 			start := time.Now()
 			if err := f(); err != nil {
@@ -90,14 +113,14 @@ func compareSettled(b *testing.B, name string, n int, refName string, ref func()
 			settle()
 		}
 	}
-	mr, ms := median(rs), median(ss)
+	mr, ms := median(c.ref), median(c.subj)
 	ratio := float64(ms) / float64(mr)
-	fmt.Printf("%-28s %-34s median %8.3f ms\n%-28s %-34s median %8.3f ms   time ratio %.3f× (n=%d)\n",
-		name, refName, ms2(mr), "", subjName, ms2(ms), ratio, n)
+	fmt.Printf("%-28s %-34s median %8.3f ms\n%-28s %-34s median %8.3f ms   time ratio %.3f× (paired %.3f×, n=%d)\n",
+		name, refName, ms2(mr), "", subjName, ms2(ms), ratio, c.paired(), n)
 	b.ReportMetric(ms2(mr), "ref-ms")
 	b.ReportMetric(ms2(ms), "agentjail-ms")
 	b.ReportMetric(ratio, "ratio")
-	return mr, ms
+	return c
 }
 
 func ms2(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

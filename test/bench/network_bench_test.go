@@ -98,38 +98,45 @@ func BenchmarkBrokerDownload(b *testing.B) {
 	direct := func() error {
 		return devNull(agentjail, "run", "--net", "host", "--", "curl", "-sSf", "-o", "/dev/null", url)
 	}
+	// The host's speed drifts over a run: nine samples a side, and each
+	// share also as the median of the shares within pairs.
+	n := samples(9)
+	none := func() {}
 	for range b.N {
-		ref, subj := compare(b, "download 1 GiB, CONNECT", samples(5), "--net host, direct", direct,
+		c := measure(b, "download 1 GiB, CONNECT", n, "--net host, direct", direct,
 			"through the broker (CONNECT)", func() error {
 				return devNull(agentjail, "run", "--allow-net", allow, "--", "curl", "-sSf", "--noproxy", "", "-p", "-o", "/dev/null", url)
-			})
-		reportGiB(ref, subj, "broker (CONNECT)")
-		b.ReportMetric(float64(ref)/float64(subj), "x-connect")
-		ref, subj = compare(b, "download 1 GiB, CONNECT", samples(5), "kernel path off (relayed)", func() error {
+			}, none)
+		b.ReportMetric(reportGiB(c, "broker (CONNECT)"), "x-connect")
+		c = measure(b, "download 1 GiB, CONNECT", n, "kernel path off (relayed)", func() error {
 			return devNullEnv([]string{"AGENTJAIL_KERNEL_PATH=off"}, agentjail, "run", "--allow-net", allow, "--", "curl", "-sSf", "--noproxy", "", "-p", "-o", "/dev/null", url)
 		}, "kernel path on", func() error {
 			return devNull(agentjail, "run", "--allow-net", allow, "--", "curl", "-sSf", "--noproxy", "", "-p", "-o", "/dev/null", url)
-		})
-		fmt.Printf("%-28s the kernel path's own gain: %.3f× the relayed MB/s\n", "", float64(ref)/float64(subj))
-		b.ReportMetric(float64(ref)/float64(subj), "x-kernel-path")
-		ref, subj = compare(b, "download 1 GiB, plain HTTP", samples(5), "--net host, direct", direct,
+		}, none)
+		fmt.Printf("%-28s the kernel path's own gain: %.3f× the relayed MB/s (paired %.3f×)\n", "", float64(median(c.ref))/float64(median(c.subj)), 1/c.paired())
+		b.ReportMetric(float64(median(c.ref))/float64(median(c.subj)), "x-kernel-path")
+		c = measure(b, "download 1 GiB, plain HTTP", n, "--net host, direct", direct,
 			"through the broker (plain HTTP)", func() error {
 				return devNull(agentjail, "run", "--allow-net", allow, "--", "curl", "-sSf", "--noproxy", "", "-o", "/dev/null", url)
-			})
-		reportGiB(ref, subj, "broker (plain HTTP)")
-		b.ReportMetric(float64(ref)/float64(subj), "x-plain")
-		ref, subj = compare(b, "download 1 GiB, a relay", samples(5), "--net host, direct", direct,
+			}, none)
+		b.ReportMetric(reportGiB(c, "broker (plain HTTP)"), "x-plain")
+		c = measure(b, "download 1 GiB, a relay", n, "--net host, direct", direct,
 			"through socat -b 1048576", func() error {
 				return devNull(agentjail, "run", "--net", "host", "--", "curl", "-sSf", "--connect-to", fmt.Sprintf("127.0.0.1:%d:127.0.0.1:%d", port, relay), "-o", "/dev/null", url)
-			})
-		reportGiB(ref, subj, "socat (the floor of a relay)")
-		b.ReportMetric(float64(ref)/float64(subj), "x-socat")
+			}, none)
+		b.ReportMetric(reportGiB(c, "socat (the floor of a relay)"), "x-socat")
 	}
 }
 
-func reportGiB(ref, subj time.Duration, how string) {
+// reportGiB prints a 1 GiB download's MB/s by each side's median and the
+// subject's share of the reference's, by the medians and within pairs;
+// it returns the share by the medians.
+func reportGiB(c comparison, how string) float64 {
 	mb := func(d time.Duration) float64 { return float64(gib1) / 1e6 / d.Seconds() }
-	fmt.Printf("%-28s direct %.0f MB/s, %s %.0f MB/s: %.3f× (target ≥ 0.8×)\n", "", mb(ref), how, mb(subj), mb(subj)/mb(ref))
+	ref, subj := median(c.ref), median(c.subj)
+	share := mb(subj) / mb(ref)
+	fmt.Printf("%-28s direct %.0f MB/s, %s %.0f MB/s: %.3f× (paired %.3f×; target ≥ 0.8×)\n", "", mb(ref), how, mb(subj), share, 1/c.paired())
+	return share
 }
 
 // BenchmarkBrokerFirstByte: connect and first byte of 200 requests in one
