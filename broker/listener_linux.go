@@ -56,8 +56,8 @@ func Listener(f *os.File, port int) (net.Listener, error) {
 	// The broker is woken for a connection once its client has spoken
 	// (every client of the broker speaks first), not inside the client's
 	// connect(2) and again for its request; a silent one takes no slot
-	// until headerWait has gone by (docs/benchmarks.md). Without it (no
-	// kernel refuses it), the broker serves as well, a little later.
+	// until headerWait has gone by (docs/benchmarks.md). Should a kernel
+	// refuse it, the broker serves as well, only woken once more.
 	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_DEFER_ACCEPT, int(headerWait/time.Second))
 	return net.FileListener(f)
 }
