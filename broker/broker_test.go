@@ -797,3 +797,54 @@ func TestListenerRefusesAgentjailsOwnNamespace(t *testing.T) {
 		t.Errorf("Listener(stdin) = %v", err)
 	}
 }
+
+// TestBrokerBodyToUnreachableUpstream: a request with a body for an
+// upstream that cannot be reached (plain HTTP and the API route) gets its
+// 502, and the connection serves the next request: net/http, with full
+// duplex on, panicked on the body the transport never read and closed the
+// connection (golang/go#68560), printing the panic on the operator's
+// stderr.
+func TestBrokerBodyToUnreachableUpstream(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String() // nothing listens there once l is closed
+	l.Close()
+	w := newWorld(t, func(c *Config) {
+		r, err := policy.ParseNetRule(closed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Rules = append(c.Rules, r)
+		up, _ := url.Parse("http://" + closed + "/v1")
+		c.Routes = append(c.Routes, Route{Name: "gone", Upstream: up})
+	})
+	for _, target := range []string{"http://" + closed + "/x", "/gone/messages"} {
+		c, err := net.Dial("tcp", w.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(30 * time.Second))
+		br := bufio.NewReader(c)
+		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 2\r\n\r\n{}", target, w.addr)
+		resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodPost})
+		if err != nil {
+			t.Fatalf("%s: %v", target, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadGateway {
+			t.Errorf("%s: %d, want 502", target, resp.StatusCode)
+		}
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", PingPath, w.addr)
+		resp, err = http.ReadResponse(br, &http.Request{Method: http.MethodGet})
+		if err != nil {
+			t.Errorf("%s: the next request on the connection: %v", target, err)
+		} else if resp.StatusCode != 200 {
+			t.Errorf("%s: the next request: %d", target, resp.StatusCode)
+		}
+		c.Close()
+	}
+}

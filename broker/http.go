@@ -351,6 +351,12 @@ func (b *Broker) proxied(w http.ResponseWriter, r *http.Request, c record.Connec
 	// The error is only ErrNotSupported, from a server that cannot (HTTP/2
 	// is full duplex already): nothing to do about it either way.
 	_ = http.NewResponseController(w).EnableFullDuplex()
+	// Closed here, before the server's own end of the request: with full
+	// duplex on, a body the transport never read (an upstream that could
+	// not be reached) is drained only after the server has stopped its
+	// background read, which then starts again and meets the next
+	// request's read: a panic, and the connection closed (golang/go#68560).
+	defer r.Body.Close()
 	// Recorded on every path: a copy that fails mid-body aborts the
 	// handler (the reverse proxy panics with http.ErrAbortHandler).
 	cut := true
