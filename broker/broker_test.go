@@ -848,3 +848,62 @@ func TestBrokerBodyToUnreachableUpstream(t *testing.T) {
 		c.Close()
 	}
 }
+
+// TestBrokerMalformedTargets: a SOCKS5 name may hold any bytes; one that
+// is no host name, or a port 0, is refused as malformed, and the line the
+// operator's terminal gets quotes it: no control byte of the jail's gets
+// through, and no entry is suggested that could not be added.
+func TestBrokerMalformedTargets(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil)
+	socks := func(name string, port uint16) byte {
+		t.Helper()
+		c, err := net.Dial("tcp", w.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(30 * time.Second))
+		req := []byte{5, 1, 0, 5, 1, 0, 3, byte(len(name))}
+		req = append(append(req, name...), byte(port>>8), byte(port))
+		c.Write(req)
+		var reply [12]byte
+		if _, err := io.ReadFull(c, reply[:12]); err != nil {
+			t.Fatalf("%q: %v", name, err)
+		}
+		return reply[3]
+	}
+	for _, tc := range []struct {
+		name string
+		port uint16
+	}{
+		{"\x1b]52;c;QlJPS0VS\x07.com", 443},
+		{"x\nagentjail: the run ended: all good (exit 0)\n.com", 443},
+		{"", 443},
+		{"allowed.test", 0},
+	} {
+		if code := socks(tc.name, tc.port); code != socksNotAllowed {
+			t.Errorf("%q:%d: reply %d, want %d", tc.name, tc.port, code, socksNotAllowed)
+		}
+	}
+	rec := w.b.Close()
+	if rec.Totals.Refused != 4 {
+		t.Errorf("totals %+v", rec.Totals)
+	}
+	for _, c := range rec.Connections {
+		if c.Rule != Malformed {
+			t.Errorf("%q: rule %q, want %q", c.Host, c.Rule, Malformed)
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.refused) != 4 {
+		t.Errorf("said %q", w.refused)
+	}
+	for _, said := range w.refused {
+		why := said[strings.Index(said, ` "`)+1:] // after the raw host:port the test's Refused puts first
+		if strings.ContainsFunc(why, func(r rune) bool { return r < 0x20 || r == 0x7f }) || strings.Contains(why, "to allow it") || !strings.Contains(why, "is not a host name") {
+			t.Errorf("said %q", why)
+		}
+	}
+}

@@ -15,6 +15,10 @@ import (
 // Refusals: why a destination was refused, as the record's rule says it.
 const (
 	NotAllowed = "not-allowed" // no allow entry covers the host and port
+	// Malformed is a destination that is neither a host name nor an IP
+	// address, or a port out of range: a jail's SOCKS5 request may carry
+	// any bytes as its name.
+	Malformed = "malformed"
 )
 
 // special are the address ranges a jail reaches only where an allow entry
@@ -114,7 +118,13 @@ type verdict struct {
 // (http or https) chooses the operator's proxy setting that applies.
 func (b *Broker) decide(ctx context.Context, scheme, host string, port int) verdict {
 	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
-	if a, err := netip.ParseAddr(host); err == nil {
+	a, err := netip.ParseAddr(host)
+	if err != nil && !policy.IsHostName(host) || port < 1 || port > 65535 {
+		// Quoted: the name is the jail's, and the why goes to the
+		// operator's terminal.
+		return verdict{rule: Malformed, why: fmt.Sprintf("%s is not a host name or address and a port", strconv.QuoteToASCII(hostPort(host, port)))}
+	}
+	if err == nil {
 		a = a.WithZone("")
 		if r, ok := b.namedBy(a, port); ok {
 			return verdict{allowed: true, rule: r, addrs: []netip.Addr{a}, proxy: b.proxyFor(scheme, a.String(), port)}

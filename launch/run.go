@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/agentjail/agentjail/claude"
 	"github.com/agentjail/agentjail/codex"
@@ -197,9 +198,9 @@ func run(req Request, stdio IO) (int, error) {
 	spec.Signals, spec.Record, spec.Secrets = sigs, rec, append(secretValues(j.Env), j.secrets...)
 	// The broker says what it refused while the agent runs: at a raw
 	// terminal (the agent's own pty) on a line of its own.
-	say := func(l string) { fmt.Fprintf(notices, "agentjail: %s\n", l) }
+	say := func(l string) { fmt.Fprintf(notices, "agentjail: %s\n", printable(l)) }
 	if termIO.pty != nil && tty != nil {
-		say = func(l string) { fmt.Fprintf(notices, "\r\n%sagentjail: %s\r\n", term.Reset, l) }
+		say = func(l string) { fmt.Fprintf(notices, "\r\n%sagentjail: %s\r\n", term.Reset, printable(l)) }
 	}
 	nr := j.startNetwork(&spec, say)
 	if j.net != nil {
@@ -486,4 +487,22 @@ func uint32s(in []int) []uint32 {
 		out[i] = uint32(v)
 	}
 	return out
+}
+
+// printable is l with its control characters escaped (\x1b, \n, …): what
+// the broker says may carry a name the jail chose, and it reaches the
+// operator's terminal as agentjail's own line.
+func printable(l string) string {
+	if !strings.ContainsFunc(l, unicode.IsControl) {
+		return l
+	}
+	var b strings.Builder
+	for _, r := range l {
+		if unicode.IsControl(r) {
+			fmt.Fprintf(&b, "\\x%02x", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

@@ -145,7 +145,7 @@ func ParseNetRule(entry string) (NetRule, error) {
 		if wild && name == "" {
 			return bad("*. with no domain after it, as in *.example.com")
 		}
-		if !isHostName(name) {
+		if !IsHostName(name) {
 			return bad(fmt.Sprintf("%q is not a host name (letters, digits, - and dots; * only as the first label, *.example.com)", host))
 		}
 		r.Name, r.Wildcard = name, wild
@@ -159,8 +159,9 @@ func isIPv4(s string) bool {
 	return s != "" && strings.Trim(s, "0123456789.") == "" && strings.Count(s, ".") == 3
 }
 
-// isHostName checks the syntax of a DNS name (RFC 1123 labels).
-func isHostName(s string) bool {
+// IsHostName checks the syntax of a lower-case DNS name (RFC 1123
+// labels; an underscore allowed, as names in use have one).
+func IsHostName(s string) bool {
 	if s == "" || len(s) > 253 {
 		return false
 	}
