@@ -409,10 +409,19 @@ func (b *Broker) note(c record.Connection, why string) {
 	var saying chan struct{} // closed once hp's refusal has been said
 	first := false
 	if !c.Allowed && why != "" {
-		if saying = b.said[hp]; saying == nil {
+		switch saying = b.said[hp]; {
+		case saying != nil:
+		case len(b.said) < record.MaxRefusedHosts:
 			saying, first = make(chan struct{}), true
 			b.said[hp] = saying
 			b.rec.RefusedHosts = append(b.rec.RefusedHosts, hp)
+		default:
+			b.rec.RefusedHostsDropped++
+			if !slices.Contains(b.rec.LimitsHit, "max_refused_hosts") {
+				b.rec.LimitsHit = append(b.rec.LimitsHit, "max_refused_hosts")
+				saying, first = make(chan struct{}), true
+				why = fmt.Sprintf("%d hosts refused; the refusals of others are not said, only counted in the record (network.refused_hosts_dropped)", record.MaxRefusedHosts)
+			}
 		}
 	}
 	b.mu.Unlock()

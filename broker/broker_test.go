@@ -907,3 +907,27 @@ func TestBrokerMalformedTargets(t *testing.T) {
 		}
 	}
 }
+
+// TestBrokerCapsRefusedHosts: a jail that asks for ever new names gets
+// each refused, but past record.MaxRefusedHosts they are counted, not
+// listed or said, and one line says so.
+func TestBrokerCapsRefusedHosts(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil)
+	c := w.client()
+	const more = 5
+	for i := range record.MaxRefusedHosts + more {
+		if code, _ := get(t, c, fmt.Sprintf("http://h%d.test/", i)); code != http.StatusForbidden {
+			t.Fatalf("h%d.test: %d", i, code)
+		}
+	}
+	rec := w.b.Close()
+	if len(rec.RefusedHosts) != record.MaxRefusedHosts || rec.RefusedHostsDropped != more || !slices.Contains(rec.LimitsHit, "max_refused_hosts") || rec.Totals.Refused != record.MaxRefusedHosts+more {
+		t.Errorf("refused %d, dropped %d, limits %v, totals %+v", len(rec.RefusedHosts), rec.RefusedHostsDropped, rec.LimitsHit, rec.Totals)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.refused) != record.MaxRefusedHosts+1 || !strings.Contains(w.refused[len(w.refused)-1], "hosts refused; the refusals of others are not said") {
+		t.Errorf("said %d lines, the last %q", len(w.refused), w.refused[len(w.refused)-1])
+	}
+}

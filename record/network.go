@@ -21,19 +21,27 @@ type Network struct {
 	Connections        []Connection `json:"connections"`
 	ConnectionsDropped int          `json:"connections_dropped"`
 	Totals             NetTotals    `json:"totals"`
-	// RefusedHosts are the host:port the broker refused, once each.
-	RefusedHosts []string `json:"refused_hosts"`
+	// RefusedHosts are the first MaxRefusedHosts host:port the broker
+	// refused, once each; RefusedHostsDropped counts the refusals of
+	// others.
+	RefusedHosts        []string `json:"refused_hosts"`
+	RefusedHostsDropped int      `json:"refused_hosts_dropped"`
 	// KernelPath says whether tunnels' downloads may take the kernel path
 	// (docs/network.md): on, off (set so), or unavailable and why; empty
 	// when no tunnel was made.
 	KernelPath string `json:"kernel_path,omitempty"`
 	// LimitsHit names the broker's caps the jail reached
-	// (max_connections).
+	// (max_connections, max_refused_hosts).
 	LimitsHit []string `json:"limits_hit"`
 }
 
 // MaxConnections caps Network.Connections.
 const MaxConnections = 1000
+
+// MaxRefusedHosts caps Network.RefusedHosts, and the refusals said on the
+// operator's terminal: a jail that asks for ever new names grows neither
+// agentjail's memory nor its output past it.
+const MaxRefusedHosts = 200
 
 // APIRoute is one of the broker's API routes: requests to
 // http://BROKER/NAME/... go to Upstream, with the operator's credential
