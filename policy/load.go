@@ -379,7 +379,8 @@ func checkNoLoosening(parent, child Policy) error {
 	if isFalse(child.Seccomp.Default) && !isFalse(parent.Seccomp.Default) {
 		refuse("seccomp.default", "false, but the profile it extends applies the default filter")
 	}
-	if c, p := child.Network.Mode, parent.Network.Mode; c != "" && p != "" && netRank[c] < netRank[p] {
+	// A mode that is none of the three is the validator's to report.
+	if c, p := child.Network.Mode, parent.Network.Mode; c != "" && p != "" && netRank[c] < netRank[p] && slices.Contains([]string{NetHost, NetProxy, NetNone}, c) {
 		refuse("network.mode", fmt.Sprintf("%s, but the profile it extends has %s", c, p))
 	}
 	if isTrue(child.Filesystem.AcceptProtectedSymlinks) && isFalse(parent.Filesystem.AcceptProtectedSymlinks) {

@@ -224,10 +224,41 @@ func (v *validator) network(n Network) {
 		}
 	}
 	if len(n.Allow) > 0 && n.Mode != NetProxy {
+		if n.Mode == NetNone && !v.sameSource("network.mode", "network.allow", len(n.Allow)) {
+			// Tightened to none by a child profile or the command line:
+			// the list it was given elsewhere has nothing to open.
+			return
+		}
 		mode := n.Mode
 		if mode == "" {
 			mode = NetHost + " (the default)"
 		}
 		v.add("network.allow[0]", fmt.Sprintf("is used only with network.mode: proxy, and the mode is %s; set mode: proxy (--net proxy), or drop the allow list", mode))
 	}
+}
+
+// sameSource says whether field was set by the file (or the command line)
+// that set any of list's n entries.
+func (v *validator) sameSource(field, list string, n int) bool {
+	src := sourceOf(v.p.Origins.Of(field))
+	for i := range n {
+		if sourceOf(v.p.Origins.Of(fmt.Sprintf("%s[%d]", list, i))) == src {
+			return true
+		}
+	}
+	return false
+}
+
+// sourceOf is an origin's file ("FILE:LINE:COL" less its position), or
+// "the command line" for a flag's ("--net").
+func sourceOf(origin string) string {
+	if strings.HasPrefix(origin, "--") {
+		return "the command line"
+	}
+	for range 2 {
+		if i := strings.LastIndexByte(origin, ':'); i >= 0 && strings.Trim(origin[i+1:], "0123456789") == "" {
+			origin = origin[:i]
+		}
+	}
+	return origin
 }

@@ -128,3 +128,46 @@ func TestValidateNetwork(t *testing.T) {
 		t.Errorf("a good network: %v", err)
 	}
 }
+
+// TestNetworkTightenedToNone: a child profile (or the command line) may
+// take a proxy profile with an allow list to none: the list it did not
+// write opens nothing there. A file that writes both is still told; and a
+// mistyped mode is reported as such, not as loosening.
+func TestNetworkTightenedToNone(t *testing.T) {
+	t.Parallel()
+	l := testLoader(map[string]string{
+		"proxied.yaml": "network:\n  mode: proxy\n  allow: [a.example.com, b.example.com]\n",
+		"shut.yaml":    "extends: proxied\nnetwork:\n  mode: none\n",
+		"both.yaml":    "network:\n  mode: none\n  allow: [a.example.com]\n",
+		"typo.yaml":    "extends: proxied\nnetwork:\n  mode: proxie\n",
+	})
+	p, err := l.Load("shut")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Validate(p); err != nil || p.NetMode() != NetNone {
+		t.Errorf("a child tightening to none: %v, mode %s", err, p.NetMode())
+	}
+	p, err = l.Load("proxied")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Network.Mode, p.Origins["network.mode"] = NetNone, "--net"
+	if err := Validate(p); err != nil {
+		t.Errorf("--net none on a proxy profile: %v", err)
+	}
+	p, err = l.Load("both")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Validate(p); err == nil || !strings.Contains(err.Error(), "profiles/both.yaml:3:11: network.allow[0]: is used only with network.mode: proxy, and the mode is none") {
+		t.Errorf("mode none and an allow list in one file: %v", err)
+	}
+	p, err = l.Load("typo")
+	if err == nil {
+		err = Validate(p)
+	}
+	if err == nil || !strings.Contains(err.Error(), `network.mode: "proxie" is not one of host, none, proxy`) || strings.Contains(err.Error(), "cannot loosen") {
+		t.Errorf("a mistyped mode: %v", err)
+	}
+}
