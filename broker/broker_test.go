@@ -60,6 +60,11 @@ func TestClassify(t *testing.T) {
 			t.Errorf("classify(%s) = %q, want %q", addr, got, want)
 		}
 	}
+	for class, want := range map[string]string{"host-address": "one of the host's own addresses", "unspecified": "an unspecified address", "loopback": "a loopback address"} {
+		if got := classText(class); got != want {
+			t.Errorf("classText(%s) = %q, want %q", class, got, want)
+		}
+	}
 }
 
 // world is a broker in front of servers on the test's loopback, with a

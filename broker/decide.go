@@ -97,6 +97,18 @@ func classify(a netip.Addr, host []netip.Addr) string {
 	return ""
 }
 
+// classText names an address class in a sentence: "a loopback
+// address", "one of the host's own addresses".
+func classText(class string) string {
+	if class == "host-address" {
+		return "one of the host's own addresses"
+	}
+	if strings.ContainsRune("aeiou", rune(class[0])) {
+		return "an " + class + " address"
+	}
+	return "a " + class + " address"
+}
+
 // verdict is what the broker decided about one destination.
 type verdict struct {
 	allowed bool
@@ -130,7 +142,7 @@ func (b *Broker) decide(ctx context.Context, scheme, host string, port int) verd
 			return verdict{allowed: true, rule: r, addrs: []netip.Addr{a}, proxy: b.proxyFor(scheme, a.String(), port)}
 		}
 		if c := classify(a, b.cfg.HostAddrs); c != "" {
-			return verdict{rule: c, why: fmt.Sprintf("%s is a %s address, which a jail reaches only where an entry names it", a, c) + addHint(a.String(), port)}
+			return verdict{rule: c, why: fmt.Sprintf("%s is %s, which a jail reaches only where an entry names it", a, classText(c)) + addHint(a.String(), port)}
 		}
 		if r, ok := b.ruleFor(host, port); ok {
 			return verdict{allowed: true, rule: r, addrs: []netip.Addr{a}, proxy: b.proxyFor(scheme, a.String(), port)}
@@ -166,7 +178,7 @@ func (b *Broker) decide(ctx context.Context, scheme, host string, port int) verd
 		v.addrs = append(v.addrs, a)
 	}
 	if len(v.addrs) == 0 {
-		return verdict{rule: class, why: fmt.Sprintf("%s resolves to %s, a %s address, which a jail reaches only where an entry names it", host, refusedAddr, class) +
+		return verdict{rule: class, why: fmt.Sprintf("%s resolves to %s, %s, which a jail reaches only where an entry names it", host, refusedAddr, classText(class)) +
 			addHint(refusedAddr.String(), port)}
 	}
 	return v

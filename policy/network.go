@@ -124,6 +124,12 @@ func ParseNetRule(entry string) (NetRule, error) {
 	case host == "*":
 		r.Any = true
 	case strings.Contains(host, ":") || strings.Contains(host, "/") || isIPv4(host):
+		if i := strings.LastIndexByte(host, ':'); !strings.HasPrefix(entry, "[") && i > 0 && strings.Trim(host[i+1:], "0123456789") == "" {
+			// ::1:8080 is an address, and most likely meant [::1]:8080.
+			if _, err := netip.ParseAddr(host[:i]); err == nil {
+				return bad(fmt.Sprintf("%q could be an IPv6 address or one with a port; write [%s]:%s for the port, or [%s] for the address", host, host[:i], host[i+1:], host))
+			}
+		}
 		pfx, err := netip.ParsePrefix(host)
 		if err != nil {
 			a, aerr := netip.ParseAddr(host)

@@ -27,6 +27,8 @@ func TestParseNetRule(t *testing.T) {
 		{"fd00::/8", NetRule{Prefix: netip.MustParsePrefix("fd00::/8"), Port: 443}},
 		{"[fd00::/8]:*", NetRule{Prefix: netip.MustParsePrefix("fd00::/8")}},
 		{"under_score.internal", NetRule{Name: "under_score.internal", Port: 443}},
+		{"[::1:8080]", NetRule{Prefix: netip.MustParsePrefix("::1:8080/128"), Port: 443}},
+		{"2001:db8::", NetRule{Prefix: netip.MustParsePrefix("2001:db8::/128"), Port: 443}},
 	} {
 		got, err := ParseNetRule(c.entry)
 		c.want.Entry = c.entry
@@ -36,6 +38,7 @@ func TestParseNetRule(t *testing.T) {
 	}
 	for _, c := range []struct{ entry, says string }{
 		{"", "an empty entry"},
+		{"::1:8080", `"::1:8080" could be an IPv6 address or one with a port; write [::1]:8080 for the port, or [::1:8080] for the address`},
 		{":99999", "no host before the port"},
 		{"example.com:99999", `port "99999" is not a number from 1 to 65535`},
 		{"example.com:0", `port "0"`},
