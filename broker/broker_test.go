@@ -272,6 +272,12 @@ func TestBrokerAPIRoute(t *testing.T) {
 	if code, _ := get(t, http.DefaultClient, "http://"+w.addr+PingPath); code != 200 {
 		t.Errorf("ping: %d", code)
 	}
+	// Below the upstream's path, never beside it.
+	for _, p := range []string{"/anthropic/../x", "/anthropic/%2e%2e/x", "/anthropic/v1/..%2F..%2Fx", "/anthropic/./x"} {
+		if code, body := get(t, http.DefaultClient, "http://"+w.addr+p); code != 400 || !strings.Contains(body, "takes no . or .. in its path") {
+			t.Errorf("%s: %d %q", p, code, body)
+		}
+	}
 	// An upstream without a path of its own.
 	w.b.cfg.Routes[0].Upstream, _ = url.Parse(w.plain.URL)
 	if code, body := get(t, http.DefaultClient, "http://"+w.addr+"/anthropic/v1/models"); code != 200 || body != "plain GET /v1/models key= auth=" {

@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -419,6 +420,13 @@ func (b *Broker) route(w http.ResponseWriter, r *http.Request) {
 			names = append(names, "/"+x.Name+"/")
 		}
 		http.Error(w, fmt.Sprintf("agentjail: the broker serves the API routes %s here, not %s; for other hosts set HTTP_PROXY", strings.Join(names, ", "), r.URL.Path), http.StatusNotFound)
+		return
+	}
+	// The route reaches below its upstream's path, never beside it: a .
+	// or .. segment (%2e%2e decoded is one) would climb out of it with
+	// the operator's credential.
+	if slices.ContainsFunc(strings.Split(rest, "/"), func(seg string) bool { return seg == "." || seg == ".." }) {
+		http.Error(w, fmt.Sprintf("agentjail: the API route /%s/ takes no . or .. in its path, got %s", rt.Name, strconv.Quote(r.URL.Path)), http.StatusBadRequest)
 		return
 	}
 	up := rt.Upstream
