@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 
 	"github.com/agentjail/agentjail/policy"
 )
@@ -158,18 +159,24 @@ func (r *renderer) codex(roots []string) {
 }
 
 // agentDirFits reports whether an agent's private directory can be
-// mounted at jail: under a writable root the mount point is the host's
-// own directory, which must exist (a missing one is masked as a protected
-// name, and bwrap would fail with "Can't mkdir ...: Not a directory").
+// mounted at jail: under a writable root or a read-only bind the mount
+// point is the host's own directory, which must exist (under a writable
+// root a missing one is masked as a protected name, and bwrap would fail
+// with "Can't mkdir ...: Not a directory"; in a read-only bind with
+// "Read-only file system").
 func (r *renderer) agentDirFits(agent, jail string, roots []string, off string) bool {
+	where := "a writable root"
 	if !underAny(jail, roots) {
-		return true
+		if !slices.ContainsFunc(r.p.Filesystem.Read, func(rd string) bool { return under(jail, rd) && exists(r.in.Disk, rd) }) {
+			return true
+		}
+		where = "a read-only bind (filesystem.read, --read)"
 	}
 	if fi, err := fs.Stat(r.in.Disk, rel(jail)); err == nil && fi.IsDir() {
 		return true
 	}
-	r.errs = append(r.errs, fmt.Errorf("the run's %s directory %s lies under a writable root and is not a directory; create it (`mkdir %s`, owned by the run user) or set `%s`",
-		agent, jail, jail, off))
+	r.errs = append(r.errs, fmt.Errorf("the run's %s directory %s lies under %s and is not a directory; create it (`mkdir %s`, owned by the run user) or set `%s`",
+		agent, jail, where, jail, off))
 	return false
 }
 

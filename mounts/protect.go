@@ -58,8 +58,11 @@ type finder struct {
 	// runs git on the host later (Input.OperatorHomes) and the run user's.
 	homes []string
 	pr    protection
-	seen  map[string]bool // entries of pr's lists
-	git   gitState
+	// seen are the entries of each of pr's lists: a path may be in two
+	// (a protected directory is pinned too when a protected path below it
+	// was found first, and must still be bound read-only).
+	seen map[seen]bool
+	git  gitState
 	// holding maps a missing directory to the protected paths it would
 	// hold directly (protection.dirs, decided once the search is over).
 	holding map[string][]string
@@ -73,7 +76,7 @@ type finder struct {
 // (git.go).
 func findProtected(d Disk, roots, patterns []string, depth int, homes []string) protection {
 	d = &statCache{Disk: d, m: map[string]statResult{}}
-	f := &finder{d: d, roots: roots, homes: homes, seen: map[string]bool{}, holding: map[string][]string{}, git: gitState{
+	f := &finder{d: d, roots: roots, homes: homes, seen: map[seen]bool{}, holding: map[string][]string{}, git: gitState{
 		dirs: map[string]*gitDir{}, configs: map[string][]gitVar{}, tops: map[[2]string]bool{},
 	}}
 	var relative []string
@@ -105,7 +108,7 @@ func findProtected(d Disk, roots, patterns []string, depth int, homes []string) 
 	// A missing directory that is protected itself is masked whole, which
 	// keeps what it would hold from being created too.
 	for _, d := range slices.Sorted(maps.Keys(f.holding)) {
-		if f.seen[d] {
+		if f.seen[seen{&f.pr.masks, d}] {
 			continue
 		}
 		f.add(&f.pr.dirs, d)
@@ -113,12 +116,35 @@ func findProtected(d Disk, roots, patterns []string, depth int, homes []string) 
 			f.add(&f.pr.masks, p)
 		}
 	}
+	// Nothing can be created inside a protected directory that exists (it
+	// is bound read-only), so what is missing there needs no mask: one
+	// would be a placeholder made and removed in the operator's directory
+	// around every run (~/.codex/auth.json, protected as a credential,
+	// inside a protected ~/.codex), which the snapshots then saw change.
+	f.pr.masks = slices.DeleteFunc(f.pr.masks, f.insideExisting)
+	f.pr.dirs = slices.DeleteFunc(f.pr.dirs, f.insideExisting)
+	f.pr.commondirs = slices.DeleteFunc(f.pr.commondirs, f.insideExisting)
 	return f.pr
 }
 
+// insideExisting says whether p lies strictly inside a protected path
+// that exists, with no writable root between the two (a nested root is
+// bound writable again, below the protected one).
+func (f *finder) insideExisting(p string) bool {
+	return slices.ContainsFunc(f.pr.existing, func(e string) bool {
+		return p != e && under(p, e) && !slices.ContainsFunc(f.roots, func(r string) bool { return r != e && under(r, e) && under(p, r) })
+	})
+}
+
+// seen is one entry of one of a finder's lists.
+type seen struct {
+	list *[]string
+	path string
+}
+
 func (f *finder) add(list *[]string, p string) {
-	if !f.seen[p] {
-		f.seen[p] = true
+	if k := (seen{list, p}); !f.seen[k] {
+		f.seen[k] = true
 		*list = append(*list, p)
 	}
 }

@@ -264,6 +264,12 @@ func (r *renderer) check() {
 	for i, w := range fsys.Write {
 		field := fmt.Sprintf("filesystem.write[%d]", i)
 		q := policy.Quote(w)
+		if systemDir(w) {
+			// A chown -R of it, the fix offered below, would break the
+			// host.
+			r.fail(field, "writable root %s is a system directory; a writable root is a project's own directory (--write /srv/proj)", q)
+			continue
+		}
 		fi, err := lstat(r.in.Disk, w)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -295,6 +301,13 @@ func (r *renderer) check() {
 		}
 		if d := r.in.RunDir; d != "" && under(w, d) {
 			r.fail(field, "writable root %s lies inside agentjail's run directory %s, which no jail sees; choose another directory", q, d)
+		}
+	}
+	for i, rd := range fsys.Read {
+		for _, d := range fsys.Deny {
+			if under(rd, d) {
+				r.fail(fmt.Sprintf("filesystem.read[%d]", i), "%s lies inside the denied path %s, which stays hidden; remove one of them", policy.Quote(rd), policy.Quote(d))
+			}
 		}
 	}
 	if len(r.in.ProcCovers) > 0 && r.p.Filesystem.Proc != policy.ProcFreshOrBind {
@@ -578,8 +591,10 @@ func (r *renderer) deny(roots []string) {
 		if err != nil || !r.in.User.reachable(r.in.Disk, d) {
 			continue
 		}
-		if private && r.plan.Home == r.in.User.Home && under(d, r.plan.Home) && !underAny(d, roots) {
-			continue // the private home already hides the host's
+		// The private home already hides the host's, unless a writable
+		// root or a read-only bind at or above d brings the host's back.
+		if private && r.plan.Home == r.in.User.Home && under(d, r.plan.Home) && !underAny(d, roots) && !underAny(d, r.p.Filesystem.Read) {
+			continue
 		}
 		if fi.Mode()&fs.ModeSymlink != 0 {
 			// Hide what the link points to; the link is read-only in the
@@ -730,4 +745,12 @@ func WritableRoots(p policy.Policy) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// systemDirs are the host's own directories: none is a writable root,
+// nor anything in the kernel's file systems below /proc, /sys and /dev.
+var systemDirs = []string{"/", "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin", "/sys", "/usr", "/var"}
+
+func systemDir(p string) bool {
+	return slices.Contains(systemDirs, p) || p != "/" && (under(p, "/proc") || under(p, "/sys") || under(p, "/dev"))
 }

@@ -25,6 +25,9 @@ func TestRenderRefusesBadWritableRoots(t *testing.T) {
 		{"not writable", "/srv/rootonly", "writable root /srv/rootonly is not writable by the run user agent (uid 1000); fix with `chown -R 1000:1000 /srv/rootonly`, or choose the owner with --user"},
 		{"symlink", "/srv/link-to-proj", "writable root /srv/link-to-proj passes through a symlink and is really /srv/proj; pass the canonical path /srv/proj"},
 		{"inside deny", "/home/op/.aws", "writable root /home/op/.aws lies inside the denied path /home/op/.aws"},
+		{"the root", "/", "writable root / is a system directory; a writable root is a project's own directory"},
+		{"a system directory", "/etc", "writable root /etc is a system directory"},
+		{"in the kernel's", "/proc/self", "writable root /proc/self is a system directory"},
 		{"a file", "/etc/passwd", "--write: filesystem.write[0]: writable root /etc/passwd is not a directory; a writable root is a directory: give the one that holds it (/etc), or bind the file read-only with read:"},
 		{"a newline in the path", "/srv/a\nb", `--write: filesystem.write[0]: writable root "/srv/a\nb" does not exist; create it first (mkdir -p "/srv/a\nb") or remove it`},
 	} {
@@ -646,7 +649,7 @@ func TestRenderHidesRunDir(t *testing.T) {
 		want, not    string // not: also where the jail covers it already, a second cover
 	}{
 		{"root's", "/run/agentjail", nil, nil, "--tmpfs /run/agentjail --remount-ro /run/agentjail", ""},
-		{"under a writable root", "/run/agentjail", []string{"/run"}, nil, "--tmpfs /run/agentjail --remount-ro /run/agentjail", ""},
+		{"under a writable root", "/srv/state/agentjail", []string{"/srv/state"}, nil, "--tmpfs /srv/state/agentjail --remount-ro /srv/state/agentjail", ""},
 		{"under a denied path", "/run/user/1000/agentjail", nil, nil, "--tmpfs /run/user --remount-ro /run/user", "--tmpfs /run/user/1000/agentjail"},
 		{"under the jail's /tmp", "/tmp/agentjail-1000", nil, nil, "", "--tmpfs /tmp/agentjail-1000"},
 		{"under /tmp and a writable root", "/tmp/agentjail-1000", []string{"/tmp"}, nil, "--tmpfs /tmp/agentjail-1000 --remount-ro /tmp/agentjail-1000", ""},
@@ -807,5 +810,45 @@ func TestRenderTmpfsMountPoints(t *testing.T) {
 	bind, tmpfs := slices.Index(plan.Args, "--bind"), slices.Index(plan.Args, "/srv/proj/node_modules")
 	if bind < 0 || plan.Args[bind+1] != "/srv/proj" || tmpfs < bind {
 		t.Errorf("the tmpfs inside the writable root comes before the root's bind, which hides it:\n%s", strings.Join(plan.Args, " "))
+	}
+}
+
+// TestRenderDenyUnderARead: a read-only bind of a home (or above one)
+// brings the host's back over the private home; what the profile denies
+// in it is hidden again after the bind. A read of a denied path itself is
+// refused, as a writable root there is.
+func TestRenderDenyUnderARead(t *testing.T) {
+	t.Parallel()
+	for _, read := range []string{"/home/agent", "/home"} {
+		in := input(t, "tier1")
+		disk := in.Disk.(fstest.MapFS)
+		disk["home/agent"] = dir(0o755, 1000)
+		disk["home/agent/.ssh"] = dir(0o700, 1000)
+		disk["home/agent/.ssh/id_ed25519"] = node(0o600, 1000, 1000, "key")
+		disk["home/agent/.git-credentials"] = node(0o600, 1000, 1000, "https://u:t@example.com")
+		disk["home/agent/.claude"], disk["home/agent/.codex"] = dir(0o755, 1000), dir(0o755, 1000) // the agents' mount points
+		in.Policy.Filesystem.Read = append(in.Policy.Filesystem.Read, read)
+		plan, err := Render(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := strings.Join(plan.Args, " ")
+		bind := strings.Index(args, "--ro-bind-try "+read+" "+read)
+		for _, hide := range []string{"--tmpfs /home/agent/.ssh", "--ro-bind /dev/null /home/agent/.git-credentials"} {
+			if i := strings.LastIndex(args, hide); bind < 0 || i < bind {
+				t.Errorf("--read %s: %q not after the bind:\n%s", read, hide, args)
+			}
+		}
+	}
+	in := input(t, "tier1")
+	in.Disk.(fstest.MapFS)["home/agent"] = dir(0o755, 1000)
+	in.Policy.Filesystem.Read = append(in.Policy.Filesystem.Read, "/home/agent")
+	if _, err := Render(in); err == nil || !strings.Contains(err.Error(), "the run's Claude directory /home/agent/.claude lies under a read-only bind (filesystem.read, --read) and is not a directory; create it") {
+		t.Errorf("a read of a home without .claude: Render = %v", err)
+	}
+	in = input(t, "tier1")
+	in.Policy.Filesystem.Read = append(in.Policy.Filesystem.Read, "/home/op/.aws")
+	if _, err := Render(in); err == nil || !strings.Contains(err.Error(), "/home/op/.aws lies inside the denied path /home/op/.aws, which stays hidden; remove one of them") {
+		t.Fatalf("a read of a denied path: Render = %v", err)
 	}
 }

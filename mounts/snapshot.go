@@ -71,9 +71,17 @@ func (s Snapshot) add(d Disk, p string) {
 		if err != nil || name == rel(p) {
 			return nil
 		}
-		if fi, err := e.Info(); err == nil {
-			s["/"+name] = entryOf(fi)
+		// Through d, not e.Info: a mask placeholder inside the directory
+		// (bwrap's mount point for a protected name that was missing) is
+		// agentjail's, made and removed around the run, not a change.
+		fi, err := d.Lstat(name)
+		if err != nil {
+			if e.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
 		}
+		s["/"+name] = entryOf(fi)
 		return nil
 	})
 }

@@ -2,6 +2,7 @@ package mounts
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"testing/fstest"
 )
@@ -48,5 +49,34 @@ func TestTakeSnapshotCoversWhatRenderProtects(t *testing.T) {
 	d["srv/proj/.env"] = node(0o644, 1000, 1000, "SECRET=changed")
 	if TakeSnapshot(d, in.Policy, isMask)["/srv/proj/.env"] == s["/srv/proj/.env"] {
 		t.Error("a changed .env has the same entry")
+	}
+}
+
+// TestProtectedDirAndWhatItHolds: a protected directory stays read-only
+// when a protected path inside it is found first (a credential the run
+// copies, ~/.codex/auth.json, inside a protected ~/.codex; a profile that
+// lists secrets/key.pem before secrets): it was only pinned, writable. And
+// what is missing inside it gets no mask: nothing can be made there, and
+// the placeholder a mask needs, made and removed in the operator's
+// directory, made the snapshots see it change.
+func TestProtectedDirAndWhatItHolds(t *testing.T) {
+	t.Parallel()
+	d := fstest.MapFS{
+		".":                 dir(0o755, 0),
+		"r":                 dir(0o755, 1000),
+		"r/.codex":          dir(0o755, 1000),
+		"r/.codex/tmp":      dir(0o755, 1000),
+		"r/secrets":         dir(0o700, 1000),
+		"r/secrets/key.pem": node(0o600, 1000, 1000, "k"),
+	}
+	pr := findProtected(d, []string{"/r"}, []string{"/r/.codex/auth.json", "secrets/key.pem", "secrets", ".codex"}, 3, nil)
+	got := formatProtection(pr)
+	for _, want := range []string{"read-only /r/.codex\n", "read-only /r/secrets\n", "read-only /r/secrets/key.pem\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no %q in:\n%s", strings.TrimSpace(want), got)
+		}
+	}
+	if strings.Contains(got, "mask /r/.codex/auth.json") {
+		t.Errorf("a mask inside a read-only directory:\n%s", got)
 	}
 }
