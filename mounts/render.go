@@ -304,6 +304,12 @@ func (r *renderer) check() {
 		}
 	}
 	for i, rd := range fsys.Read {
+		if rd == "/" || under(rd, "/dev") || under(rd, "/proc") {
+			// Bound after them, it would cover the jail's own /dev (where
+			// the exec stage is) and /proc.
+			r.fail(fmt.Sprintf("filesystem.read[%d]", i), "%s would cover the jail's own /dev and /proc; bind the directories the agent needs instead", policy.Quote(rd))
+			continue
+		}
 		for _, d := range fsys.Deny {
 			if under(rd, d) {
 				r.fail(fmt.Sprintf("filesystem.read[%d]", i), "%s lies inside the denied path %s, which stays hidden; remove one of them", policy.Quote(rd), policy.Quote(d))

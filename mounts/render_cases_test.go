@@ -846,6 +846,13 @@ func TestRenderDenyUnderARead(t *testing.T) {
 	if _, err := Render(in); err == nil || !strings.Contains(err.Error(), "the run's Claude directory /home/agent/.claude lies under a read-only bind (filesystem.read, --read) and is not a directory; create it") {
 		t.Errorf("a read of a home without .claude: Render = %v", err)
 	}
+	for _, rd := range []string{"/", "/dev", "/proc/1"} {
+		in = input(t, "tier1")
+		in.Policy.Filesystem.Read = append(in.Policy.Filesystem.Read, rd)
+		if _, err := Render(in); err == nil || !strings.Contains(err.Error(), rd+" would cover the jail's own /dev and /proc") {
+			t.Errorf("--read %s: Render = %v", rd, err)
+		}
+	}
 	in = input(t, "tier1")
 	in.Policy.Filesystem.Read = append(in.Policy.Filesystem.Read, "/home/op/.aws")
 	if _, err := Render(in); err == nil || !strings.Contains(err.Error(), "/home/op/.aws lies inside the denied path /home/op/.aws, which stays hidden; remove one of them") {
