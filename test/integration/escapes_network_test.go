@@ -36,7 +36,7 @@ fi
 	}
 	for _, want := range []string{
 		fmt.Sprintf("broker http://127.0.0.1:%d/ agentjail: 127.0.0.1 is a loopback address", port),
-		fmt.Sprintf("broker http://%s:%d/ agentjail: %s is a ", hostIP, port, hostIP),
+		fmt.Sprintf("broker http://%s:%d/ agentjail: %s is ", hostIP, port, hostIP),
 		"broker http://169.254.169.254/latest/meta-data/ agentjail: 169.254.169.254 is a link-local address",
 		"broker http://[::ffff:169.254.169.254]/ agentjail: ::ffff:169.254.169.254 is a link-local address",
 	} {

@@ -39,9 +39,10 @@ type netRecord struct {
 		BytesUp     int64 `json:"bytes_up"`
 		BytesDown   int64 `json:"bytes_down"`
 	} `json:"totals"`
-	RefusedHosts []string `json:"refused_hosts"`
-	LimitsHit    []string `json:"limits_hit"`
-	KernelPath   string   `json:"kernel_path"`
+	RefusedHosts        []string `json:"refused_hosts"`
+	RefusedHostsDropped int      `json:"refused_hosts_dropped"`
+	LimitsHit           []string `json:"limits_hit"`
+	KernelPath          string   `json:"kernel_path"`
 }
 
 type netConn struct {
