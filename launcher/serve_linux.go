@@ -73,7 +73,7 @@ func Serve(ctx context.Context, o Options) error {
 	}
 	defer func() {
 		removeSocket(o.Socket, made)
-		turnAway(ln)
+		turnAway(int(ln.Fd()))
 	}()
 
 	d := &daemon{o: o, ln: ln, events: make(chan event), done: make(chan struct{}), workers: map[int]*worker{}}
@@ -105,10 +105,14 @@ func Serve(ctx context.Context, o Options) error {
 			}
 		}
 	}
+	trim := time.NewTicker(trimAfter / 4)
+	defer trim.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case now := <-trim.C:
+			d.trim(now.Add(-trimAfter))
 		case <-retry:
 			retry = nil
 			fill()
@@ -119,7 +123,7 @@ func Serve(ctx context.Context, o Options) error {
 				w.idle, w.served = false, true
 				pause = time.Second
 			case e.status == free:
-				w.idle = true
+				w.idle, w.since = true, time.Now()
 			default: // ended
 				w.status.Close()
 				delete(d.workers, e.pid)
@@ -144,9 +148,34 @@ type daemon struct {
 }
 
 type worker struct {
-	status *os.File // the read end of its status pipe
-	idle   bool     // waiting for a client (or starting to)
-	served bool     // has taken a client
+	status *os.File  // the read end of its status pipe
+	idle   bool      // waiting for a client (or starting to)
+	since  time.Time // waiting since
+	served bool      // has taken a client
+}
+
+// trimAfter is how long workers past Options.Spares, left waiting after a
+// burst of clients, are kept: then they are let go, and the launcher's
+// memory is back to its spares'.
+const trimAfter = 30 * time.Second
+
+// trim lets go of the waiting workers past o.Spares that have waited since
+// before cutoff, those that waited longest first: each one's status pipe
+// closed, it exits as when the launcher stops (Work).
+func (d *daemon) trim(cutoff time.Time) {
+	var waiting []*worker
+	for _, w := range d.workers {
+		if w.idle {
+			waiting = append(waiting, w)
+		}
+	}
+	slices.SortFunc(waiting, func(a, b *worker) int { return a.since.Compare(b.since) })
+	for _, w := range waiting[:max(0, len(waiting)-d.o.Spares)] {
+		if w.since.Before(cutoff) {
+			w.idle = false
+			w.status.Close()
+		}
+	}
 }
 
 // event is a worker's status byte (taken, free), or its end (0).
@@ -200,7 +229,7 @@ func (d *daemon) start() error {
 		return fmt.Errorf("starting a worker (%s): %w", d.o.Exe, err)
 	}
 	pid := cmd.Process.Pid
-	d.workers[pid] = &worker{status: r, idle: true}
+	d.workers[pid] = &worker{status: r, idle: true, since: time.Now()}
 	go func() {
 		send := func(e event) bool {
 			select {
@@ -288,13 +317,13 @@ func kind(fi fs.FileInfo) string {
 	return "file of type " + fi.Mode().Type().String()
 }
 
-// turnAway closes every connection still queued on ln, once the launcher
-// has let its workers go and removed the socket: no worker takes them
-// now, and a client whose stream ends before Taken runs agentjail run
-// itself (protocol.go) at once, not when the last run under way ends (its
-// worker holds ln too).
-func turnAway(ln *os.File) {
-	fd := int(ln.Fd())
+// turnAway closes every connection still queued on the listening socket
+// fd, once the launcher has let its workers go and removed the socket (or
+// is gone: watchLauncher): no worker takes them now, and a client whose
+// stream ends before Taken runs agentjail run itself (protocol.go) at
+// once, not when the last run under way ends (its worker holds the socket
+// too).
+func turnAway(fd int) {
 	if unix.SetNonblock(fd, true) != nil { // as every worker has it
 		return
 	}

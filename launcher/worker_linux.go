@@ -144,7 +144,9 @@ func Work(run func(req Request, h Hooks) int) error {
 			unix.Write(conn, []byte{Taken})
 			sigs := st.begin()
 			stop := c.signals(sigs)
+			unwatch := watchLauncher()
 			code = run(req, Hooks{Ready: st.ready, Stalled: func() { stalled = true }})
+			unwatch()
 			stop()
 			st.end()
 		}
@@ -168,10 +170,51 @@ func Work(run func(req Request, h Hooks) int) error {
 		// than during the next run.
 		runtime.GC()
 		if _, err := unix.Write(statusFD, []byte{free}); err != nil {
-			return errLauncherGone
+			return nil // the launcher is gone, stopped while this run went on
 		}
 	}
 	return nil
+}
+
+// watchLauncher watches, while a run goes on, for the launcher to go
+// without stopping (SIGKILL, a crash): the end of the status pipe it held
+// closes. This worker then holds the socket alone until its run ends,
+// which may be hours: a client would wait queued on it, refused on the
+// dead launcher's credentials, and a new launcher would find the path
+// answering and not start. So the socket is let go at once: queued
+// clients turned away (each runs agentjail run itself, protocol.go), and
+// the socket shut down, which every worker's descriptor of it shares:
+// connecting is refused, as where no launcher listens, and a new launcher
+// replaces it. The returned func ends the watch.
+func watchLauncher() (unwatch func()) {
+	cancel, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			fds := []unix.PollFd{{Fd: statusFD}, {Fd: int32(cancel), Events: unix.POLLIN}}
+			if _, err := unix.Poll(fds, -1); err != nil && !errors.Is(err, unix.EINTR) {
+				return
+			}
+			switch {
+			case fds[1].Revents != 0:
+				return
+			case fds[0].Revents != 0:
+				turnAway(listenFD)
+				unix.Shutdown(listenFD, unix.SHUT_RDWR)
+				turnAway(listenFD) // any that came in between
+				return
+			}
+		}
+	}()
+	return func() {
+		unix.Write(cancel, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+		<-done
+		unix.Close(cancel)
+	}
 }
 
 // state is where a worker is in its life, for the signals it gets.

@@ -21,12 +21,14 @@ func launcherFlags() []cli.Flag {
 	}
 }
 
-// launcherAction serves the resident launcher until SIGINT or SIGTERM.
+// launcherAction serves the resident launcher until SIGINT, SIGTERM,
+// SIGHUP (the terminal it was started at closed) or SIGQUIT: each stops
+// it cleanly, its socket removed and its waiting workers ended.
 func (e appEnv) launcherAction(ctx context.Context, cmd *cli.Command) error {
 	if n := cmd.Int("spares"); n < 1 || n > 64 {
 		return launch.UsageError(fmt.Sprintf("--spares %d: give 1 to 64 workers", n))
 	}
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer stop()
 	return launcher.Serve(ctx, launcher.Options{
 		Socket: cmd.String("socket"), Spares: int(cmd.Int("spares")), Log: e.stderr,

@@ -731,3 +731,64 @@ kill $l; wait $l; exit $code`, agentjail, sock, sock, sock, clientBin())
 		t.Errorf("init: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestLauncherGoneMidRun: a launcher that dies without stopping (SIGKILL)
+// while a run goes on leaves that run's worker holding the socket. It
+// lets go at once: the next client runs agentjail run itself (it was
+// refused, exit 125, until the run ended: the socket's credentials were
+// the dead launcher's), a new launcher takes the socket's path, and the
+// run goes on to answer its client.
+func TestLauncherGoneMidRun(t *testing.T) {
+	jailed(t)
+	sock := filepath.Join(t.TempDir(), "launcher.sock")
+	l := startLauncher(t, sock)
+	long := client(sock, "--", "sh", "-c", "sleep 4; echo done")
+	var out bytes.Buffer
+	long.Stdout = &out
+	if err := long.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return len(childrenOf(l.cmd.Process.Pid)) > 1 }) // a spare started beside the busy one
+	time.Sleep(500 * time.Millisecond)                                        // the run taken
+	// Not reaped yet, as under a shell or a service manager that has not
+	// waited for it: its pid, the socket's credentials, is a zombie's.
+	l.cmd.Process.Kill()
+	waitFor(t, func() bool { return procs.Zombie("/proc", l.cmd.Process.Pid) })
+	defer l.cmd.Wait()
+	start := time.Now()
+	r := invocation{bin: clientBin(), env: []string{"AGENTJAIL_LAUNCHER=" + sock}}.run(t, "--", "echo", "fell back")
+	if r.code != 0 || r.stdout != "fell back\n" || !strings.Contains(r.stderr, "running agentjail run itself") {
+		t.Errorf("a client while the dead launcher's run goes on: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("the client waited %v: for the run to end", d)
+	}
+	next := startLauncher(t, sock)
+	defer next.stop()
+	if err := long.Wait(); err != nil || out.String() != "done\n" {
+		t.Errorf("the run under the dead launcher: %v %q", err, out.String())
+	}
+	r = invocation{bin: clientBin(), env: []string{"AGENTJAIL_LAUNCHER=" + sock}}.run(t, "--", "echo", "through the new one")
+	if r.code != 0 || r.stdout != "through the new one\n" || r.stderr != "" {
+		t.Errorf("through the new launcher: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestLauncherStopsOnHangup: a launcher started at a terminal gets SIGHUP
+// when the terminal closes, and SIGQUIT is another way to stop one: each
+// stops it as SIGTERM does, its socket removed (it died with the socket
+// left, and a dump for SIGQUIT).
+func TestLauncherStopsOnHangup(t *testing.T) {
+	jailed(t)
+	for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGQUIT} {
+		sock := filepath.Join(t.TempDir(), "launcher.sock")
+		l := startLauncher(t, sock)
+		l.cmd.Process.Signal(sig)
+		if err := l.cmd.Wait(); err != nil {
+			t.Errorf("%v: the launcher ended with %v\n%s", sig, err, l.log.String())
+		}
+		if _, err := os.Lstat(sock); !os.IsNotExist(err) {
+			t.Errorf("%v: the socket is left: %v", sig, err)
+		}
+	}
+}
