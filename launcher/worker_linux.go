@@ -103,6 +103,7 @@ func Work(run func(req Request, h Hooks) int) error {
 	if err := unix.Stat("/proc/self/ns/mnt", &mnt); err != nil {
 		return fmt.Errorf("the worker's mount namespace: %w", err)
 	}
+	parent := launcherOf()
 	st := &state{}
 	sink := make(chan os.Signal, 1)
 	signal.Notify(sink, forwarded...)
@@ -144,7 +145,7 @@ func Work(run func(req Request, h Hooks) int) error {
 			unix.Write(conn, []byte{Taken})
 			sigs := st.begin()
 			stop := c.signals(sigs)
-			unwatch := watchLauncher()
+			unwatch := watchLauncher(parent)
 			code = run(req, Hooks{Ready: st.ready, Stalled: func() { stalled = true }})
 			unwatch()
 			stop()
@@ -176,17 +177,49 @@ func Work(run func(req Request, h Hooks) int) error {
 	return nil
 }
 
+// launcher is a worker's launcher: its pid, and a pidfd of it (-1
+// where the kernel has none: Linux < 5.3).
+type launcher struct{ pid, fd int }
+
+func launcherOf() launcher {
+	l := launcher{pid: os.Getppid(), fd: -1}
+	if fd, err := unix.PidfdOpen(l.pid, 0); err == nil {
+		l.fd = fd
+	}
+	return l
+}
+
+// gone says whether the launcher has exited (it stays in the pidfd's
+// poll once it has), waiting up to wait for it.
+func (l launcher) gone(wait time.Duration) bool {
+	if l.fd >= 0 {
+		fds := []unix.PollFd{{Fd: int32(l.fd), Events: unix.POLLIN}}
+		n, _ := unix.Poll(fds, int(wait.Milliseconds()))
+		return n > 0
+	}
+	for deadline := time.Now().Add(wait); ; time.Sleep(10 * time.Millisecond) {
+		if os.Getppid() != l.pid { // reparented: it has exited
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
 // watchLauncher watches, while a run goes on, for the launcher to go
-// without stopping (SIGKILL, a crash): the end of the status pipe it held
-// closes. This worker then holds the socket alone until its run ends,
-// which may be hours: a client would wait queued on it, refused on the
-// dead launcher's credentials, and a new launcher would find the path
-// answering and not start. So the socket is let go at once: queued
-// clients turned away (each runs agentjail run itself, protocol.go), and
-// the socket shut down, which every worker's descriptor of it shares:
-// connecting is refused, as where no launcher listens, and a new launcher
-// replaces it. The returned func ends the watch.
-func watchLauncher() (unwatch func()) {
+// without stopping (SIGKILL, a crash). This worker would then hold the
+// socket alone until its run ends, which may be hours: a client would
+// wait queued on it, refused on the dead launcher's credentials, and a new
+// launcher would find the path answering and not start. So the socket is
+// let go at once: queued clients turned away (each runs agentjail run
+// itself, protocol.go), and the socket shut down, which every worker's
+// descriptor of it shares: connecting is refused, as where no launcher
+// listens, and a new launcher replaces it. The status pipe closing says
+// the launcher may be gone; its exit says it is (a launcher that let this
+// worker go, thinking it idle, closed the pipe too, and lives on). The
+// returned func ends the watch.
+func watchLauncher(l launcher) (unwatch func()) {
 	cancel, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
 	if err != nil {
 		return func() {}
@@ -196,6 +229,9 @@ func watchLauncher() (unwatch func()) {
 		defer close(done)
 		for {
 			fds := []unix.PollFd{{Fd: statusFD}, {Fd: int32(cancel), Events: unix.POLLIN}}
+			if l.fd >= 0 {
+				fds[0] = unix.PollFd{Fd: int32(l.fd), Events: unix.POLLIN}
+			}
 			if _, err := unix.Poll(fds, -1); err != nil && !errors.Is(err, unix.EINTR) {
 				return
 			}
@@ -203,9 +239,11 @@ func watchLauncher() (unwatch func()) {
 			case fds[1].Revents != 0:
 				return
 			case fds[0].Revents != 0:
-				turnAway(listenFD)
-				unix.Shutdown(listenFD, unix.SHUT_RDWR)
-				turnAway(listenFD) // any that came in between
+				if l.gone(time.Second) {
+					turnAway(listenFD)
+					unix.Shutdown(listenFD, unix.SHUT_RDWR)
+					turnAway(listenFD) // any that came in between
+				}
 				return
 			}
 		}
