@@ -79,7 +79,9 @@
 #   CLAUDEOPS_USER          agentjail --user (when the loop runs as root)
 #   CLAUDEOPS_DRY_RUN       told to the agent [false]
 #   ANTHROPIC_API_KEY_FILE  a file holding the API key (a Secret mounted read-only)
-#   AGENTJAIL, CLAUDE       the two programs [agentjail, claude on the PATH]
+#   AGENTJAIL, CLAUDE       the two programs [agentjail, claude on the PATH];
+#                           AGENTJAIL=agentjail-run runs each tier through
+#                           the resident launcher (docs/launcher.md)
 #
 # Needs node (there wherever Claude Code was installed with npm) for the
 # JSON work. Exits 0 after CLAUDEOPS_CYCLES cycles, 3 when halted (see
@@ -212,7 +214,7 @@ run_tier() {
 	context="Environment: CLAUDEOPS_TIER=$n CLAUDEOPS_DRY_RUN=$CLAUDEOPS_DRY_RUN CLAUDEOPS_STATE_DIR=$CLAUDEOPS_STATE_DIR CLAUDEOPS_REPOS_DIR=$CLAUDEOPS_REPOS_DIR CLAUDEOPS_RESULTS_DIR=$dir"
 	# MCP_CONNECTION_NONBLOCKING=false: the MCP servers are connected
 	# before the first model call (claude -p otherwise starts without them).
-	set -- run --profile "$profile" --write "$CLAUDEOPS_STATE_DIR" --chdir "$dir" --env MCP_CONNECTION_NONBLOCKING=false \
+	set -- --profile "$profile" --write "$CLAUDEOPS_STATE_DIR" --chdir "$dir" --env MCP_CONNECTION_NONBLOCKING=false \
 		--log "$dir/tier$n.log" --record "$dir/tier$n.record.json" --results "$CLAUDEOPS_RESULTS_DIR/transcripts" \
 		--claude-dir "$CLAUDEOPS_SESSIONS_DIR/tier$n"
 	# Each repository a root of its own, not their parent: agentjail makes
@@ -232,6 +234,11 @@ run_tier() {
 		set -- "$@" --allow-net "$a"
 	done
 	set +f
+	# agentjail-run takes agentjail run's arguments (docs/launcher.md).
+	case ${AGENTJAIL##*/} in
+	agentjail-run) ;;
+	*) set -- run "$@" ;;
+	esac
 	log "tier $n ($profile, $model)"
 	"$AGENTJAIL" "$@" -- "$CLAUDE" --print --output-format json --model "$model" \
 		--mcp-config "$dir/mcp.json" --strict-mcp-config --allowedTools "$tools" \

@@ -407,3 +407,29 @@ func TestOpsLoopReadsTheRecordFirst(t *testing.T) {
 		})
 	}
 }
+
+// TestOpsLoopThroughTheLauncher: AGENTJAIL=agentjail-run runs each tier
+// through the resident launcher (docs/launcher.md): agentjail-run takes
+// agentjail run's arguments, without the "run" the loop gives agentjail
+// (with it, each tier's command was "run", and no agent ran).
+func TestOpsLoopThroughTheLauncher(t *testing.T) {
+	jailed(t)
+	bin := testutil.RequireClaude(t)
+	sock, log := launcherUp(t)
+	repos, state, results := visibleDir(t), visibleDir(t), visibleDir(t)
+	write(t, repos, map[string]string{"alpha/README": "no ops config\n"})
+	srv := fakeapi.New(t, fakeapi.Text("all good\nSTATUS: healthy"))
+	env := append(srv.Env(), "AGENTJAIL="+clientBin(), "AGENTJAIL_LAUNCHER="+sock, "CLAUDE="+bin, "CLAUDEOPS_USER=1000",
+		"CLAUDEOPS_INTERVAL=0", "CLAUDEOPS_CYCLES=1", "CLAUDEOPS_REPOS_DIR="+repos, "CLAUDEOPS_STATE_DIR="+state, "CLAUDEOPS_RESULTS_DIR="+results)
+	out, code := runOpsLoop(t, srv, env)
+	if code != 0 || strings.Contains(out, "running agentjail run itself") {
+		t.Errorf("exit %d, want 0, through the launcher\n%s\nthe launcher's log:\n%s", code, out, log())
+	}
+	records, _ := filepath.Glob(filepath.Join(results, "*", "tier1.record.json"))
+	if len(records) != 1 || len(srv.Messages()) != 1 {
+		t.Fatalf("tier 1 records %v and %d model calls, want one of each", records, len(srv.Messages()))
+	}
+	if rec := readRecord(t, records[0], 0); rec.ExitCode != 0 {
+		t.Errorf("tier 1 exited %d", rec.ExitCode)
+	}
+}
