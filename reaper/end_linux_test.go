@@ -98,7 +98,12 @@ func TestForeignProcIsRefused(t *testing.T) {
 func TestForwardedSignals(t *testing.T) {
 	t.Parallel()
 	got := map[syscall.Signal]bool{}
-	for _, s := range forwarded() {
+	forward, ignore := forwarded(1<<(syscall.SIGUSR1-1) | 1<<(syscall.SIGCHLD-1))
+	if len(ignore) != 1 || ignore[0] != syscall.SIGUSR1 || slices.Contains(forward, os.Signal(syscall.SIGUSR1)) {
+		t.Errorf("ignored at start, kept so: %v, want SIGUSR1 alone (never SIGCHLD), not forwarded", ignore)
+	}
+	forward, _ = forwarded(0)
+	for _, s := range forward {
 		got[s.(syscall.Signal)] = true
 	}
 	for _, s := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGUSR1,

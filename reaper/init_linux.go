@@ -32,6 +32,10 @@ type InitOptions struct {
 	// supervisor died.
 	Sweep      func()
 	SweepEvery time.Duration
+	// Ignored are signals (bit n-1 for signal n) ignored when agentjail
+	// started, before the Go runtime put handlers over them: ignored
+	// again, not forwarded, so that the command inherits them ignored.
+	Ignored uint64
 	// Proc is the procfs root where descendants are found when init is not
 	// PID 1 ("/proc" when empty).
 	Proc string
@@ -53,7 +57,11 @@ func Init(cmd *exec.Cmd, o InitOptions) (int, error) {
 	// between is lost: the buffered channel keeps it until it can be
 	// forwarded.
 	sigs := make(chan os.Signal, 64)
-	signal.Notify(sigs, forwarded()...)
+	passOn, ignore := forwarded(o.Ignored)
+	if len(ignore) > 0 { // (with none, Ignore would ignore every signal)
+		signal.Ignore(ignore...) // before the command starts: it inherits them so
+	}
+	signal.Notify(sigs, passOn...)
 	defer signal.Stop(sigs)
 	if o.Logf != nil {
 		OnOrphan(func(pid int, ws syscall.WaitStatus) {
@@ -202,22 +210,25 @@ func describe(ws syscall.WaitStatus) string {
 // SIGCANCEL and SIGSETXID, which cgo's threads need: nptl(7)), and those
 // ignored when init started, which stay ignored so the command inherits
 // that (nohup(1)'s intent; os/signal: Notify would install a handler).
-// As PID 1, a signal without a handler is dropped by the kernel
-// (pid_namespaces(7)), so SIGTERM and SIGINT reach the command only
-// because they are listed here.
-func forwarded() []os.Signal {
-	var out []os.Signal
+// Those are the Go runtime's own record (SIGHUP, SIGINT) and the set
+// ignoredAtStart (bit n-1 for signal n) agentjail recorded before its
+// runtime started (internal/sigstart): ignore lists the latter, to be
+// ignored again. As PID 1, a signal without a handler is dropped by the
+// kernel (pid_namespaces(7)), so SIGTERM and SIGINT reach the command
+// only because they are listed here.
+func forwarded(ignoredAtStart uint64) (forward, ignore []os.Signal) {
 	for s := syscall.Signal(1); s <= 64; s++ {
-		switch s {
-		case syscall.SIGKILL, syscall.SIGSTOP, syscall.SIGCHLD, syscall.SIGURG,
-			syscall.SIGTTIN, syscall.SIGTTOU, 32, 33:
-			continue
-		}
-		if !signal.Ignored(s) {
-			out = append(out, s)
+		switch {
+		case s == syscall.SIGKILL, s == syscall.SIGSTOP, s == syscall.SIGCHLD, s == syscall.SIGURG,
+			s == syscall.SIGTTIN, s == syscall.SIGTTOU, s == 32, s == 33:
+		case signal.Ignored(s):
+		case ignoredAtStart&(1<<(s-1)) != 0:
+			ignore = append(ignore, s)
+		default:
+			forward = append(forward, s)
 		}
 	}
-	return out
+	return forward, ignore
 }
 
 // forward sends sig to the command's process group (or the command

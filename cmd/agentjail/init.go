@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/agentjail/agentjail/internal/initcmd"
+	"github.com/agentjail/agentjail/internal/sigstart"
 	"github.com/agentjail/agentjail/launch"
 )
 
@@ -36,7 +37,7 @@ func (e appEnv) initAction(ctx context.Context, cmd *cli.Command) error {
 	}
 	o := initcmd.Options{
 		Grace: cmd.Value("grace").(time.Duration), SweepEvery: cmd.Value("sweep-every").(time.Duration),
-		ChildOnly: cmd.Bool("child-only"), Verbose: cmd.Bool("verbose"),
+		ChildOnly: cmd.Bool("child-only"), Verbose: cmd.Bool("verbose"), Ignored: sigstart.Ignored(),
 	}
 	// Hand over to agentjail-init when this process's own streams are
 	// init's (not when run is called with others, as in tests).

@@ -38,6 +38,9 @@ type Options struct {
 	SweepEvery time.Duration // dead-run sweeps: at start and this often; 0: never
 	ChildOnly  bool          // signals to the command alone, not its group
 	Verbose    bool          // log every signal, orphan and straggler
+	// Ignored are the signals ignored when agentjail started (bit n-1 for
+	// signal n; internal/sigstart): kept ignored for the command.
+	Ignored uint64
 }
 
 // Args is the command line agentjail-init takes for o and the command
@@ -49,6 +52,7 @@ func (o Options) Args(argv []string) []string {
 		"--sweep-every=" + o.SweepEvery.String(),
 		fmt.Sprintf("--child-only=%t", o.ChildOnly),
 		fmt.Sprintf("--verbose=%t", o.Verbose),
+		fmt.Sprintf("--ignored=%#x", o.Ignored),
 		"--",
 	}
 	return append(args, argv...)
@@ -63,6 +67,7 @@ func Parse(args []string) (Options, []string, error) {
 	fs.DurationVar(&o.SweepEvery, "sweep-every", 10*time.Second, "")
 	fs.BoolVar(&o.ChildOnly, "child-only", false, "")
 	fs.BoolVar(&o.Verbose, "verbose", false, "")
+	fs.Uint64Var(&o.Ignored, "ignored", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return o, nil, fmt.Errorf("%v; %s is started by `agentjail init`, which takes the flags (see agentjail init --help)", err, Name)
 	}
@@ -83,7 +88,7 @@ func Run(o Options, argv []string, stdin io.Reader, stdout, stderr io.Writer) in
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(stderr, "agentjail: init: "+format+"\n", args...)
 	}
-	ro := reaper.InitOptions{Grace: o.Grace, ChildOnly: o.ChildOnly, Warnf: logf, SweepEvery: o.SweepEvery}
+	ro := reaper.InitOptions{Grace: o.Grace, ChildOnly: o.ChildOnly, Warnf: logf, SweepEvery: o.SweepEvery, Ignored: o.Ignored}
 	if o.Verbose {
 		ro.Logf = logf
 	}

@@ -619,3 +619,43 @@ func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
+
+// TestInitKeepsIgnoredSignalsIgnored: signals ignored when init started
+// (nohup; a shell's `cmd &` ignores SIGINT and SIGQUIT) stay ignored for
+// the command, and one sent to init is not forwarded, as tini does. The Go
+// runtime alone keeps an inherited SIG_IGN only for SIGHUP and SIGINT:
+// the others came to the command as default, and SIGUSR1 to init killed
+// it (exit 138).
+func TestInitKeepsIgnoredSignalsIgnored(t *testing.T) {
+	t.Parallel()
+	ignoring := func(script string) *exec.Cmd {
+		cmd := exec.Command("env", "--ignore-signal=USR1", "--ignore-signal=QUIT", agentjail, "init", "--", "sh", "-c", script)
+		cmd.Env, cmd.Dir = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}, "/"
+		return cmd
+	}
+	out, err := ignoring("grep SigIgn /proc/self/status").Output()
+	var mask uint64
+	if _, serr := fmt.Sscanf(strings.TrimSpace(string(out)), "SigIgn:\t%x", &mask); err != nil || serr != nil {
+		t.Fatalf("%v %v: %q", err, serr, out)
+	}
+	if want := uint64(1<<(syscall.SIGUSR1-1) | 1<<(syscall.SIGQUIT-1)); mask&want != want || mask&(1<<(syscall.SIGTERM-1)) != 0 {
+		t.Errorf("the command's ignored signals %#x, want SIGUSR1 and SIGQUIT (%#x) and not SIGTERM", mask, want)
+	}
+	cmd := ignoring("echo ready; sleep 1; echo done")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(stdout)
+	if l, _ := r.ReadString('\n'); l != "ready\n" {
+		t.Fatalf("first line %q", l)
+	}
+	syscall.Kill(cmd.Process.Pid, syscall.SIGUSR1) // env has exec'd init
+	rest, _ := io.ReadAll(r)
+	if err := cmd.Wait(); err != nil || string(rest) != "done\n" {
+		t.Errorf("SIGUSR1 to init: %v, the command said %q after it, want it to go on", err, rest)
+	}
+}
