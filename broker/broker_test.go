@@ -273,7 +273,8 @@ func TestBrokerAPIRoute(t *testing.T) {
 		t.Errorf("ping: %d", code)
 	}
 	// Below the upstream's path, never beside it.
-	for _, p := range []string{"/anthropic/../x", "/anthropic/%2e%2e/x", "/anthropic/v1/..%2F..%2Fx", "/anthropic/./x"} {
+	for _, p := range []string{"/anthropic/../x", "/anthropic/%2e%2e/x", "/anthropic/v1/..%2F..%2Fx", "/anthropic/./x",
+		"/anthropic/%252e%252e/x", "/anthropic/.%252E/x", "/anthropic/..;/x", "/anthropic/..%5Cx", "/anthropic/%2E%2E;a=b/x"} {
 		if code, body := get(t, http.DefaultClient, "http://"+w.addr+p); code != 400 || !strings.Contains(body, "takes no . or .. in its path") {
 			t.Errorf("%s: %d %q", p, code, body)
 		}

@@ -13,7 +13,6 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -352,12 +351,17 @@ func (b *Broker) proxied(w http.ResponseWriter, r *http.Request, c record.Connec
 	// The error is only ErrNotSupported, from a server that cannot (HTTP/2
 	// is full duplex already): nothing to do about it either way.
 	_ = http.NewResponseController(w).EnableFullDuplex()
-	// Closed here, before the server's own end of the request: with full
-	// duplex on, a body the transport never read (an upstream that could
-	// not be reached) is drained only after the server has stopped its
-	// background read, which then starts again and meets the next
-	// request's read: a panic, and the connection closed (golang/go#68560).
-	defer r.Body.Close()
+	// A body the transport never took (an upstream that could not be
+	// reached) is closed before the handler returns: with full duplex on,
+	// the server would drain it only after it has stopped its background
+	// read, which then starts again and meets the next request's read: a
+	// panic, and the connection closed (golang/go#68560). Only then: a
+	// body still being read is the server's to end, after the answer.
+	defer func() {
+		if failed != nil {
+			r.Body.Close()
+		}
+	}()
 	// Recorded on every path: a copy that fails mid-body aborts the
 	// handler (the reverse proxy panics with http.ErrAbortHandler).
 	cut := true
@@ -422,11 +426,8 @@ func (b *Broker) route(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("agentjail: the broker serves the API routes %s here, not %s; for other hosts set HTTP_PROXY", strings.Join(names, ", "), r.URL.Path), http.StatusNotFound)
 		return
 	}
-	// The route reaches below its upstream's path, never beside it: a .
-	// or .. segment (%2e%2e decoded is one) would climb out of it with
-	// the operator's credential.
-	if slices.ContainsFunc(strings.Split(rest, "/"), func(seg string) bool { return seg == "." || seg == ".." }) {
-		http.Error(w, fmt.Sprintf("agentjail: the API route /%s/ takes no . or .. in its path, got %s", rt.Name, strconv.Quote(r.URL.Path)), http.StatusBadRequest)
+	if dotSegments(r.URL.EscapedPath()) {
+		http.Error(w, fmt.Sprintf("agentjail: the API route /%s/ takes no . or .. in its path, got %s", rt.Name, strconv.Quote(r.URL.EscapedPath())), http.StatusBadRequest)
 		return
 	}
 	up := rt.Upstream
@@ -441,6 +442,30 @@ func (b *Broker) route(w http.ResponseWriter, r *http.Request) {
 		pr.Out.Host = up.Host
 		swap(pr.Out.Header, rt.Secrets)
 	}, b.api, false)
+}
+
+// dotSegments says whether a request's escaped path holds a . or ..
+// segment as any server on the way might read it: decoded again and again
+// (%252e%252e is one to a server that decodes twice), a backslash taken
+// for a slash, a ;parameter dropped (..;/ is .. to Tomcat). An API route
+// reaches below its upstream's path, never beside it: such a segment would
+// climb out of it with the operator's credential.
+func dotSegments(escaped string) bool {
+	p := escaped
+	for range 4 {
+		next, err := url.PathUnescape(p)
+		if err != nil || next == p {
+			break
+		}
+		p = next
+	}
+	for _, seg := range strings.Split(strings.ReplaceAll(p, `\`, "/"), "/") {
+		seg, _, _ = strings.Cut(seg, ";")
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // joinPath is the upstream's path with rest (the request's path after the

@@ -128,8 +128,9 @@ func findProtected(d Disk, roots, patterns []string, depth int, homes []string) 
 }
 
 // insideExisting says whether p lies strictly inside a protected path
-// that exists, with no writable root between the two (a nested root is
-// bound writable again, below the protected one).
+// that exists, with no writable root between the two (there the mask is
+// kept: redundant under the read-only bind, which comes after every
+// root's, never unsafe).
 func (f *finder) insideExisting(p string) bool {
 	return slices.ContainsFunc(f.pr.existing, func(e string) bool {
 		return p != e && under(p, e) && !slices.ContainsFunc(f.roots, func(r string) bool { return r != e && under(r, e) && under(p, r) })

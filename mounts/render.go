@@ -291,8 +291,15 @@ func (r *renderer) check() {
 			continue
 		}
 		if !r.in.User.canWrite(r.in.Disk, w) {
-			r.fail(field, "writable root %s is not writable by the run user %s (uid %d); fix with `chown -R %d:%d %s`, or choose the owner with --user",
-				q, r.in.User.Name, r.in.User.UID, r.in.User.UID, r.in.User.GID, q)
+			if inSystemTree(w) {
+				// No chown -R offered: in the system's trees it could
+				// break the host.
+				r.fail(field, "writable root %s is not writable by the run user %s (uid %d); choose its owner with --user, or give a directory of the run user's own",
+					q, r.in.User.Name, r.in.User.UID)
+			} else {
+				r.fail(field, "writable root %s is not writable by the run user %s (uid %d); fix with `chown -R %d:%d %s`, or choose the owner with --user",
+					q, r.in.User.Name, r.in.User.UID, r.in.User.UID, r.in.User.GID, q)
+			}
 		}
 		for _, d := range fsys.Deny {
 			if under(w, d) {
@@ -759,4 +766,11 @@ var systemDirs = []string{"/", "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32"
 
 func systemDir(p string) bool {
 	return slices.Contains(systemDirs, p) || p != "/" && (under(p, "/proc") || under(p, "/sys") || under(p, "/dev"))
+}
+
+// inSystemTree says whether p lies in one of the system's own trees,
+// where a directory may be an agent's to write (/etc/nginx for an ops
+// agent run as its owner) but is never to be handed over with chown -R.
+func inSystemTree(p string) bool {
+	return p != "/" && slices.ContainsFunc(systemDirs, func(d string) bool { return d != "/" && under(p, d) })
 }

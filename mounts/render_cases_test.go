@@ -28,6 +28,7 @@ func TestRenderRefusesBadWritableRoots(t *testing.T) {
 		{"the root", "/", "writable root / is a system directory; a writable root is a project's own directory"},
 		{"a system directory", "/etc", "writable root /etc is a system directory"},
 		{"in the kernel's", "/proc/self", "writable root /proc/self is a system directory"},
+		{"in a system tree", "/etc/app", "writable root /etc/app is not writable by the run user agent (uid 1000); choose its owner with --user, or give a directory of the run user's own"},
 		{"a file", "/etc/passwd", "--write: filesystem.write[0]: writable root /etc/passwd is not a directory; a writable root is a directory: give the one that holds it (/etc), or bind the file read-only with read:"},
 		{"a newline in the path", "/srv/a\nb", `--write: filesystem.write[0]: writable root "/srv/a\nb" does not exist; create it first (mkdir -p "/srv/a\nb") or remove it`},
 	} {

@@ -57,9 +57,9 @@ func Init(cmd *exec.Cmd, o InitOptions) (int, error) {
 	// between is lost: the buffered channel keeps it until it can be
 	// forwarded.
 	sigs := make(chan os.Signal, 64)
-	passOn, ignore := forwarded(o.Ignored)
-	if len(ignore) > 0 { // (with none, Ignore would ignore every signal)
-		signal.Ignore(ignore...) // before the command starts: it inherits them so
+	passOn, ignored := forwarded(o.Ignored)
+	if len(ignored) > 0 { // (with none, Ignore would ignore every signal)
+		signal.Ignore(ignored...) // until the command has started: it inherits them so
 	}
 	signal.Notify(sigs, passOn...)
 	defer signal.Stop(sigs)
@@ -107,6 +107,13 @@ func Init(cmd *exec.Cmd, o InitOptions) (int, error) {
 	// the command must start with the default dispositions (tini restores
 	// them in its child; Go resets only the signals it handles).
 	signal.Ignore(syscall.SIGTTIN, syscall.SIGTTOU)
+	// The command ignores those ignored at start as it inherited them,
+	// unless it handles them itself; init forwards them as the others, as
+	// tini does (a command that installs a SIGTERM handler still gets
+	// docker stop's).
+	if len(ignored) > 0 {
+		signal.Notify(sigs, ignored...)
+	}
 	logf("started %s as pid %d", cmd.Path, cmd.Process.Pid)
 
 	done, err := Done(cmd)
@@ -212,8 +219,9 @@ func describe(ws syscall.WaitStatus) string {
 // that (nohup(1)'s intent; os/signal: Notify would install a handler).
 // Those are the Go runtime's own record (SIGHUP, SIGINT) and the set
 // ignoredAtStart (bit n-1 for signal n) agentjail recorded before its
-// runtime started (internal/sigstart): ignore lists the latter, to be
-// ignored again. As PID 1, a signal without a handler is dropped by the
+// runtime started (internal/sigstart): ignore lists the latter, ignored
+// again until the command has inherited them, then forwarded too (Init).
+// As PID 1, a signal without a handler is dropped by the
 // kernel (pid_namespaces(7)), so SIGTERM and SIGINT reach the command
 // only because they are listed here.
 func forwarded(ignoredAtStart uint64) (forward, ignore []os.Signal) {

@@ -8,8 +8,9 @@
 // at the edge by Import (Export goes back). Nothing else in agentjail sees
 // runtime-spec's types.
 //
-// Compile uses libseccomp through cgo, the only cgo in agentjail; builds
-// without cgo compile nothing and fail only when a filter is asked for.
+// Compile uses libseccomp through cgo (the one other cgo in agentjail is
+// internal/sigstart's constructor); builds without cgo compile nothing and
+// fail only when a filter is asked for.
 // Tests run the compiled programs through golang.org/x/net/bpf's VM, so the
 // rules are checked without root; a few kernel tests prove the kernel
 // agrees.

@@ -244,6 +244,16 @@ int main(int argc, char **argv)
 	char theirs[64];
 	struct stat mine, other;
 	snprintf(theirs, sizeof theirs, "/proc/%d/ns/mnt", (int)cred.pid);
+	if (cred.pid > 0 && stat(theirs, &other) < 0 && errno == ENOENT) {
+		/* The launcher that made the socket has exited (reaped, or a
+		 * zombie, which has no namespaces): a run of its still holds
+		 * the socket, and lets go of it shortly. Nothing is sent to
+		 * it: agentjail run, as where no launcher listens. */
+		if (explicit)
+			dprintf(2, "agentjail-run: warning: the launcher at %s is gone: running agentjail run itself\n", path);
+		close(conn);
+		return fallback(argc, argv);
+	}
 	if (cred.pid <= 0 || stat("/proc/self/ns/mnt", &mine) < 0 || stat(theirs, &other) < 0 || mine.st_dev != other.st_dev || mine.st_ino != other.st_ino)
 		return fail("the launcher at %s is not in this mount namespace (or cannot be seen from it): refused; start your own (agentjail launcher) or unset AGENTJAIL_LAUNCHER", path);
 

@@ -622,10 +622,10 @@ func lastLines(s string, n int) string {
 
 // TestInitKeepsIgnoredSignalsIgnored: signals ignored when init started
 // (nohup; a shell's `cmd &` ignores SIGINT and SIGQUIT) stay ignored for
-// the command, and one sent to init is not forwarded, as tini does. The Go
-// runtime alone keeps an inherited SIG_IGN only for SIGHUP and SIGINT:
-// the others came to the command as default, and SIGUSR1 to init killed
-// it (exit 138).
+// the command, which a SIGUSR1 sent to init (and forwarded, as tini does)
+// then leaves running. The Go runtime alone keeps an inherited SIG_IGN
+// only for SIGHUP and SIGINT: the others came to the command as default,
+// and SIGUSR1 to init killed it (exit 138).
 func TestInitKeepsIgnoredSignalsIgnored(t *testing.T) {
 	t.Parallel()
 	ignoring := func(script string) *exec.Cmd {
