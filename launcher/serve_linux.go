@@ -288,6 +288,9 @@ func listen(path string) (*os.File, error) {
 	}
 	if err != nil {
 		unix.Close(fd)
+		if errors.Is(err, unix.ENOENT) {
+			return nil, fmt.Errorf("the launcher's socket %s: its directory %s does not exist: create it (mkdir -p %[2]s), or give another --socket", path, filepath.Dir(path))
+		}
 		return nil, fmt.Errorf("the launcher's socket %s: %w", path, err)
 	}
 	return os.NewFile(uintptr(fd), path), nil

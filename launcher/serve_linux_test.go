@@ -2,6 +2,8 @@ package launcher
 
 import (
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -46,5 +48,15 @@ func TestTrim(t *testing.T) {
 	d.trim(now.Add(time.Hour))
 	if n := d.idle(); n != 2 {
 		t.Errorf("%d waiting after a second trim, want 2", n)
+	}
+}
+
+// TestListenInAMissingDirectory: the socket's directory missing is said
+// with the fix, not as a bare "no such file or directory".
+func TestListenInAMissingDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nope")
+	_, err := listen(filepath.Join(dir, "launcher.sock"))
+	if err == nil || !strings.Contains(err.Error(), "its directory "+dir+" does not exist: create it (mkdir -p "+dir+"), or give another --socket") {
+		t.Errorf("listen = %v", err)
 	}
 }

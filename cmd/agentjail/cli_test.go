@@ -136,3 +136,15 @@ func TestCompletionAnswers(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptyFlagValue: a flag given an empty value is refused, not taken
+// for no flag (`--record ""` wrote no record, and said nothing).
+func TestEmptyFlagValue(t *testing.T) {
+	t.Parallel()
+	for _, flag := range []string{"--record", "--log", "--user", "--chdir"} {
+		_, errOut, code := agentjailRun(t, "run", flag, "", "--", "true")
+		if code != 125 || !strings.Contains(errOut, flag+" was given an empty value: give one, or leave the flag out") {
+			t.Errorf("%s \"\": exit %d, stderr %q", flag, code, errOut)
+		}
+	}
+}

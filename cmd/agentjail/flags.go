@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -69,6 +70,13 @@ func jailFlags() []cli.Flag {
 func request(cmd *cli.Command, argv []string) (launch.Request, error) {
 	if len(argv) == 0 {
 		return launch.Request{}, launch.UsageError("no command to run: write `agentjail " + cmd.Name + " [flags] -- CMD [ARG...]`")
+	}
+	// An empty value would be taken for no flag at all (--record "" wrote
+	// no record, silently).
+	for _, f := range cmd.Flags {
+		if sf, ok := f.(*cli.StringFlag); ok && cmd.IsSet(sf.Name) && cmd.String(sf.Name) == "" {
+			return launch.Request{}, launch.UsageError(fmt.Sprintf("--%s was given an empty value: give one, or leave the flag out", sf.Name))
+		}
 	}
 	req := launch.Request{
 		Profile: cmd.String("profile"), User: cmd.String("user"), Chdir: cmd.String("chdir"),
