@@ -52,6 +52,12 @@
 # refuses to start (exit 3 again). The operator checks and removes what the
 # run made (the details name it), then removes HALTED.
 #
+# A tier whose jail could not be set up (record reason "setup_failed": a
+# writable root the run user cannot write, say) ran no agent: the cycle
+# stops there, no more privileged tier is tried, and the agentjail message
+# is logged. When the loop's last cycle (CLAUDEOPS_CYCLES) ended so, it
+# exits 125.
+#
 # Environment (defaults in brackets):
 #   CLAUDEOPS_INTERVAL      seconds between cycles [3600]
 #   CLAUDEOPS_CYCLES        stop after this many cycles; 0: never [0]
@@ -184,6 +190,17 @@ v.forEach((x) => console.log(`${x.what}: ${x.detail}`));
 ' "$1" "$2"
 }
 
+# setup_failed RECORD: agentjail's message when the run's jail could not
+# be set up (reason setup_failed), else nothing.
+setup_failed() {
+	node -e '
+try {
+	const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+	if (r.reason === "setup_failed") console.log(r.error || "no message");
+} catch (e) {}
+' "$1" 2>/dev/null
+}
+
 # halt_loop N CYCLE_DIR VIOLATIONS: stop for good (see the header).
 halt_loop() {
 	log "tier $1 broke the jail's policy; no further tier, no further cycle until the operator removes $halt:"
@@ -268,6 +285,14 @@ cycle() {
 			halt_loop "$n" "$dir" "$broke"
 			return
 		fi
+		# A jail that could not be set up ran no agent: a more privileged
+		# tier is not the answer to a configuration error.
+		why=$(setup_failed "$dir/tier$n.record.json")
+		if [ -n "$why" ]; then
+			log "tier $n could not start, no further tier this cycle: $why"
+			setup=1
+			return
+		fi
 		text=$(report "$dir/tier$n.record.json")
 		word=$(status "$text")
 		log "tier $n: exit $code, status ${word:-none}"
@@ -292,10 +317,14 @@ done
 i=0 halted=
 while :; do
 	i=$((i + 1))
+	setup=
 	cycle "$i"
 	[ -n "$halted" ] && exit 3
 	[ -n "$stopping" ] && exit "$(stop_code)"
-	[ "$CLAUDEOPS_CYCLES" -gt 0 ] && [ "$i" -ge "$CLAUDEOPS_CYCLES" ] && exit 0
+	if [ "$CLAUDEOPS_CYCLES" -gt 0 ] && [ "$i" -ge "$CLAUDEOPS_CYCLES" ]; then
+		[ -n "$setup" ] && exit 125 # the last cycle's jail could not be set up
+		exit 0
+	fi
 	# A signal interrupts the wait (a trap's signal ends wait, POSIX), and
 	# the trap ends the sleep; one that came after the check above but
 	# before $sleeper was set found no sleep to end, and is seen here.

@@ -433,3 +433,25 @@ func TestOpsLoopThroughTheLauncher(t *testing.T) {
 		t.Errorf("tier 1 exited %d", rec.ExitCode)
 	}
 }
+
+// TestOpsLoopStopsOnASetupFailure: a tier whose jail cannot be set up (a
+// run user who cannot write the state directory) ran no agent: no more
+// privileged tier is tried, agentjail's message is logged, and a loop
+// whose last cycle ended so exits 125 (it went on to tiers 2 and 3, and
+// exited 0).
+func TestOpsLoopStopsOnASetupFailure(t *testing.T) {
+	jailed(t)
+	bin := testutil.RequireClaude(t)
+	repos, state, results := visibleDir(t), visibleDir(t), visibleDir(t)
+	write(t, repos, map[string]string{"alpha/README": "no ops config\n"})
+	srv := fakeapi.New(t, fakeapi.Text("all good\nSTATUS: healthy"))
+	env := append(srv.Env(), "AGENTJAIL="+agentjail, "CLAUDE="+bin, "CLAUDEOPS_USER=65534",
+		"CLAUDEOPS_INTERVAL=0", "CLAUDEOPS_CYCLES=1", "CLAUDEOPS_REPOS_DIR="+repos, "CLAUDEOPS_STATE_DIR="+state, "CLAUDEOPS_RESULTS_DIR="+results)
+	out, code := runOpsLoop(t, srv, env)
+	if code != 125 || !strings.Contains(out, "tier 1 could not start, no further tier this cycle: ") || !strings.Contains(out, "is not writable by the run user") {
+		t.Errorf("exit %d, want 125 with the setup failure logged:\n%s", code, out)
+	}
+	if tier2, _ := filepath.Glob(filepath.Join(results, "*", "tier2.record.json")); len(tier2) != 0 || len(srv.Messages()) != 0 {
+		t.Errorf("tier 2 ran (%v) or the model was called (%d)", tier2, len(srv.Messages()))
+	}
+}
