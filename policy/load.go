@@ -89,12 +89,15 @@ func (l Loader) load(ref, fromDir string, chain []string) (Policy, error) {
 	if err != nil {
 		return Policy{}, err
 	}
-	if slices.Contains(chain, name) {
-		cycle := make([]string, len(chain)+1)
-		for i, n := range append(chain, name) {
-			cycle[i] = Quote(n)
+	if i := slices.IndexFunc(chain, func(n string) bool { return sameProfile(n, name) }); i >= 0 {
+		var cycle []string
+		for _, n := range append(chain[i:], name) {
+			if IsFile(n) {
+				n = filepath.Clean(n)
+			}
+			cycle = append(cycle, Quote(n))
 		}
-		return Policy{}, fmt.Errorf("%s: extends: cycle: %s (remove one of the extends:)", cycle[len(chain)-1], strings.Join(cycle, " -> "))
+		return Policy{}, &cycleError{msg: "extends: cycle: " + strings.Join(cycle, " -> ") + " (remove one of the extends:)"}
 	}
 	if len(chain) >= maxExtends {
 		return Policy{}, fmt.Errorf("%s: extends: chain longer than %d profiles", Quote(name), maxExtends)
@@ -114,6 +117,14 @@ func (l Loader) load(ref, fromDir string, chain []string) (Policy, error) {
 		dir = filepath.Dir(name)
 	}
 	parent, err := l.load(p.Extends, dir, append(chain, name))
+	if c := (*cycleError)(nil); errors.As(err, &c) {
+		// Said once, at the extends: that closes it, and not again by
+		// each profile on the way: it names them all.
+		if !c.located {
+			c.msg, c.located = p.Origins.Of("extends")+": "+c.msg, true
+		}
+		return Policy{}, c
+	}
 	if err != nil {
 		return Policy{}, fmt.Errorf("%s: extends: %w", p.Origins.Of("extends"), err)
 	}
@@ -121,6 +132,24 @@ func (l Loader) load(ref, fromDir string, chain []string) (Policy, error) {
 		return Policy{}, err
 	}
 	return Merge(parent, p), nil
+}
+
+// cycleError is an extends: chain that comes back to a profile of its
+// own; located once the extends: that closes it is named.
+type cycleError struct {
+	msg     string
+	located bool
+}
+
+func (e *cycleError) Error() string { return e.msg }
+
+// sameProfile says whether two names a chain holds are one profile: a
+// file named ./p.yaml, then p.yaml from its own directory.
+func sameProfile(a, b string) bool {
+	if IsFile(a) && IsFile(b) {
+		return filepath.Clean(a) == filepath.Clean(b)
+	}
+	return a == b
 }
 
 // IsBuiltinOrigin reports whether origin (an Origins value) points into a

@@ -161,7 +161,7 @@ func TestExtendsRefusals(t *testing.T) {
 		"links.yaml":      "extends: nolinks\nfilesystem:\n  accept_protected_symlinks: true\n",
 	})
 	for ref, want := range map[string]string{
-		"a":              "cycle: profiles/a.yaml -> profiles/b.yaml -> profiles/a.yaml",
+		"a":              "profiles/b.yaml:1:1: extends: cycle: profiles/a.yaml -> profiles/b.yaml -> profiles/a.yaml (remove one of the extends:)",
 		"shallow":        "profiles/shallow.yaml:3:3: filesystem.protect_depth: 1 is lower than the 3",
 		"laxproc":        "profiles/laxproc.yaml:3:3: filesystem.proc: fresh-or-bind, but the profile it extends insists on a fresh /proc; a child profile cannot loosen",
 		"links":          "profiles/links.yaml:3:3: filesystem.accept_protected_symlinks: true, but the profile it extends refuses symlinked protected paths",
@@ -174,6 +174,9 @@ func TestExtendsRefusals(t *testing.T) {
 		_, err := l.Load(ref)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Load(%q) = %v; want %q", ref, err, want)
+		}
+		if ref == "a" && err != nil && err.Error() != want {
+			t.Errorf("a cycle is said once, at the extends: that closes it: %v", err)
 		}
 	}
 }
