@@ -385,6 +385,8 @@ func decodeHint(msg string) string {
 		return " (a key may appear once per mapping; merge the two)"
 	case strings.Contains(msg, "cannot unmarshal"):
 		return " (see `agentjail schema` for the expected type)"
+	case strings.Contains(msg, "'\t'"):
+		return " (YAML indents with spaces, never tabs: replace the tab)"
 	}
 	return ""
 }

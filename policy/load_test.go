@@ -15,6 +15,7 @@ func TestDecodeErrorsNamePosition(t *testing.T) {
 	for _, c := range []struct {
 		name, src, want string
 	}{
+		{"a tab", "filesystem:\n\twrite: [/x]\n", "p.yaml:2:1: cannot decode policy: found character '\t' that cannot start any token (YAML indents with spaces, never tabs: replace the tab)"},
 		{"unknown key", "filesystem:\n  writable: [/x]\n", `p.yaml:2:3: filesystem.writable: unknown key; filesystem takes base, proc, read, write, protect,`},
 		{"retired key", "claude: {home: true, write_back: false}\n", "p.yaml:1:22: claude.write_back: removed: agentjail no longer writes a login back to the operator's credentials (whatever the agent wrote there would become the operator's login); remove the key"},
 		{"unknown top key", "description: x\nbogus: 1\n", `p.yaml:2:1: bogus: unknown key; a profile takes extends, description, user,`},
