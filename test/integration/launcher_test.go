@@ -792,3 +792,34 @@ func TestLauncherStopsOnHangup(t *testing.T) {
 		}
 	}
 }
+
+// TestLauncherClientSeesTheMakerGone: a socket whose maker has exited,
+// held by a process it left behind (a busy worker, before it shuts the
+// socket down), is not a launcher to refuse (exit 125, "not in this
+// mount namespace") but one that is gone: agentjail-run runs agentjail
+// run itself and sends it nothing.
+func TestLauncherClientSeesTheMakerGone(t *testing.T) {
+	jailed(t)
+	sock := filepath.Join(t.TempDir(), "launcher.sock")
+	script := `import os, socket, sys
+s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen()
+if os.fork() == 0:
+    sys.stdin.read() # until the test ends
+os._exit(0)`
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pw.Close() // the holder ends with the test
+	maker := exec.Command("python3", "-c", script, sock)
+	maker.Stdin = pr
+	err = maker.Run() // the maker exits; its child holds the socket
+	pr.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := invocation{bin: clientBin(), env: []string{"AGENTJAIL_LAUNCHER=" + sock}}.run(t, "--", "echo", "fell back")
+	if r.code != 0 || r.stdout != "fell back\n" || !strings.Contains(r.stderr, "the launcher at "+sock+" is gone: running agentjail run itself") {
+		t.Errorf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
