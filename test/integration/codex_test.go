@@ -149,7 +149,7 @@ func TestCodexJailed(t *testing.T) {
 			dir := visibleDir(t)
 			write(t, dir, map[string]string{".env": "SECRET=1\n"})
 			srv := fakeopenai.New(t,
-				fakeopenai.Exec(`printf made-by-codex > out.txt; id -u; echo "home=$CODEX_HOME"; readlink /proc/self/ns/net; env | grep -c CODEX_REFRESH_TOKEN_URL_OVERRIDE; echo PWNED >> .env; echo x > ~/outside.txt`),
+				fakeopenai.Exec(`printf made-by-codex > out.txt; id -u; echo "home=$CODEX_HOME"; readlink /proc/self/ns/net; env | grep -c CODEX_REFRESH_TOKEN_URL_OVERRIDE; echo PWNED >> .env; echo x > ~/outside.txt; true`),
 				fakeopenai.Text("done-codex"))
 			r, rec := codexJail{profile: profile, dir: dir, before: saveJailNet + "\ncat .git > .gitmask",
 				env: append(srv.Env(), "CODEX_HOME=/root/.codex", "CODEX_REFRESH_TOKEN_URL_OVERRIDE=http://127.0.0.1:9/token")}.run(t, srv, "write a file")
@@ -200,8 +200,11 @@ func TestCodexJailed(t *testing.T) {
 			}
 			// The record counts the command_execution items codex printed:
 			// one, for the one call, unless codex said it dropped events
-			// (its in-process event stream lags on a busy machine: CI saw
-			// it print none though the call ran), which the record says.
+			// (its in-process event stream lags on a busy machine), which
+			// the record says. The call ends in true: codex 0.169.0 prints
+			// no item for a command that fails with what it takes for its
+			// sandbox's denial ("Read-only file system" and a non-zero
+			// exit; docs/codex.md).
 			n := commandItems(r.stdout)
 			switch c := a.Commands; {
 			case c == nil || c.Run != n:
