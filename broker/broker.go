@@ -72,12 +72,15 @@ type Config struct {
 	// NoKernelPath keeps every tunnel relayed: no download half moves to
 	// the kernel path (kernel_linux.go).
 	NoKernelPath bool
-	// Refused, when set, is called once for each host:port refused, with
-	// the explanation the 403 carries (agentjail says it on stderr). The
-	// jail is answered once it returns (or after sayWait), so the line
-	// comes before the refused tool's own error on a terminal they share;
-	// so is a refusal of the same host:port while it is being said.
-	Refused func(hostPort, why string)
+	// Say, when set, is called once for each host:port refused, with the
+	// explanation the 403 carries, and once for each allowed host:port
+	// (or API route) that could not be reached, with why (agentjail says
+	// it on stderr: an operator's mistyped entry or upstream is otherwise
+	// only in the record). A refused jail is answered once it returns (or
+	// after sayWait), so the line comes before the refused tool's own
+	// error on a terminal they share; so is a refusal of the same
+	// host:port while it is being said.
+	Say func(hostPort, why string)
 	// sayWait, when set, replaces sayWait (the tests' own).
 	sayWait time.Duration
 }
@@ -101,6 +104,7 @@ type Broker struct {
 	mu        sync.Mutex
 	rec       *record.Network
 	said      map[string]chan struct{} // host:port refused → closed once said
+	failSaid  map[string]bool          // allowed host:port said unreachable
 	active    map[net.Conn]bool
 	listeners []net.Listener
 	closed    bool
@@ -127,12 +131,13 @@ func New(cfg Config) *Broker {
 		cfg.sayWait = sayWait
 	}
 	b := &Broker{
-		cfg:    cfg,
-		conns:  &chanListener{c: make(chan net.Conn), done: make(chan struct{})},
-		slots:  make(chan struct{}, cfg.MaxConns),
-		rec:    record.NewNetwork(policy.NetProxy, nil),
-		said:   map[string]chan struct{}{},
-		active: map[net.Conn]bool{},
+		cfg:      cfg,
+		conns:    &chanListener{c: make(chan net.Conn), done: make(chan struct{})},
+		slots:    make(chan struct{}, cfg.MaxConns),
+		rec:      record.NewNetwork(policy.NetProxy, nil),
+		said:     map[string]chan struct{}{},
+		failSaid: map[string]bool{},
+		active:   map[net.Conn]bool{},
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.forward = &http.Transport{
@@ -212,6 +217,10 @@ func (b *Broker) accept(l net.Listener) {
 // overLimit answers a connection past MaxConns with a 503 and closes it.
 func (b *Broker) overLimit(c net.Conn) {
 	b.mu.Lock()
+	t := &b.rec.Totals
+	t.Connections++
+	t.Refused++
+	t.OverLimit++
 	if !slices.Contains(b.rec.LimitsHit, "max_connections") {
 		b.rec.LimitsHit = append(b.rec.LimitsHit, "max_connections")
 	}
@@ -388,7 +397,9 @@ func (b *Broker) Close() *record.Network {
 	return b.rec
 }
 
-// note records one connection or request, and says a refused host once.
+// note records one connection or request, and says once a refused
+// host:port (why: the refusal) or an allowed one that could not be
+// reached (why: the failure).
 func (b *Broker) note(c record.Connection, why string) {
 	b.mu.Lock()
 	t := &b.rec.Totals
@@ -406,7 +417,7 @@ func (b *Broker) note(c record.Connection, why string) {
 		b.rec.ConnectionsDropped++
 	}
 	hp := hostPort(c.Host, c.Port)
-	var saying chan struct{} // closed once hp's refusal has been said
+	var saying chan struct{} // closed once what hp's connection tells has been said
 	first := false
 	if !c.Allowed && why != "" {
 		switch saying = b.said[hp]; {
@@ -424,16 +435,22 @@ func (b *Broker) note(c record.Connection, why string) {
 			}
 		}
 	}
+	// An allowed one that failed: said once, not waited for (the jail
+	// has its 502 already), and at most MaxRefusedHosts of them.
+	if c.Allowed && why != "" && !b.failSaid[hp] && len(b.failSaid) < record.MaxRefusedHosts {
+		b.failSaid[hp] = true
+		saying, first = make(chan struct{}), true
+	}
 	b.mu.Unlock()
 	if first {
 		b.saying.Go(func() {
-			if b.cfg.Refused != nil {
-				b.cfg.Refused(hp, why)
+			if b.cfg.Say != nil {
+				b.cfg.Say(hp, why)
 			}
 			close(saying)
 		})
 	}
-	if saying != nil {
+	if saying != nil && !c.Allowed {
 		b.awaitSaid(saying) // before the jail is answered
 	}
 }

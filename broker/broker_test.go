@@ -118,7 +118,7 @@ func newWorld(t testing.TB, extra func(*Config)) *world {
 			}
 			return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 		},
-		Refused: func(hp, why string) {
+		Say: func(hp, why string) {
 			w.mu.Lock()
 			w.refused = append(w.refused, hp+" "+why)
 			w.mu.Unlock()
@@ -500,8 +500,12 @@ func TestBrokerCapsConnections(t *testing.T) {
 	for _, h := range held[1:] {
 		h.Close()
 	}
-	if rec := w.b.Close(); !slices.Equal(rec.LimitsHit, []string{"max_connections"}) {
+	rec := w.b.Close()
+	if !slices.Equal(rec.LimitsHit, []string{"max_connections"}) {
 		t.Errorf("limits hit: %q", rec.LimitsHit)
+	}
+	if n := rec.Totals; n.OverLimit < 1 || n.Refused < n.OverLimit || n.Connections != n.Allowed+n.Refused {
+		t.Errorf("totals %+v: the connection over the cap is not counted", n)
 	}
 }
 
@@ -588,7 +592,7 @@ func TestBrokerSaysRefusalFirst(t *testing.T) {
 	t.Parallel()
 	said, release := make(chan string), make(chan struct{})
 	w := newWorld(t, func(c *Config) {
-		c.Refused = func(hp, why string) {
+		c.Say = func(hp, why string) {
 			said <- hp
 			<-release
 		}
@@ -651,7 +655,7 @@ func TestBrokerRefusalNotHeldBySay(t *testing.T) {
 	stuck := make(chan struct{})
 	defer close(stuck)
 	w := newWorld(t, func(c *Config) {
-		c.Refused = func(hp, why string) { <-stuck }
+		c.Say = func(hp, why string) { <-stuck }
 		c.sayWait = wait
 	})
 	c, err := net.Dial("tcp", w.addr)
@@ -679,7 +683,7 @@ func TestBrokerCloseWaitsForASay(t *testing.T) {
 	const wait = 2 * time.Second
 	release, said := make(chan struct{}), make(chan struct{})
 	w := newWorld(t, func(c *Config) {
-		c.Refused = func(hp, why string) {
+		c.Say = func(hp, why string) {
 			<-release
 			close(said)
 		}
@@ -941,5 +945,55 @@ func TestBrokerCapsRefusedHosts(t *testing.T) {
 	defer w.mu.Unlock()
 	if len(w.refused) != record.MaxRefusedHosts+1 || !strings.Contains(w.refused[len(w.refused)-1], "hosts refused; the refusals of others are not said") {
 		t.Errorf("said %d lines, the last %q", len(w.refused), w.refused[len(w.refused)-1])
+	}
+}
+
+// TestBrokerSaysUnreachableOnce: an allowed host:port whose name does not
+// resolve, or where nothing listens, gets a 502 and is said to the
+// operator once, however often and however the jail asks (CONNECT, plain
+// HTTP), with the rule that allowed it; it is not a refused host.
+func TestBrokerSaysUnreachableOnce(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := port(&httptest.Server{Listener: l})
+	l.Close()
+	w := newWorld(t, func(c *Config) {
+		for _, e := range []string{"gone.test:80", "gone.test:443", "127.0.0.1:" + closed} {
+			r, err := policy.ParseNetRule(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Rules = append(c.Rules, r)
+		}
+	})
+	c := w.client()
+	for _, u := range []string{"http://gone.test/", "http://gone.test/again", "https://gone.test/", "https://gone.test/again",
+		"http://127.0.0.1:" + closed + "/", "https://127.0.0.1:" + closed + "/"} {
+		code, body := get(t, c, u)
+		if strings.HasPrefix(u, "http:") && (code != http.StatusBadGateway || !strings.Contains(body, "cannot reach")) {
+			t.Errorf("GET %s: %d %q, want 502", u, code, body)
+		}
+		if strings.HasPrefix(u, "https:") && (code != 0 || !strings.Contains(body, "Bad Gateway")) {
+			t.Errorf("CONNECT for %s: %d %q, want 502", u, code, body)
+		}
+	}
+	rec := w.b.Close()
+	want := []string{
+		"gone.test:80 gone.test:80 is allowed (gone.test:80) but cannot be reached: cannot resolve gone.test: lookup gone.test: no such host; the jail was answered 502",
+		"gone.test:443 gone.test:443 is allowed (gone.test:443) but cannot be reached: cannot resolve gone.test: lookup gone.test: no such host; the jail was answered 502",
+		"127.0.0.1:" + closed + " 127.0.0.1:" + closed + " is allowed (127.0.0.1:" + closed + ") but cannot be reached: ",
+	}
+	w.mu.Lock()
+	said := slices.Clone(w.refused)
+	w.mu.Unlock()
+	slices.Sort(said)
+	if len(said) != 3 || !strings.HasPrefix(said[0], want[2]) || said[1] != want[1] || said[2] != want[0] {
+		t.Errorf("said:\n%s\nwant once each:\n%s", strings.Join(said, "\n"), strings.Join(want, "\n"))
+	}
+	if len(rec.RefusedHosts) != 0 || rec.Totals.Allowed != 6 || rec.Totals.Refused != 0 {
+		t.Errorf("refused hosts %q, totals %+v", rec.RefusedHosts, rec.Totals)
 	}
 }

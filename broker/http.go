@@ -104,7 +104,7 @@ func (b *Broker) tunnelTo(ctx context.Context, target string, rep connectReply) 
 		c.Status = http.StatusBadGateway
 		rep.fail(http.StatusBadGateway, fmt.Sprintf("agentjail: cannot reach %s: %v", hostPort(c.Host, port), err))
 		finish(&c, start, err)
-		b.note(c, "")
+		b.note(c, unreachable(c, err))
 		return
 	}
 	defer up.Close()
@@ -117,6 +117,13 @@ func (b *Broker) tunnelTo(ctx context.Context, target string, rep connectReply) 
 	}
 	finish(&c, start, err)
 	b.note(c, "")
+}
+
+// unreachable is what the operator is told of an allowed connection whose
+// upstream could not be reached: a mistyped entry, a name the host cannot
+// resolve, a wrong base URL are otherwise only in the record.
+func unreachable(c record.Connection, err error) string {
+	return fmt.Sprintf("%s is allowed (%s) but cannot be reached: %v; the jail was answered 502", hostPort(c.Host, c.Port), c.Rule, err)
 }
 
 // established is a CONNECT's answer when the tunnel is open.
@@ -310,6 +317,7 @@ func (b *Broker) proxied(w http.ResponseWriter, r *http.Request, c record.Connec
 	start := time.Now()
 	var up, down tally
 	var failed error
+	var why string    // the upstream could not be reached: said once
 	var used net.Conn // the upstream connection the transport used
 	if bulk {
 		r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
@@ -335,7 +343,7 @@ func (b *Broker) proxied(w http.ResponseWriter, r *http.Request, c record.Connec
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			failed = err
+			failed, why = err, unreachable(c, err)
 			c.Status = http.StatusBadGateway
 			http.Error(w, fmt.Sprintf("agentjail: cannot reach %s: %v", hostPort(c.Host, c.Port), err), http.StatusBadGateway)
 		},
@@ -371,7 +379,7 @@ func (b *Broker) proxied(w http.ResponseWriter, r *http.Request, c record.Connec
 		}
 		c.BytesUp, c.BytesDown = up.n.Load(), down.n.Load()
 		finish(&c, start, failed)
-		b.note(c, "")
+		b.note(c, why)
 	}()
 	rp.ServeHTTP(w, r)
 	cut = false

@@ -105,7 +105,7 @@ func (b *Broker) socks(pc *peeked) {
 		}
 		reply(code)
 		finish(&c, start, err)
-		b.note(c, "")
+		b.note(c, unreachable(c, err))
 		return
 	}
 	defer up.Close()

@@ -426,7 +426,7 @@ func (j *Jail) startNetwork(spec *supervise.Spec, say func(line string)) *netRun
 		HostAddrs: hostAddrs(),
 		// The operator's way off the kernel path (docs/network.md).
 		NoKernelPath: os.Getenv("AGENTJAIL_KERNEL_PATH") == "off",
-		Refused: func(hostPort, why string) {
+		Say: func(hostPort, why string) {
 			say("network: " + why)
 		},
 	})

@@ -84,11 +84,14 @@ type Connection struct {
 
 // NetTotals count every connection, recorded or not.
 type NetTotals struct {
-	Connections int   `json:"connections"`
-	Allowed     int   `json:"allowed"`
-	Refused     int   `json:"refused"`
-	BytesUp     int64 `json:"bytes_up"`
-	BytesDown   int64 `json:"bytes_down"`
+	Connections int `json:"connections"`
+	Allowed     int `json:"allowed"`
+	Refused     int `json:"refused"`
+	// OverLimit counts the connections answered 503 because MaxConns were
+	// open; they are among Connections and Refused, not in the list.
+	OverLimit int   `json:"over_limit"`
+	BytesUp   int64 `json:"bytes_up"`
+	BytesDown int64 `json:"bytes_down"`
 }
 
 // NewNetwork is the network object of a run in mode with the allow
