@@ -1,6 +1,8 @@
 package launch
 
 import (
+	"crypto/rand"
+	"errors"
 	"fmt"
 	"maps"
 	"path"
@@ -10,6 +12,7 @@ import (
 	"github.com/agentjail/agentjail/hostfs"
 	"github.com/agentjail/agentjail/mounts"
 	"github.com/agentjail/agentjail/record"
+	"golang.org/x/sys/unix"
 )
 
 // QuarantineSuffix is added to the name of what quarantine moves aside,
@@ -19,14 +22,17 @@ const QuarantineSuffix = ".agentjail-quarantine-"
 // quarantine compares the protected paths before and after a run, as
 // mounts.ProtectedChanges does, and first moves aside what the run made that git
 // would take for a git directory of the operator's: every .git (a file or
-// a directory) that is new, and every new commondir. Each is renamed in
-// its own directory, reached through w (no link in a writable root
-// followed) and by descriptor, to its name with QuarantineSuffix and
-// runID: the operator's next git then finds none there (a new submodule
-// entered in the index whose .git names the agent's git directory, whose
-// core.fsmonitor would run at the next `git status`, is a directory
-// without a repository again). It returns the notes: one for each path
-// moved aside, saying where it is now, then mounts.ProtectedChanges' for the rest.
+// a directory) that is new, every new commondir, and the HEAD of every
+// directory that became a bare git directory (mounts.GitDirNames) with
+// config or hooks of its own. Each is renamed in its own directory,
+// reached through w (no link in a writable root followed) and by
+// descriptor, to its name with QuarantineSuffix and runID (or, where the
+// run made that name, one it could not know): the operator's next git
+// then finds none there (a new submodule entered in the index whose .git
+// names the agent's git directory, whose core.fsmonitor would run at the
+// next `git status`, is a directory without a repository again). It
+// returns the notes: one for each path moved aside, saying where it is
+// now, then mounts.ProtectedChanges' for the rest.
 // protected are the paths the jail protected (mounts.Plan.Protected, masks
 // included): a .git that held one of them was there before the run, even
 // when the snapshot holds nothing of it (its config and hooks were
@@ -34,36 +40,89 @@ const QuarantineSuffix = ".agentjail-quarantine-"
 func quarantine(before, after mounts.Snapshot, protected []string, w hostfs.Walker, runID string) []record.Note {
 	var notes []record.Note
 	rest := maps.Clone(after)
-	for _, p := range newGitEntries(before, after, protected) {
+	for _, g := range newGitEntries(before, after, protected, gitDirOn(w)) {
+		// Said by the note: the entry and what it holds, or a bare git
+		// directory's config and hooks (what else it holds is a project's
+		// like any other, reported as such).
+		said := []string{g.path}
+		if g.bare {
+			said = []string{path.Join(g.path, "config"), path.Join(g.path, "hooks")}
+		}
 		for q := range rest {
-			if q == p || strings.HasPrefix(q, p+"/") {
+			if slices.ContainsFunc(said, func(p string) bool { return q == p || strings.HasPrefix(q, p+"/") }) {
 				delete(rest, q)
 			}
 		}
-		detail := fmt.Sprintf("%s appeared during the run: git takes it for a git directory (%s)", p, path.Base(p))
-		d, name, err := w.Parent(p)
+		detail := fmt.Sprintf("%s appeared during the run: git takes it for a git directory (%s)", g.path, path.Base(g.path))
+		move, what := g.path, ""
+		if g.bare {
+			// Its HEAD goes, and with it the repository; the directory
+			// and what else it holds stay.
+			detail = fmt.Sprintf("%s became a git directory during the run: it holds HEAD, objects and refs, and config or hooks that git would use there", g.path)
+			move, what = path.Join(g.path, "HEAD"), " its HEAD"
+		}
+		d, name, err := w.Parent(move)
 		var aside string
 		if err == nil {
-			aside, err = d.MoveAside(name, QuarantineSuffix+runID)
+			aside, err = moveAside(d, name, QuarantineSuffix+runID)
 			d.Close()
 		}
 		if err != nil {
-			detail += fmt.Sprintf(", and could not be moved aside (%v): remove it before git runs there", err)
+			detail += fmt.Sprintf(", and%s could not be moved aside (%v): remove it before git runs there", what, err)
 		} else {
-			detail += fmt.Sprintf("; moved aside to %s, so that git does not use it: review it before you move it back", aside)
+			detail += fmt.Sprintf(";%s moved aside to %s, so that git does not use it: review it before you move it back", what, aside)
 		}
 		notes = append(notes, record.Note{What: record.ViolationProtected, Detail: detail})
 	}
 	return append(notes, mounts.ProtectedChanges(before, rest)...)
 }
 
-// newGitEntries returns the outermost new .git entries, and the new
-// commondir files outside them, that after holds: a .git is new when
-// neither before nor protected held it or anything below it.
-func newGitEntries(before, after mounts.Snapshot, protected []string) []string {
-	var found []string
+// moveAside renames name in d to name+suffix or, where that is taken (the
+// jail knew the run's id, and may have made it), to a name with a random
+// part after it, which nothing in the jail could know.
+func moveAside(d *hostfs.Dir, name, suffix string) (string, error) {
+	aside, err := d.MoveAside(name, suffix)
+	if !errors.Is(err, unix.EEXIST) {
+		return aside, err
+	}
+	return d.MoveAside(name, suffix+"-"+rand.Text()[:10])
+}
+
+// gitDirOn reports whether a directory holds what makes it a git
+// directory to git (mounts.GitDirNames), each looked up through w without
+// following a link.
+func gitDirOn(w hostfs.Walker) func(dir string) bool {
+	return func(dir string) bool {
+		d, err := w.Dir(dir)
+		if err != nil {
+			return false
+		}
+		defer d.Close()
+		for _, n := range mounts.GitDirNames {
+			if _, err := d.Lstat(n); err != nil {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// gitEntry is what newGitEntries found: a .git or commondir, or a
+// directory that became a bare git directory.
+type gitEntry struct {
+	path string
+	bare bool
+}
+
+// newGitEntries returns the outermost new .git entries, the new commondir
+// files outside them, and the directories that became git directories
+// (isGitDir) whose config or hooks are new, that after holds: a .git, or
+// a git directory's config and hooks, are new when neither before nor
+// protected held them or anything below them.
+func newGitEntries(before, after mounts.Snapshot, protected []string, isGitDir func(string) bool) []gitEntry {
+	var found []gitEntry
 	seen := func(p string) bool {
-		return slices.ContainsFunc(found, func(f string) bool { return p == f || strings.HasPrefix(p, f+"/") })
+		return slices.ContainsFunc(found, func(f gitEntry) bool { return p == f.path || strings.HasPrefix(p, f.path+"/") })
 	}
 	isNew := func(p string) bool {
 		if _, ok := before[p]; ok {
@@ -86,12 +145,20 @@ func newGitEntries(before, after mounts.Snapshot, protected []string) []string {
 				continue
 			}
 			if p := strings.Join(parts[:i+1], "/"); isNew(p) {
-				found = append(found, p)
+				found = append(found, gitEntry{path: p})
 				break
 			}
 		}
-		if !seen(q) && path.Base(q) == "commondir" {
-			found = append(found, q)
+		if seen(q) {
+			continue
+		}
+		switch dir := path.Dir(q); path.Base(q) {
+		case "commondir":
+			found = append(found, gitEntry{path: q})
+		case "config", "hooks":
+			if path.Base(dir) != ".git" && isNew(path.Join(dir, "config")) && isNew(path.Join(dir, "hooks")) && isGitDir(dir) {
+				found = append(found, gitEntry{path: dir, bare: true})
+			}
 		}
 	}
 	return found

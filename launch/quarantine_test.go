@@ -72,3 +72,59 @@ func TestQuarantine(t *testing.T) {
 		t.Errorf("notes:\n%s", all)
 	}
 }
+
+// TestQuarantineBareAndTakenName: a directory the run made a bare git
+// directory (HEAD, objects and refs, whatever they are: links count, as
+// git's access(2) follows them) with config of its own loses its HEAD,
+// the rest of it staying, and what else changed in it is still reported;
+// a bare git directory there before the run is left alone; and a .git
+// whose quarantine name the jail made first (it knows the run's id) is
+// moved to a name it could not know.
+func TestQuarantineBareAndTakenName(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := func(p string) string { return filepath.Join(root, p) }
+	for _, d := range []string{"src/.cache/o", "src/refs", "mirror/objects", "mirror/refs", "z/.git", "z/.git.agentjail-quarantine-RUN"} {
+		os.MkdirAll(j(d), 0o755)
+	}
+	os.Symlink(".cache/o", j("src/objects"))
+	for p, data := range map[string]string{
+		"src/HEAD": "ref: refs/heads/main\n", "src/config": "[core]\n\tworktree = .\n\tfsmonitor = touch /tmp/pwned\n", "src/.env": "x",
+		"src/main.go": "package main\n", "mirror/HEAD": "ref: refs/heads/main\n", "mirror/config": "", "z/.git/config": "",
+	} {
+		os.WriteFile(j(p), []byte(data), 0o644)
+	}
+	e := mounts.Entry{Size: 1}
+	before := mounts.Snapshot{j("mirror/config"): e, j("src/.env"): e}
+	after := mounts.Snapshot{j("mirror/config"): e, j("src/.env"): {Size: 2}, j("src/config"): e, j("z/.git/config"): e}
+	notes := quarantine(before, after, []string{j("mirror/hooks")}, hostfs.Walker{Roots: []string{root}}, "RUN")
+	var details []string
+	for _, n := range notes {
+		details = append(details, n.Detail)
+	}
+	all := strings.Join(details, "\n")
+	if _, err := os.Lstat(j("src/HEAD")); err == nil {
+		t.Errorf("src/HEAD is still there")
+	}
+	for _, p := range []string{"src/HEAD.agentjail-quarantine-RUN", "src/config", "src/main.go", "mirror/HEAD"} {
+		if _, err := os.Lstat(j(p)); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	if !strings.Contains(all, j("src")+" became a git directory during the run") || !strings.Contains(all, "its HEAD moved aside to "+j("src/HEAD.agentjail-quarantine-RUN")) {
+		t.Errorf("no note says src's HEAD was moved aside:\n%s", all)
+	}
+	if !strings.Contains(all, j("src/.env")+" changed during the run") || strings.Contains(all, "src/config appeared") || strings.Contains(all, "mirror") {
+		t.Errorf("notes:\n%s", all)
+	}
+	moved, _ := filepath.Glob(j("z/.git.agentjail-quarantine-RUN-*"))
+	if _, err := os.Lstat(j("z/.git")); err == nil || len(moved) != 1 || !strings.Contains(all, "moved aside to "+moved[0]) {
+		t.Errorf("z/.git, its quarantine name taken: moved to %q:\n%s", moved, all)
+	}
+	if len(notes) != 3 {
+		t.Errorf("%d notes, want 3:\n%s", len(notes), all)
+	}
+}

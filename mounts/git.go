@@ -70,22 +70,40 @@ func (f *finder) repository(dir string, names []string) bool {
 		f.repo(dir)
 		return true
 	}
-	if bare(f.d, dir, names) {
+	if bare(names) {
 		f.gitdir(dir, "")
 		return false
 	}
 	return true
 }
 
-// bare reports whether dir looks like a git directory to git (setup.c,
-// is_git_directory): HEAD, objects/ and refs/.
-func bare(d Disk, dir string, names []string) bool {
-	for _, n := range []string{"HEAD", "objects", "refs"} {
+// bare reports whether dir may be a git directory to git (setup.c,
+// is_git_directory): it holds HEAD, objects and refs (names: dir's
+// entries, sorted). Whatever they are: git asks only access(X_OK) of
+// objects and refs, which a link to a directory passes (and an
+// executable file), and the jail's agent chooses what they are.
+func bare(names []string) bool {
+	for _, n := range GitDirNames {
 		if _, ok := slices.BinarySearch(names, n); !ok {
 			return false
 		}
 	}
-	return isDir(d, path.Join(dir, "objects")) && isDir(d, path.Join(dir, "refs"))
+	return true
+}
+
+// GitDirNames are the entries that make a directory a git directory to
+// git (bare), sorted: HEAD first, whose removal ends it.
+var GitDirNames = []string{"HEAD", "objects", "refs"}
+
+// isGitDir reports whether dir, on d, holds what makes it a git directory
+// to git (bare).
+func isGitDir(d Disk, dir string) bool {
+	for _, n := range GitDirNames {
+		if !exists(d, path.Join(dir, n)) {
+			return false
+		}
+	}
+	return true
 }
 
 // enclosing handles the repository a writable root lies in, if any (git
@@ -97,7 +115,7 @@ func (f *finder) enclosing(root string) {
 			f.repo(dir)
 			return
 		}
-		if exists(f.d, path.Join(dir, "HEAD")) && bare(f.d, dir, []string{"HEAD", "objects", "refs"}) {
+		if isGitDir(f.d, dir) {
 			f.gitdir(dir, "")
 			return
 		}

@@ -194,6 +194,20 @@ func TestGitMetadataHostile(t *testing.T) {
 	if got := formatProtection(find(d)); !strings.Contains(got, "mask /srv/proj/.git/modules/renamed\n") {
 		t.Errorf("a missing git directory is not masked:\n%s", got)
 	}
+	// A bare repository whose objects and refs are links (git asks only
+	// access(2) of them, which follows links), with a work tree of its own
+	// and an fsmonitor command: its config and hooks are protected.
+	d = gitTree()
+	d["srv/proj/src/HEAD"] = node(0o644, 1000, 1000, "ref: refs/heads/main\n")
+	d["srv/proj/src/config"] = node(0o644, 1000, 1000, "[core]\n\tworktree = .\n\tfsmonitor = ./fsmon\n")
+	d["srv/proj/src/objects"], d["srv/proj/src/refs"] = link(".cache/o"), link(".cache/r")
+	d["srv/proj/src/.cache/o"], d["srv/proj/src/.cache/r"] = dir(0o755, 1000), dir(0o755, 1000)
+	got = formatProtection(find(d))
+	for _, want := range []string{"read-only /srv/proj/src/config", "mask /srv/proj/src/hooks", "mask /srv/proj/src/fsmon"} {
+		if !strings.Contains(got, want+"\n") {
+			t.Errorf("a bare repository with linked objects and refs: the protection lacks %q:\n%s", want, got)
+		}
+	}
 	// A .git that is a link, under the root: refused unless accepted.
 	d = gitTree()
 	d["srv/proj/libsub/.git"] = link("../.git/modules/libsub")

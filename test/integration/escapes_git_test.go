@@ -367,6 +367,58 @@ git update-index --add --cacheinfo 160000,$sha,newsub && mkdir newsub && echo 'g
 	}
 }
 
+// TestEscapeGitNewBareRepository: a directory that holds HEAD, objects
+// and refs is a git directory to git, a bare one, whatever objects and
+// refs are (git asks only access(2), which follows links). The agent made
+// src/ one, with links for objects and refs, core.worktree = . and a
+// core.fsmonitor: the operator's next `git status` in src ran it. The
+// finder took only real directories for objects and refs, so nothing was
+// reported; with real ones the new config was reported but left in place.
+// It also made the name agentjail would move it aside to (it knows the
+// run's id). Now the new git directory is found either way and its HEAD
+// moved aside, to a name the jail could not know.
+func TestEscapeGitNewBareRepository(t *testing.T) {
+	jailed(t)
+	const attack = `cd src && mkdir -p .cache/o .cache/r && ln -s .cache/o objects && ln -s .cache/r refs &&
+echo 'ref: refs/heads/main' > HEAD &&
+printf '[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = .\n\tfsmonitor = "touch %s; false"\n' > config &&
+mkdir -p "HEAD.agentjail-quarantine-$AGENTJAIL_RUN" && echo PLANTED`
+	marks := workspace(t)
+	ran := func(home, dir, marker string) bool {
+		t.Helper()
+		operatorGit(t, home, dir, "status")
+		return fileExists(marker)
+	}
+
+	p, home := gitProject(t)
+	os.Mkdir(filepath.Join(p, "src"), 0o755)
+	os.Chown(filepath.Join(p, "src"), runUID, runUID)
+	marker := filepath.Join(marks, "plain")
+	r := plainBwrap{cred: uid1000, args: []string{"--bind", p, p, "--chdir", p, "--setenv", "AGENTJAIL_RUN", "x"}}.run(t, "sh", "-c", fmt.Sprintf(attack, marker))
+	holeShown(t, strings.Contains(r.stdout, "PLANTED") && ran(home, filepath.Join(p, "src"), marker), "the operator's git status runs the new bare repository's core.fsmonitor", r)
+
+	p, home = gitProject(t)
+	os.Mkdir(filepath.Join(p, "src"), 0o755)
+	os.Chown(filepath.Join(p, "src"), runUID, runUID)
+	marker = filepath.Join(marks, "agentjail")
+	r = aj(t, "run", "--write", p, "--chdir", p, "--", "sh", "-c", fmt.Sprintf(attack, marker))
+	wantCode(t, r, 123)
+	if !strings.Contains(r.stdout, "PLANTED") {
+		t.Fatalf("the attack did not run in the jail:\n%s\n%s", r.stdout, r.stderr)
+	}
+	src := filepath.Join(p, "src")
+	if !strings.Contains(r.stderr, "agentjail: violation: "+src+" became a git directory during the run") ||
+		!strings.Contains(r.stderr, "its HEAD moved aside to "+src+"/HEAD.agentjail-quarantine-") {
+		t.Errorf("no violation says src's HEAD was moved aside:\n%s", r.stderr)
+	}
+	if ran(home, src, marker) {
+		t.Error("the operator's git status ran the agent's core.fsmonitor")
+	}
+	if out, err := operatorGit(t, home, src, "rev-parse", "--absolute-git-dir"); err != nil || strings.TrimSpace(out) != filepath.Join(p, ".git") {
+		t.Errorf("git in src uses %q (%v), not the project's repository", out, err)
+	}
+}
+
 // TestEscapeGitGlobalConfigInAWritableHome: with the operator's home a
 // writable root, the profiles protected ~/.gitconfig by name, yet git reads
 // the user's configuration from ~/.config/git/config too, and from every
