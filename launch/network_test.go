@@ -140,18 +140,3 @@ func TestChainControl(t *testing.T) {
 		t.Errorf("%q, want %q", got, want)
 	}
 }
-
-// TestPrintable: a line agentjail says on the operator's terminal keeps
-// none of the control characters a name the jail chose could carry.
-func TestPrintable(t *testing.T) {
-	for in, want := range map[string]string{
-		"network: example.com:443 is not allowed": "network: example.com:443 is not allowed",
-		"x\x1b]52;c;QlJPS0VS\x07.com":             `x\x1b]52;c;QlJPS0VS\x07.com`,
-		"a\nagentjail: fake\r":                    `a\x0aagentjail: fake\x0d`,
-		"C1 \u009b31m, UTF-8 é kept":              `C1 \x9b31m, UTF-8 é kept`,
-	} {
-		if got := printable(in); got != want {
-			t.Errorf("printable(%q) = %q, want %q", in, got, want)
-		}
-	}
-}

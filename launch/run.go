@@ -10,7 +10,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unicode"
 
 	"github.com/agentjail/agentjail/claude"
 	"github.com/agentjail/agentjail/codex"
@@ -68,7 +67,7 @@ type IO struct {
 // agentjail's own.
 func PrintError(w io.Writer, err error) {
 	for _, line := range strings.Split(err.Error(), "\n") {
-		fmt.Fprintf(w, "agentjail: %s\n", line)
+		fmt.Fprintf(w, "agentjail: %s\n", policy.Printable(line))
 	}
 }
 
@@ -125,7 +124,7 @@ func run(req Request, stdio IO) (int, error) {
 		notices = io.Discard
 	}
 	for _, w := range j.Warnings() {
-		fmt.Fprintf(notices, "agentjail: warning: %s\n", w)
+		fmt.Fprintf(notices, "agentjail: warning: %s\n", policy.Printable(w))
 		rec.Warnings = append(rec.Warnings, w)
 	}
 	// Every degradation is recorded, and printed once when it weakens what
@@ -163,7 +162,7 @@ func run(req Request, stdio IO) (int, error) {
 	j.moveCodexLogin()
 	for _, warning := range []string{warning, j.config(), j.settings(), codexWarning} {
 		if warning != "" {
-			fmt.Fprintf(notices, "agentjail: warning: %s\n", warning)
+			fmt.Fprintf(notices, "agentjail: warning: %s\n", policy.Printable(warning))
 			rec.Warnings = append(rec.Warnings, warning)
 		}
 	}
@@ -198,9 +197,9 @@ func run(req Request, stdio IO) (int, error) {
 	spec.Signals, spec.Record, spec.Secrets = sigs, rec, append(secretValues(j.Env), j.secrets...)
 	// The broker says what it refused while the agent runs: at a raw
 	// terminal (the agent's own pty) on a line of its own.
-	say := func(l string) { fmt.Fprintf(notices, "agentjail: %s\n", printable(l)) }
+	say := func(l string) { fmt.Fprintf(notices, "agentjail: %s\n", policy.Printable(l)) }
 	if termIO.pty != nil && tty != nil {
-		say = func(l string) { fmt.Fprintf(notices, "\r\n%sagentjail: %s\r\n", term.Reset, printable(l)) }
+		say = func(l string) { fmt.Fprintf(notices, "\r\n%sagentjail: %s\r\n", term.Reset, policy.Printable(l)) }
 	}
 	nr := j.startNetwork(&spec, say)
 	if j.net != nil {
@@ -290,7 +289,7 @@ func run(req Request, stdio IO) (int, error) {
 		PrintError(stdio.Stderr, serr)
 	}
 	for _, v := range rec.Violations {
-		fmt.Fprintf(stdio.Stderr, "agentjail: violation: %s\n", v.Detail)
+		fmt.Fprintf(stdio.Stderr, "agentjail: violation: %s\n", policy.Printable(v.Detail))
 	}
 	claudeAfter(j, sess, parser, results, &rec, spec.Secrets)
 	agentAfter(j, codexParser, &rec, spec.Secrets)
@@ -347,7 +346,7 @@ func (j *Jail) degraded(w io.Writer, notes ...record.Note) []record.Note {
 	for _, n := range notes {
 		field := weakens(n.What)
 		if origin, ok := j.Policy.Origins[field]; ok && field != "" && !builtin(origin) {
-			fmt.Fprintf(w, "agentjail: degraded: %s: %s (%s, %s)\n", n.What, n.Detail, field, origin)
+			fmt.Fprintf(w, "agentjail: degraded: %s: %s (%s, %s)\n", n.What, policy.Printable(n.Detail), field, origin)
 		}
 	}
 	return notes
@@ -487,22 +486,4 @@ func uint32s(in []int) []uint32 {
 		out[i] = uint32(v)
 	}
 	return out
-}
-
-// printable is l with its control characters escaped (\x1b, \n, …): what
-// the broker says may carry a name the jail chose, and it reaches the
-// operator's terminal as agentjail's own line.
-func printable(l string) string {
-	if !strings.ContainsFunc(l, unicode.IsControl) {
-		return l
-	}
-	var b strings.Builder
-	for _, r := range l {
-		if unicode.IsControl(r) {
-			fmt.Fprintf(&b, "\\x%02x", r)
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }

@@ -568,16 +568,23 @@ func (r *renderer) protect(roots []string) {
 		if err != nil {
 			target, _ = r.in.Disk.ReadLink(rel(l))
 		}
+		// The link and its target may be an agent's (made in an earlier
+		// run): quoted, and the commands shell-quoted.
+		ql, qt := policy.Quote(l), policy.Quote(target)
 		if policy.On(r.p.Filesystem.AcceptProtectedSymlinks) {
-			r.plan.Warnings = append(r.plan.Warnings, fmt.Sprintf("protected path %s is a symlink to %s: its target is read-only, but the link itself can be replaced, which the check after the run reports as a violation (filesystem.accept_protected_symlinks)", l, target))
+			r.plan.Warnings = append(r.plan.Warnings, fmt.Sprintf("protected path %s is a symlink to %s: its target is read-only, but the link itself can be replaced, which the check after the run reports as a violation (filesystem.accept_protected_symlinks)", ql, qt))
 			continue
 		}
-		fix := fmt.Sprintf("replace the link by what it points to (rm %s && cp -a %s %s)", l, target, l)
+		sl, st := policy.ShellQuote(l), policy.ShellQuote(target)
+		fix := fmt.Sprintf("replace the link by what it points to (rm %s && cp -a %s %s)", sl, st, sl)
 		if path.Base(l) == "hooks" {
-			fix = fmt.Sprintf("remove the link and point git at the directory instead (rm %s && git config core.hooksPath %s), or replace the link by what it points to", l, target)
+			fix = fmt.Sprintf("remove the link and point git at the directory instead (rm %s && git config core.hooksPath %s), or replace the link by what it points to", sl, st)
+		}
+		if policy.Printable(l) != l || policy.Printable(target) != target {
+			fix = "remove the link, whose name or target holds control characters no command here should repeat (an agent's, perhaps), and check what else is new there"
 		}
 		r.errs = append(r.errs, fmt.Errorf("%w: %s -> %s: a mount cannot cover a link, which the agent could replace; %s, or set `filesystem: {accept_protected_symlinks: true}` (docs/jail.md)",
-			ErrProtectedLink, l, target, fix))
+			ErrProtectedLink, ql, qt, fix))
 	}
 	r.plan.Protected = append(append(pr.existing, pr.masks...), pr.commondirs...)
 	// On the host, a placeholder is made only where a mount point lies

@@ -65,3 +65,34 @@ func Quote(s string) string {
 	}
 	return strconv.Quote(s)
 }
+
+// Printable returns the line l with every control character (C0, DEL and
+// C1, a newline too) written as \xNN: a line agentjail says that carries
+// what the jail chose (a file name, a link's target, a host name) stays
+// one line, and no escape sequence in it acts on the operator's terminal.
+func Printable(l string) string {
+	if !strings.ContainsFunc(l, unicode.IsControl) {
+		return l
+	}
+	var b strings.Builder
+	for _, r := range l {
+		if unicode.IsControl(r) {
+			fmt.Fprintf(&b, "\\x%02x", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// ShellQuote returns s as a POSIX shell reads it as one word: as it is
+// when it holds only characters no shell treats specially, else in single
+// quotes, for a command the operator may paste.
+func ShellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -31,10 +31,10 @@ func (e appEnv) renderAction(ctx context.Context, cmd *cli.Command) error {
 	}
 	j.Release() // render only shows where they would go
 	for _, w := range j.Warnings() {
-		fmt.Fprintf(e.stderr, "agentjail: warning: %s\n", w)
+		fmt.Fprintf(e.stderr, "agentjail: warning: %s\n", policy.Printable(w))
 	}
 	for _, d := range j.Plan.Degradations {
-		fmt.Fprintf(e.stderr, "agentjail: degraded: %s\n", d)
+		fmt.Fprintf(e.stderr, "agentjail: degraded: %s\n", policy.Printable(d))
 	}
 	names := make([]string, 0, len(j.Env))
 	for _, kv := range j.Env {
@@ -56,14 +56,14 @@ func (e appEnv) renderAction(ctx context.Context, cmd *cli.Command) error {
 			Degradations: j.Plan.Degradations,
 		})
 	}
-	words := []string{shellQuote(j.Bwrap.Path)}
+	words := []string{policy.ShellQuote(j.Bwrap.Path)}
 	var fds []string
 	for i, a := range j.Plan.Args {
 		if name, ok := j.Plan.FDs[i]; ok {
 			a = "<fd:" + name + ">"
-			fds = append(fds, j.Plan.Args[i-1]+" "+shellQuote(a))
+			fds = append(fds, j.Plan.Args[i-1]+" "+policy.ShellQuote(a))
 		}
-		words = append(words, shellQuote(a))
+		words = append(words, policy.ShellQuote(a))
 	}
 	fmt.Fprint(e.stdout, renderHeader(j))
 	fmt.Fprintln(e.stdout, strings.Join(words, " "))
@@ -106,19 +106,19 @@ func renderHeader(j *launch.Jail) string {
 	}
 	var made []string
 	if len(j.Plan.Masks) > 0 {
-		made = append(made, shellQuote(launch.EmptyFile())+": an empty file every user can read (mode 0444), the source of every mask")
+		made = append(made, policy.ShellQuote(launch.EmptyFile())+": an empty file every user can read (mode 0444), the source of every mask")
 		if slices.ContainsFunc(j.Plan.Masks, func(m string) bool { return strings.HasSuffix(m, "/commondir") }) {
-			made = append(made, shellQuote(launch.CommonDirFile())+": a file holding \".\" and a newline, every user can read (mode 0444), the source of the masks over a missing commondir")
+			made = append(made, policy.ShellQuote(launch.CommonDirFile())+": a file holding \".\" and a newline, every user can read (mode 0444), the source of the masks over a missing commondir")
 		}
 		if slices.ContainsFunc(j.Plan.Masks, func(m string) bool { return strings.HasSuffix(m, "/.git") }) {
-			made = append(made, shellQuote(launch.GitFile())+": a file holding \"gitdir: "+runstate.RunDir()+"\" and a newline, every user can read (mode 0444), the source of the masks over a missing .git")
+			made = append(made, policy.ShellQuote(launch.GitFile())+": a file holding \"gitdir: "+runstate.RunDir()+"\" and a newline, every user can read (mode 0444), the source of the masks over a missing .git")
 		}
 	}
 	if len(j.Plan.Dirs) > 0 || len(j.Plan.Copies) > 0 {
-		made = append(made, shellQuote(launch.AgentHomesDir(j.RunID))+": a directory the run user can traverse (mode 0711)")
+		made = append(made, policy.ShellQuote(launch.AgentHomesDir(j.RunID))+": a directory the run user can traverse (mode 0711)")
 	}
 	for _, d := range j.Plan.Dirs {
-		line := fmt.Sprintf("%s: a directory owned by %s, mode 0700", shellQuote(d.Path), who)
+		line := fmt.Sprintf("%s: a directory owned by %s, mode 0700", policy.ShellQuote(d.Path), who)
 		if d.Size > 0 {
 			line += fmt.Sprintf(" (run as root mounts a tmpfs of %d bytes there)", d.Size)
 		}
@@ -126,11 +126,11 @@ func renderHeader(j *launch.Jail) string {
 	}
 	if h := j.Plan.Claude; h != nil && h.Sessions != "" && strings.HasPrefix(h.Sessions, launch.AgentHomesDir(j.RunID)+"/") {
 		made = append(made, fmt.Sprintf("%s: %s bound there (mount --bind, in a mount namespace of agentjail's own that bwrap inherits, so that the run user never reaches %s, mode 0700; its projects, made if missing, owned by %s)",
-			shellQuote(h.Sessions), shellQuote(filepath.Join(j.Policy.Claude.Dir, "projects")), shellQuote(j.Policy.Claude.Dir), who))
+			policy.ShellQuote(h.Sessions), policy.ShellQuote(filepath.Join(j.Policy.Claude.Dir, "projects")), policy.ShellQuote(j.Policy.Claude.Dir), who))
 	}
 	for _, c := range j.Plan.Copies {
-		what := j.PartOf(c, shellQuote(c.Src))
-		made = append(made, fmt.Sprintf("%s: %s owned by %s (files 0600, directories 0700)", shellQuote(c.Dst), what, who))
+		what := j.PartOf(c, policy.ShellQuote(c.Src))
+		made = append(made, fmt.Sprintf("%s: %s owned by %s (files 0600, directories 0700)", policy.ShellQuote(c.Dst), what, who))
 	}
 	if len(made) > 0 {
 		b.WriteString("# agentjail run makes these before it starts bwrap (and removes the run's own directory after it); make them first (<run-id> stands for the run's fresh id: any unused name does):\n")
@@ -141,7 +141,7 @@ func renderHeader(j *launch.Jail) string {
 	if len(j.Plan.Masks) > 0 {
 		quoted := make([]string, len(j.Plan.Masks))
 		for i, m := range j.Plan.Masks {
-			quoted[i] = shellQuote(m)
+			quoted[i] = policy.ShellQuote(m)
 		}
 		b.WriteString("# bwrap makes each missing protected path it masks on the host (an empty file, or an empty directory under a tmpfs: its mount point); agentjail run removes them after the run, so remove them after running this line:\n")
 		b.WriteString("#   " + strings.Join(quoted, " ") + "\n")
@@ -165,14 +165,4 @@ type renderJSON struct {
 	// Degradations are promises this host makes the jail drop (allowed by
 	// the profile); the run record carries the same list.
 	Degradations []string `json:"degradations"`
-}
-
-// shellQuote quotes s for a POSIX shell when it needs it.
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%", r))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -464,3 +464,36 @@ func TestEscapeInputFilesInAWritableRoot(t *testing.T) {
 		t.Errorf("stderr lacks one warning %q:\n%s", want, r.stderr)
 	}
 }
+
+// TestEscapeTerminalThroughOwnLines: agentjail says on the operator's
+// terminal what the jail made: a file name in a violation, a link and its
+// target in the next run's refusal. They were printed as they were: an
+// OSC 52 in a name wrote the operator's clipboard, a newline made a line
+// that read as agentjail's own, and the refusal's fix command carried the
+// target unquoted, to be pasted. Now every such line is escaped, and a
+// fix command names nothing with a control character in it.
+func TestEscapeTerminalThroughOwnLines(t *testing.T) {
+	jailed(t)
+	ws := workspace(t)
+	const hostile = "x\x1b]52;c;cHduZWQK\x07\nagentjail: all good"
+	r := aj(t, "run", "--user", "1000", "--write", ws, "--chdir", ws, "--", "/usr/bin/python3", "-c",
+		fmt.Sprintf(`import os; open(".env." + %q, "w").close(); os.makedirs("sub"); os.symlink(%q + ";touch pwned", "sub/.env")`, hostile, hostile))
+	wantCode(t, r, 123)
+	clean := func(stderr string) {
+		t.Helper()
+		if strings.ContainsAny(stderr, "\x1b\x07") || strings.Contains(stderr, "\nagentjail: all good") {
+			t.Errorf("stderr carries the jail's control characters:\n%q", stderr)
+		}
+	}
+	clean(r.stderr)
+	if !strings.Contains(r.stderr, `agentjail: violation: `+ws+`/.env.x\x1b]52;c;cHduZWQK\x07\x0aagentjail: all good appeared`) {
+		t.Errorf("no escaped violation line:\n%s", r.stderr)
+	}
+	r = aj(t, "run", "--user", "1000", "--write", ws, "--", "true")
+	wantCode(t, r, 125)
+	clean(r.stderr)
+	if !strings.Contains(r.stderr, `sub/.env -> "`+ws+`/sub/x\x1b]52;c;cHduZWQK\a\nagentjail: all good;touch pwned": a mount cannot cover a link`) ||
+		!strings.Contains(r.stderr, "remove the link, whose name or target holds control characters") || strings.Contains(r.stderr, "cp -a") {
+		t.Errorf("the refusal does not quote the link's target, or offers a command with it:\n%s", r.stderr)
+	}
+}

@@ -1,0 +1,33 @@
+package policy
+
+import "testing"
+
+// TestPrintable: a line agentjail says on the operator's terminal keeps
+// none of the control characters a name the jail chose could carry.
+func TestPrintable(t *testing.T) {
+	for in, want := range map[string]string{
+		"network: example.com:443 is not allowed": "network: example.com:443 is not allowed",
+		"x\x1b]52;c;QlJPS0VS\x07.com":             `x\x1b]52;c;QlJPS0VS\x07.com`,
+		"a\nagentjail: fake\r":                    `a\x0aagentjail: fake\x0d`,
+		"C1 \u009b31m, UTF-8 é kept":              `C1 \x9b31m, UTF-8 é kept`,
+	} {
+		if got := Printable(in); got != want {
+			t.Errorf("Printable(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestShellQuote: a word a POSIX shell reads as itself, whatever it holds.
+func TestShellQuote(t *testing.T) {
+	for in, want := range map[string]string{
+		"/srv/proj/.env": "/srv/proj/.env",
+		"":               "''",
+		"a b":            "'a b'",
+		"$(touch x);y":   "'$(touch x);y'",
+		"it's":           `'it'\''s'`,
+	} {
+		if got := ShellQuote(in); got != want {
+			t.Errorf("ShellQuote(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
