@@ -96,6 +96,10 @@ func TestProfilesSchemaVersion(t *testing.T) {
 	if code != 125 || !strings.Contains(errOut, `unknown profile "nope"`) {
 		t.Errorf("profiles show nope: %d %s", code, errOut)
 	}
+	_, errOut, code = agentjailRun(t, "profiles", "show", "tier1", "tier2")
+	if code != 125 || !strings.Contains(errOut, "`agentjail profiles show` shows one profile, and got 2 (tier1, tier2): run it once for each") {
+		t.Errorf("profiles show tier1 tier2: %d %s", code, errOut)
+	}
 	out, _, code = agentjailRun(t, "schema")
 	var schema map[string]any
 	if code != 0 || json.Unmarshal([]byte(out), &schema) != nil || schema["title"] != "agentjail profile" {

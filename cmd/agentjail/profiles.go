@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/agentjail/agentjail/launch"
@@ -38,8 +39,11 @@ func (e appEnv) profilesAction(ctx context.Context, cmd *cli.Command) error {
 }
 
 func (e appEnv) profilesShowAction(ctx context.Context, cmd *cli.Command) error {
-	if cmd.Args().Len() != 1 {
+	switch n := cmd.Args().Len(); {
+	case n == 0:
 		return launch.UsageError("write `agentjail profiles show NAME|FILE`")
+	case n > 1:
+		return launch.UsageError(fmt.Sprintf("`agentjail profiles show` shows one profile, and got %d (%s): run it once for each", n, strings.Join(cmd.Args().Slice(), ", ")))
 	}
 	p, err := launch.Loader(nil).Load(cmd.Args().First())
 	if err != nil {
