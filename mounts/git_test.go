@@ -257,3 +257,31 @@ func TestGitMetadataEnclosingRepository(t *testing.T) {
 		t.Errorf("the protection names a path outside the root, or the root:\n%s", got)
 	}
 }
+
+// TestRenderRefusesARootInAProtectedPath: a writable root inside what the
+// protection of another keeps read-only (a repository's hooks, a
+// protected directory) would stay read-only, the agent's writes failing
+// unexplained: refused, naming both.
+func TestRenderRefusesARootInAProtectedPath(t *testing.T) {
+	t.Parallel()
+	for _, nested := range []string{"/srv/proj/.git/modules/libsub/hooks", "/srv/proj/tools/hooks/sub"} {
+		in := input(t, "tier1", "/srv/proj")
+		d := gitTree()
+		for _, p := range []string{"srv/proj/.git", "srv/proj/.git/modules", "srv/proj/.git/modules/libsub", "srv/proj/tools/hooks", "srv/proj/tools/hooks/sub"} {
+			d[p] = dir(0o755, 1000)
+		}
+		in.Disk = d
+		in.Policy.Filesystem.Write = append(in.Policy.Filesystem.Write, nested)
+		_, err := Render(in)
+		if err == nil || !strings.Contains(err.Error(), "filesystem.write[1]: writable root "+nested+" lies in ") || !strings.Contains(err.Error(), "it would stay read-only") {
+			t.Errorf("--write %s: Render = %v", nested, err)
+		}
+	}
+	// Beside the protected paths, not in them: taken.
+	in := input(t, "tier1", "/srv/proj")
+	in.Disk = gitTree()
+	in.Policy.Filesystem.Write = append(in.Policy.Filesystem.Write, "/srv/proj/tools")
+	if _, err := Render(in); err != nil {
+		t.Errorf("--write /srv/proj/tools: %v", err)
+	}
+}

@@ -513,6 +513,7 @@ func (r *renderer) protect(roots []string) {
 	patterns := append(append(slices.Clone(r.p.Filesystem.Protect), r.copySources()...), r.inputs(roots)...)
 	pr := findProtected(placeholderDisk{r.in.Disk, r.in.IsPlaceholder}, roots, patterns, depth, homes)
 	r.errs = append(r.errs, pr.errs...)
+	r.rootsInProtected(pr)
 	// Parents first, before what they hold is made read-only.
 	slices.Sort(pr.pins)
 	for _, p := range pr.pins {
@@ -596,6 +597,24 @@ func (r *renderer) protect(roots []string) {
 		}
 	}
 	r.plan.Masks = append(append(r.plan.Masks, pr.commondirs...), pr.dirs...)
+}
+
+// rootsInProtected refuses a writable root inside what another root's
+// protection makes read-only or masks (--write proj --write proj/.git/hooks):
+// mounted after the root, the protection would keep it read-only, and the
+// agent's writes would fail with nothing said why.
+func (r *renderer) rootsInProtected(pr protection) {
+	covers := slices.Concat(pr.existing, pr.masks, pr.dirs, pr.commondirs)
+	for i, w := range r.p.Filesystem.Write {
+		w = path.Clean(w)
+		for _, p := range covers {
+			if w == p || under(w, p) {
+				r.fail(fmt.Sprintf("filesystem.write[%d]", i), "writable root %s lies in %s, which agentjail protects (filesystem.protect, or the files git reads configuration from or runs): it would stay read-only; drop it, or write somewhere else",
+					policy.Quote(w), policy.Quote(p))
+				break
+			}
+		}
+	}
 }
 
 // dirMaskSize caps the tmpfs over a missing directory that would hold
