@@ -177,7 +177,7 @@ func Render(in Input) (Plan, error) {
 	r.tmpfs(roots, true)
 	r.protect(roots)
 	r.deny(roots)
-	r.hideRunDir(roots)
+	r.hideRunDir()
 	r.credentials(roots)
 	r.claude(roots)
 	r.codex(roots)
@@ -650,9 +650,20 @@ func (r *renderer) deny(roots []string) {
 		if slices.Contains(r.plan.Denied, d) {
 			continue
 		}
-		if fi.IsDir() {
+		switch {
+		case fi.IsDir() && r.in.RunDir != "" && under(r.in.RunDir, d) && r.in.RunDir != d:
+			// Agentjail's run directory below it (a non-root operator's
+			// $XDG_RUNTIME_DIR/agentjail, under /run/user) must still be
+			// there, empty (hideRunDir): the tmpfs over d holds only its
+			// mount point, and may be traversed to it, not listed.
+			r.arg("--perms", "0111", "--size", "4096")
+			r.mount("--tmpfs", d)
+			r.hideDir(r.in.RunDir)
+			r.arg("--remount-ro", d)
+			r.plan.Denied = append(r.plan.Denied, d)
+		case fi.IsDir():
 			r.hideDir(d)
-		} else {
+		default:
 			r.mount("--ro-bind", "/dev/null", d)
 			r.plan.Denied = append(r.plan.Denied, d)
 		}
@@ -672,20 +683,15 @@ func (r *renderer) hideDir(d string) {
 // tmpfs: from inside it an agent could read other runs' copied files (a
 // non-root operator's runs share one owner), reach their control sockets,
 // or, through a writable root above it, rewrite the file every mask is
-// bound from. Where the jail already covers it (a denied path, or a tmpfs
-// of the jail's own, such as /tmp) nothing more is needed.
-func (r *renderer) hideRunDir(roots []string) {
+// bound from. It must be there all the same, empty: the mask over a
+// missing .git names it (Input.GitFile), and Codex logs an error for a
+// gitdir that does not exist, many times a run. So it is made under a
+// tmpfs of the jail's own (a non-root operator's /tmp/agentjail-UID), and
+// under a denied directory too (deny).
+func (r *renderer) hideRunDir() {
 	d := r.in.RunDir
 	if d == "" || !exists(r.in.Disk, d) || underAny(d, r.plan.Denied) {
 		return
-	}
-	// A tmpfs of the jail's own above it hides it, unless a writable root
-	// or a read-only bind at or above it brings the host's back.
-	exposed := underAny(d, roots) || underAny(d, r.p.Filesystem.Read)
-	for mp := range r.p.Filesystem.Tmpfs {
-		if under(d, mp) && !exposed {
-			return
-		}
 	}
 	r.hideDir(d)
 }

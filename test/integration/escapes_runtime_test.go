@@ -92,3 +92,46 @@ func TestEscapeRunDirectoryInTheJail(t *testing.T) {
 		t.Errorf("the agent listed agentjail's run directory:\n%s%s", r.stdout, r.stderr)
 	}
 }
+
+// TestRunDirectoryThereForTheGitMask: the mask over a missing .git names
+// agentjail's run directory, which must be there in the jail, empty (Codex
+// logs an error for a gitdir that does not exist, many times a run). A
+// non-root operator's run directory lay under the jail's /tmp, or under
+// the denied /run/user: missing. Now it is there wherever it lies, as an
+// empty directory no one may enter, and /run/user still cannot be listed.
+func TestRunDirectoryThereForTheGitMask(t *testing.T) {
+	jailed(t)
+	userDir := filepath.Join("/run/user", strconv.Itoa(runUID))
+	for _, d := range []struct {
+		path string
+		mode os.FileMode
+		uid  int
+	}{{"/run/user", 0o755, 0}, {userDir, 0o700, runUID}} {
+		if fileExists(d.path) {
+			continue
+		}
+		if err := os.Mkdir(d.path, d.mode); err != nil && !os.IsExist(err) {
+			t.Fatal(err)
+		}
+		if d.path == userDir {
+			t.Cleanup(func() { os.RemoveAll(d.path) })
+		}
+		os.Chmod(d.path, d.mode)
+		os.Chown(d.path, d.uid, d.uid)
+	}
+	const probe = `read -r _ g < .git; echo "gitdir=$g"; [ -d "$g" ] && echo there; ls "$g" >/dev/null 2>&1 || echo unlisted; ls /run/user >/dev/null 2>&1 || echo run-user-unlisted`
+	for _, xdg := range []string{userDir, ""} {
+		ws := workspace(t)
+		inv := invocation{dir: ws, cred: uid1000, env: []string{"HOME=/", "XDG_RUNTIME_DIR=" + xdg}}
+		r := inv.run(t, "run", "--write", ws, "--", "sh", "-c", probe)
+		wantCode(t, r, 0)
+		want := filepath.Join(xdg, "agentjail")
+		if xdg == "" {
+			want = filepath.Join(os.TempDir(), "agentjail-"+strconv.Itoa(runUID))
+		}
+		got := lines(r.stdout)
+		if got["gitdir"] != want || !strings.Contains(r.stdout, "\nthere\n") || !strings.Contains(r.stdout, "\nunlisted\n") || !strings.Contains(r.stdout, "run-user-unlisted") {
+			t.Errorf("XDG_RUNTIME_DIR=%q: want the gitdir %s there, not listable, and /run/user not listable:\n%s%s", xdg, want, r.stdout, r.stderr)
+		}
+	}
+}
