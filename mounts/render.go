@@ -291,6 +291,15 @@ func (r *renderer) check() {
 			continue
 		}
 		if !r.in.User.canWrite(r.in.Disk, w) {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid == 0 && r.in.User.Name == "nobody" && !inSystemTree(w) {
+				// The owner is root, so the agent runs as nobody
+				// (docs/jail.md#the-run-user): --user cannot choose root
+				// (a sealed profile's alone), nor should chown give the
+				// project to nobody. The fix is a normal user's.
+				r.fail(field, "writable root %s is owned by root, so the agent runs as nobody, who cannot write it (agents do not run as root): give it to the user the agent should run as (`chown -R USER: %s`) and pass --user USER, or work in a directory a normal user owns",
+					q, policy.ShellQuote(w))
+				continue
+			}
 			if inSystemTree(w) {
 				// No chown -R offered: in the system's trees it could
 				// break the host.

@@ -46,6 +46,20 @@ func TestRenderRefusesBadWritableRoots(t *testing.T) {
 	}
 }
 
+// TestRenderRootOwnedRootForNobody: a root-owned directory makes nobody the
+// run user; the fix offered is a normal user's, not a chown to nobody nor
+// --user root (refused outside a sealed profile).
+func TestRenderRootOwnedRootForNobody(t *testing.T) {
+	t.Parallel()
+	in := input(t, "tier1", "/srv/rootonly")
+	in.User = User{UID: 65534, GID: 65534, Name: "nobody", Home: "/nonexistent", Why: "the owner of /srv/rootonly is root"}
+	_, err := Render(in)
+	want := "writable root /srv/rootonly is owned by root, so the agent runs as nobody, who cannot write it (agents do not run as root): give it to the user the agent should run as (`chown -R USER: /srv/rootonly`) and pass --user USER, or work in a directory a normal user owns"
+	if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "65534:65534") {
+		t.Errorf("Render = %v\nwant %q", err, want)
+	}
+}
+
 func TestRenderRefusesRootAgentOutsideSealed(t *testing.T) {
 	t.Parallel()
 	in := input(t, "tier1", "/srv/proj")
