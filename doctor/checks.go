@@ -448,8 +448,16 @@ func (r Report) WriteText(w io.Writer) {
 	}
 	switch {
 	case fails > 0:
-		fmt.Fprintf(w, "%d failed, %d warnings: the agent's jail or its own sandbox will not work as promised here\n", fails, warns)
+		fmt.Fprintf(w, "%d failed, %s: the agent's jail or its own sandbox will not work as promised here\n", fails, plural(warns, "warning"))
 	default:
-		fmt.Fprintf(w, "ok (%d warnings)\n", warns)
+		fmt.Fprintf(w, "ok (%s)\n", plural(warns, "warning"))
 	}
+}
+
+// plural is "n thing", with an s unless n is 1.
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }

@@ -3,6 +3,7 @@ package launch
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/user"
@@ -114,6 +115,10 @@ func eachLine(data []byte, f func([]string) bool) {
 	}
 }
 
+// ErrNoRunUser is a run user that does not exist: bad input, as a flag's
+// mistake is.
+var ErrNoRunUser = errors.New("run user")
+
 // lookupUser resolves the chosen run user in the user database. A numeric
 // uid without an entry is allowed (containers often have none).
 func lookupUser(c policy.UserChoice) (mounts.User, error) {
@@ -121,7 +126,7 @@ func lookupUser(c policy.UserChoice) (mounts.User, error) {
 	if err != nil {
 		uid, nerr := strconv.Atoi(c.Spec)
 		if nerr != nil || uid < 0 {
-			return mounts.User{}, fmt.Errorf("run user %q (chosen by %s) does not exist: %w; pass --user with an existing user or uid", c.Spec, c.Why, err)
+			return mounts.User{}, fmt.Errorf("%w %q (chosen by %s) does not exist: %w; pass --user with an existing user or uid", ErrNoRunUser, c.Spec, c.Why, err)
 		}
 		a = account{Name: c.Spec, UID: uid, GID: uid, Home: "/nonexistent"}
 	}

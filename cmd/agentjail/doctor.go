@@ -38,7 +38,7 @@ func (e appEnv) doctorAction(ctx context.Context, cmd *cli.Command) error {
 	info, bErr := bwrap.Detect(launch.CacheDir())
 	j := probeJail(cmd)
 	// A profile or flag mistake is bad input (125), not a finding.
-	for _, bad := range []error{launch.ErrUsage, policy.ErrUnknownProfile, policy.ErrSyntax, policy.ErrInvalid} {
+	for _, bad := range []error{launch.ErrUsage, launch.ErrNoRunUser, policy.ErrUnknownProfile, policy.ErrSyntax, policy.ErrInvalid} {
 		if errors.Is(j.Err, bad) {
 			return j.Err
 		}

@@ -52,8 +52,8 @@ func (e appEnv) renderAction(ctx context.Context, cmd *cli.Command) error {
 		return enc.Encode(renderJSON{
 			Argv: append([]string{j.Bwrap.Path}, j.Plan.Args...), FDs: fds, Env: names,
 			User: record.User{UID: j.User.UID, GID: j.User.GID, Name: j.User.Name}, UserReason: j.User.Why,
-			Profile: j.Profile, Home: j.Plan.Home, Masks: j.Plan.Masks, Warnings: j.Warnings(),
-			Degradations: j.Plan.Degradations,
+			Profile: j.Profile, Home: j.Plan.Home, Masks: list(j.Plan.Masks), Warnings: list(j.Warnings()),
+			Degradations: list(j.Plan.Degradations),
 		})
 	}
 	words := []string{policy.ShellQuote(j.Bwrap.Path)}
@@ -165,4 +165,12 @@ type renderJSON struct {
 	// Degradations are promises this host makes the jail drop (allowed by
 	// the profile); the run record carries the same list.
 	Degradations []string `json:"degradations"`
+}
+
+// list is l, or an empty list for none: JSON's [] rather than null.
+func list(l []string) []string {
+	if l == nil {
+		return []string{}
+	}
+	return l
 }

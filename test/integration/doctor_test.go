@@ -182,6 +182,7 @@ func TestDoctorBadInput(t *testing.T) {
 		{[]string{"--bogus"}, "flag provided but not defined: -bogus"},
 		{[]string{"--profile", "tier9"}, `unknown profile "tier9"`},
 		{[]string{"--user", "root"}, "uid 0 is allowed only with inner_sandbox: sealed"},
+		{[]string{"--user", "nosuch-user"}, `run user "nosuch-user" (chosen by --user) does not exist`},
 	} {
 		r := aj(t, append([]string{"doctor"}, c.args...)...)
 		if r.code != 125 || !strings.Contains(r.stderr, c.want) || r.stdout != "" {

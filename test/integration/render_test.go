@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -116,5 +117,23 @@ func TestRenderedLineRuns(t *testing.T) {
 	}
 	if treeHash(t, ws) != before {
 		t.Errorf("the line left what the header does not list: the workspace holds %s", entries(t, ws))
+	}
+}
+
+// TestRenderJSONLists: render --json gives every list as a list, [] when
+// empty, never null.
+func TestRenderJSONLists(t *testing.T) {
+	jailed(t)
+	ws := workspace(t)
+	r := aj(t, "render", "--json", "--user", strconv.Itoa(runUID), "--write", ws, "--chdir", ws, "--", "true")
+	wantCode(t, r, 0)
+	var plan map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &plan); err != nil {
+		t.Fatalf("%v:\n%s", err, r.stdout)
+	}
+	for _, k := range []string{"argv", "env", "masks", "warnings", "degradations"} {
+		if _, ok := plan[k].([]any); !ok {
+			t.Errorf("%s is %v, not a list:\n%s", k, plan[k], r.stdout)
+		}
 	}
 }
