@@ -39,10 +39,14 @@ func (j *Jail) makeAgentHomes() (*hostfs.AgentHomes, error) {
 			return nil, err
 		}
 	}
-	if len(j.Plan.Dirs) == 0 && len(j.Plan.Copies) == 0 {
+	if len(j.Plan.Dirs) == 0 && len(j.Plan.Copies) == 0 && len(j.Plan.GitIgnore) == 0 {
 		return nil, nil
 	}
 	var copies []hostfs.FileCopy
+	if len(j.Plan.GitIgnore) > 0 {
+		copies = append(copies, hostfs.FileCopy{Src: "agentjail's git ignore list of its placeholders", Dst: gitIgnoreFile(j.RunID),
+			Data: []byte(strings.Join(j.Plan.GitIgnore, "\n") + "\n")})
+	}
 	for _, c := range j.Plan.Copies {
 		fc := hostfs.FileCopy{Src: c.Src, Dst: c.Dst, From: j.walker()}
 		if j.filtered(c) {

@@ -60,6 +60,9 @@ type Input struct {
 	// neither git nor the agents misread as a repository.
 	GitFile        string
 	CredentialsDir string // where copied credentials are placed before launch
+	// GitIgnoreFile is where, on the host, the run's Plan.GitIgnore is
+	// written before launch (in the run's agent-homes directory); "": none.
+	GitIgnoreFile string
 	// ClaudeDir is the host directory that holds the run's private Claude
 	// Code directory (claude.home), bound at ~/.claude in the jail;
 	// ClaudeConfigDir the one the operator's Claude Code configuration is
@@ -126,6 +129,12 @@ type Plan struct {
 	// protected paths from being created (empty files, and empty
 	// directories under a tmpfs); they are removed after the run.
 	Masks []string
+	// GitIgnore are the lines of the file agentjail makes at
+	// Input.GitIgnoreFile and binds at git's default excludes file in the
+	// private home (~/.config/git/ignore): the masks of missing protected
+	// paths, which git would otherwise show as untracked files and an
+	// agent's `git add -A` commit; none when nothing is bound.
+	GitIgnore []string
 	// Protected and Denied list what was re-protected and hidden.
 	Protected, Denied []string
 	// Warnings are printed on stderr before the launch.
@@ -606,6 +615,51 @@ func (r *renderer) protect(roots []string) {
 		}
 	}
 	r.plan.Masks = append(append(r.plan.Masks, pr.commondirs...), pr.dirs...)
+	r.gitIgnore(pr, roots)
+}
+
+// gitIgnore binds, at git's default excludes file in the private home, the
+// list of the masks git would show in a work tree: a missing protected
+// path is an empty read-only file in the jail (a directory for one that
+// would hold some), which `git status` lists as untracked and `git add -A`
+// commits, and which is gone after the run. A repository's top may be any
+// directory above a mask (the agent may `git init` anywhere), so each is
+// listed anchored at each of them. Nothing is bound where the home is not
+// the jail's own (a writable root or a read-only bind shows the host's
+// there), nor where the profile sets no private home.
+func (r *renderer) gitIgnore(pr protection, roots []string) {
+	h := r.p.Filesystem.Home
+	dest := path.Join(r.plan.Home, ".config/git/ignore")
+	if r.in.GitIgnoreFile == "" || h.Private == nil || !*h.Private || underAny(dest, roots) || underAny(dest, r.p.Filesystem.Read) {
+		return
+	}
+	var lines []string
+	add := func(p, suffix string) {
+		for top := path.Dir(p); ; top = path.Dir(top) {
+			rel := strings.TrimPrefix(p, top)
+			if top == "/" {
+				rel = p
+			}
+			lines = append(lines, rel+suffix)
+			if top == "/" {
+				return
+			}
+		}
+	}
+	for _, m := range pr.masks {
+		if path.Base(m) != ".git" && !slices.Contains(pr.dirs, path.Dir(m)) {
+			add(m, "")
+		}
+	}
+	for _, d := range pr.dirs {
+		add(d, "/")
+	}
+	if len(lines) == 0 {
+		return
+	}
+	slices.Sort(lines)
+	r.plan.GitIgnore = append([]string{"# agentjail: the read-only placeholders of missing protected paths; not the project's files"}, slices.Compact(lines)...)
+	r.mount("--ro-bind", r.in.GitIgnoreFile, dest)
 }
 
 // rootsInProtected refuses a writable root inside what another root's

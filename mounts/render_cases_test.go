@@ -873,3 +873,35 @@ func TestRenderDenyUnderARead(t *testing.T) {
 		t.Fatalf("a read of a denied path: Render = %v", err)
 	}
 }
+
+// TestRenderGitIgnore: the masks git would show in a work tree are listed,
+// anchored at every directory above each (a directory mask as one entry),
+// in a file bound at git's default excludes file in the private home; not
+// where the home is the host's.
+func TestRenderGitIgnore(t *testing.T) {
+	t.Parallel()
+	in := input(t, "tier1", "/srv/proj")
+	in.GitIgnoreFile = "/run/agentjail/RUN/git/ignore"
+	plan, err := Render(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Join(plan.Args, " ")
+	if !strings.Contains(args, "--ro-bind /run/agentjail/RUN/git/ignore "+plan.Home+"/.config/git/ignore") {
+		t.Errorf("no bind of the excludes file:\n%s", args)
+	}
+	for _, want := range []string{"/.mcp.json", "/proj/.mcp.json", "/srv/proj/.mcp.json", "/.claude/", "/proj/.claude/"} {
+		if !slices.Contains(plan.GitIgnore, want) {
+			t.Errorf("GitIgnore lacks %q:\n%s", want, strings.Join(plan.GitIgnore, "\n"))
+		}
+	}
+	if slices.Contains(plan.GitIgnore, "/.claude/settings.json") || slices.ContainsFunc(plan.GitIgnore, func(l string) bool { return strings.HasSuffix(l, "/.git") }) {
+		t.Errorf("GitIgnore lists what a directory entry covers, or a .git:\n%s", strings.Join(plan.GitIgnore, "\n"))
+	}
+	in = input(t, "tier1", "/srv/proj")
+	in.GitIgnoreFile = "/run/agentjail/RUN/git/ignore"
+	in.Policy.Filesystem.Read = append(in.Policy.Filesystem.Read, "/home/agent/.config")
+	if plan, err = Render(in); err != nil || plan.GitIgnore != nil || strings.Contains(strings.Join(plan.Args, " "), "git/ignore") {
+		t.Errorf("with the host's ~/.config bound: %v, %q", err, plan.GitIgnore)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -95,6 +96,43 @@ func TestMissingProtectedPathCannotBeCreated(t *testing.T) {
 	}
 	if strings.Join(names, ",") != "allowed.txt" {
 		t.Errorf("the host holds %v after the run, want only allowed.txt (no placeholders left)", names)
+	}
+}
+
+// TestPlaceholdersStayOutOfGit: the masks of missing protected paths are
+// files (and directories) in the jail's work tree; git listed them as
+// untracked and an agent's `git add -A && git commit` committed them, a
+// commit of empty .env, .npmrc, .claude/settings.json..., whose files were
+// gone after the run. Now git's default excludes file in the private home
+// lists them, anchored at every directory above each (the agent may also
+// `git init` in a subdirectory), and the agent's own files are committed.
+func TestPlaceholdersStayOutOfGit(t *testing.T) {
+	jailed(t)
+	home, p := workspace(t), workspace(t)
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"commit", "-q", "--allow-empty", "-m", "start"}} {
+		if out, err := operatorGit(t, home, p, args...); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	r := aj(t, "run", "--write", p, "--chdir", p, "--", "sh", "-c", `
+		export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@example.org GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@example.org
+		mkdir -p sub && echo mine > sub/made.txt && echo mine > made.txt
+		git add -A && git commit -qm agent && git show --stat --format= HEAD | sed 's/^ */committed=/;s/ *|.*//'
+		echo "untracked=$(git status --porcelain | tr '\n' ' ')"
+		cd sub && git init -q . && git add -A && echo "sub=$(git diff --cached --name-only | tr '\n' ' ')"`)
+	wantCode(t, r, 123) // sub's new repository, moved aside after the run
+	var committed []string
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if c, ok := strings.CutPrefix(l, "committed="); ok && !strings.Contains(c, "changed") {
+			committed = append(committed, c)
+		}
+	}
+	slices.Sort(committed)
+	if strings.Join(committed, ",") != "made.txt,sub/made.txt" || !strings.Contains(r.stdout, "untracked=\n") || !strings.Contains(r.stdout, "sub=made.txt \n") {
+		t.Errorf("the agent's commit holds %q, want only its two files; or placeholders show:\n%s%s", committed, r.stdout, r.stderr)
+	}
+	if out, err := operatorGit(t, home, p, "status", "--porcelain"); err != nil || !strings.HasPrefix(out, "?? sub/.git.agentjail-quarantine-") || strings.Count(out, "\n") != 1 {
+		t.Errorf("after the run the operator's git status says %q (%v), want only the agent's new repository, moved aside", out, err)
 	}
 }
 
