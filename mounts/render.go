@@ -253,6 +253,25 @@ func (r *renderer) fd(flag string, n int, name string) {
 	r.plan.FDs[len(r.plan.Args)-1] = name
 }
 
+// inDenied says where p lies: the denied path d itself, or inside it.
+func (r *renderer) inDenied(p, d string) string {
+	if p == d {
+		return "is the denied path " + policy.Quote(d)
+	}
+	return "lies inside the denied path " + policy.Quote(d)
+}
+
+// denyFix is the fix for a path in filesystem.deny[j]: remove one of the
+// two, unless the denial is a built-in profile's, which the operator does
+// not edit; then other, what else to do.
+func (r *renderer) denyFix(j int, other string) string {
+	o := r.p.Origins.Of(fmt.Sprintf("filesystem.deny[%d]", j))
+	if strings.HasPrefix(o, "profiles/") {
+		return fmt.Sprintf("%s: the denial is the built-in profile's (%s)", other, o)
+	}
+	return "remove one of them"
+}
+
 func (r *renderer) fail(field, format string, a ...any) {
 	r.errs = append(r.errs, &policy.FieldError{Origin: r.p.Origins.Of(field), Field: field, Msg: fmt.Sprintf(format, a...)})
 }
@@ -319,9 +338,9 @@ func (r *renderer) check() {
 					q, r.in.User.Name, r.in.User.UID, r.in.User.UID, r.in.User.GID, q)
 			}
 		}
-		for _, d := range fsys.Deny {
+		for j, d := range fsys.Deny {
 			if under(w, d) {
-				r.fail(field, "writable root %s lies inside the denied path %s; remove one of them", q, policy.Quote(d))
+				r.fail(field, "writable root %s %s; %s", q, r.inDenied(w, d), r.denyFix(j, "choose another directory"))
 			}
 		}
 		if d := r.in.RunDir; d != "" && under(w, d) {
@@ -335,9 +354,9 @@ func (r *renderer) check() {
 			r.fail(fmt.Sprintf("filesystem.read[%d]", i), "%s would cover the jail's own /dev and /proc; bind the directories the agent needs instead", policy.Quote(rd))
 			continue
 		}
-		for _, d := range fsys.Deny {
+		for j, d := range fsys.Deny {
 			if under(rd, d) {
-				r.fail(fmt.Sprintf("filesystem.read[%d]", i), "%s lies inside the denied path %s, which stays hidden; remove one of them", policy.Quote(rd), policy.Quote(d))
+				r.fail(fmt.Sprintf("filesystem.read[%d]", i), "%s %s, which stays hidden; %s", policy.Quote(rd), r.inDenied(rd, d), r.denyFix(j, "bind something else"))
 			}
 		}
 	}
@@ -672,8 +691,12 @@ func (r *renderer) rootsInProtected(pr protection) {
 		w = path.Clean(w)
 		for _, p := range covers {
 			if w == p || under(w, p) {
-				r.fail(fmt.Sprintf("filesystem.write[%d]", i), "writable root %s lies in %s, which agentjail protects (filesystem.protect, or the files git reads configuration from or runs): it would stay read-only; drop it, or write somewhere else",
-					policy.Quote(w), policy.Quote(p))
+				where := "lies in " + policy.Quote(p)
+				if w == p {
+					where = "is " + policy.Quote(p)
+				}
+				r.fail(fmt.Sprintf("filesystem.write[%d]", i), "writable root %s %s, which agentjail protects (filesystem.protect, or the files git reads configuration from or runs): it would stay read-only; drop it, or write somewhere else",
+					policy.Quote(w), where)
 				break
 			}
 		}

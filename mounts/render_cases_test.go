@@ -24,7 +24,7 @@ func TestRenderRefusesBadWritableRoots(t *testing.T) {
 		{"missing", "/srv/nope", "--write: filesystem.write[0]: writable root /srv/nope does not exist; create it first (mkdir -p /srv/nope)"},
 		{"not writable", "/srv/rootonly", "writable root /srv/rootonly is not writable by the run user agent (uid 1000); fix with `chown -R 1000:1000 /srv/rootonly`, or choose the owner with --user"},
 		{"symlink", "/srv/link-to-proj", "writable root /srv/link-to-proj passes through a symlink and is really /srv/proj; pass the canonical path /srv/proj"},
-		{"inside deny", "/home/op/.aws", "writable root /home/op/.aws lies inside the denied path /home/op/.aws"},
+		{"inside deny", "/home/op/.aws", "writable root /home/op/.aws is the denied path /home/op/.aws; choose another directory: the denial is the built-in profile's (profiles/_no-credentials.yaml:"},
 		{"the root", "/", "writable root / is a system directory; a writable root is a project's own directory"},
 		{"a system directory", "/etc", "writable root /etc is a system directory"},
 		{"in the kernel's", "/proc/self", "writable root /proc/self is a system directory"},
@@ -869,7 +869,7 @@ func TestRenderDenyUnderARead(t *testing.T) {
 	}
 	in = input(t, "tier1")
 	in.Policy.Filesystem.Read = append(in.Policy.Filesystem.Read, "/home/op/.aws")
-	if _, err := Render(in); err == nil || !strings.Contains(err.Error(), "/home/op/.aws lies inside the denied path /home/op/.aws, which stays hidden; remove one of them") {
+	if _, err := Render(in); err == nil || !strings.Contains(err.Error(), "/home/op/.aws is the denied path /home/op/.aws, which stays hidden; bind something else: the denial is the built-in profile's (profiles/_no-credentials.yaml:") {
 		t.Fatalf("a read of a denied path: Render = %v", err)
 	}
 }
