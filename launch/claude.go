@@ -44,7 +44,7 @@ func (j *Jail) makeAgentHomes() (*hostfs.AgentHomes, error) {
 	}
 	var copies []hostfs.FileCopy
 	if len(j.Plan.GitIgnore) > 0 {
-		copies = append(copies, hostfs.FileCopy{Src: "agentjail's git ignore list of its placeholders", Dst: gitIgnoreFile(j.RunID),
+		copies = append(copies, hostfs.FileCopy{Src: "agentjail's git ignore list of its placeholders", Dst: GitIgnoreFile(j.RunID),
 			Data: []byte(strings.Join(j.Plan.GitIgnore, "\n") + "\n")})
 	}
 	for _, c := range j.Plan.Copies {

@@ -223,7 +223,7 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 		CommonDirFile:   CommonDirFile(),
 		GitFile:         GitFile(),
 		CredentialsDir:  filepath.Join(AgentHomesDir(j.RunID), "credentials"),
-		GitIgnoreFile:   gitIgnoreFile(j.RunID),
+		GitIgnoreFile:   GitIgnoreFile(j.RunID),
 		ClaudeDir:       agents["claude"],
 		ClaudeConfigDir: agents["claude-config"],
 		ClaudeSessions:  sessions,
@@ -314,8 +314,8 @@ func newRunID() string {
 	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
 }
 
-// gitIgnoreFile is where a run's mounts.Plan.GitIgnore is written.
-func gitIgnoreFile(runID string) string { return filepath.Join(AgentHomesDir(runID), "git", "ignore") }
+// GitIgnoreFile is where a run's mounts.Plan.GitIgnore is written.
+func GitIgnoreFile(runID string) string { return filepath.Join(AgentHomesDir(runID), "git", "ignore") }
 
 // AgentHomesDir holds what one run copies in: credentials, the agents' private
 // directories. It is removed when the run ends.

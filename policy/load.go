@@ -131,7 +131,11 @@ func (l Loader) load(ref, fromDir string, chain []string) (Policy, error) {
 	if err := checkNoLoosening(parent, p); err != nil {
 		return Policy{}, err
 	}
-	return Merge(parent, p), nil
+	m := Merge(parent, p)
+	// A description says what its own profile does: a child that says
+	// nothing has none (tier1's "10m wall" is not a child's that sets 5m).
+	m.Description = p.Description
+	return m, nil
 }
 
 // cycleError is an extends: chain that comes back to a profile of its

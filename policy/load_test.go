@@ -110,8 +110,12 @@ func TestExtendsMerges(t *testing.T) {
 	if got := strings.Join(p.Filesystem.Protect, ","); got != ".env,.git/hooks" {
 		t.Errorf("protect = %s", got)
 	}
-	if p.Description != "mid" || *p.Filesystem.ProtectDepth != 4 || p.Extends != "" {
+	// A description is its own profile's: the leaf's says nothing.
+	if p.Description != "" || *p.Filesystem.ProtectDepth != 4 || p.Extends != "" {
 		t.Errorf("scalars: description %q, depth %d, extends %q", p.Description, *p.Filesystem.ProtectDepth, p.Extends)
+	}
+	if mid, err := l.Load("mid"); err != nil || mid.Description != "mid" {
+		t.Errorf("mid's description: %q, %v", mid.Description, err)
 	}
 	if p.Filesystem.Tmpfs["/tmp"].Size != 2<<20 || p.Filesystem.Tmpfs["/run"].Size != 1<<20 {
 		t.Errorf("tmpfs = %v: maps merge key by key, child wins", p.Filesystem.Tmpfs)

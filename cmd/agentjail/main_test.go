@@ -89,7 +89,7 @@ func TestProfilesSchemaVersion(t *testing.T) {
 		t.Errorf("profiles: %d\n%s", code, out)
 	}
 	out, _, code = agentjailRun(t, "profiles", "show", "tier3")
-	if code != 0 || !strings.Contains(out, "credentials:") || !strings.Contains(out, "wall: 1h0m0s") || strings.Contains(out, "extends:") {
+	if code != 0 || !strings.Contains(out, "credentials:") || !strings.Contains(out, "wall: 1h0m0s") || strings.Contains(out, "extends:") || !strings.Contains(out, "network:\n  mode: host\n") {
 		t.Errorf("profiles show tier3: %d\n%s", code, out)
 	}
 	_, errOut, code := agentjailRun(t, "profiles", "show", "nope")

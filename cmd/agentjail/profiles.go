@@ -49,6 +49,8 @@ func (e appEnv) profilesShowAction(ctx context.Context, cmd *cli.Command) error 
 	if err != nil {
 		return err
 	}
+	// Shown as it applies: no mode is host.
+	p.Network.Mode = p.NetMode()
 	if cmd.Bool("json") {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")

@@ -114,8 +114,16 @@ func renderHeader(j *launch.Jail) string {
 			made = append(made, policy.ShellQuote(launch.GitFile())+": a file holding \"gitdir: "+runstate.RunDir()+"\" and a newline, every user can read (mode 0444), the source of the masks over a missing .git")
 		}
 	}
-	if len(j.Plan.Dirs) > 0 || len(j.Plan.Copies) > 0 {
+	if len(j.Plan.Dirs) > 0 || len(j.Plan.Copies) > 0 || len(j.Plan.GitIgnore) > 0 {
 		made = append(made, policy.ShellQuote(launch.AgentHomesDir(j.RunID))+": a directory the run user can traverse (mode 0711)")
+	}
+	if len(j.Plan.GitIgnore) > 0 {
+		quoted := make([]string, 0, len(j.Plan.GitIgnore))
+		for _, l := range j.Plan.GitIgnore[1:] { // the first is a comment
+			quoted = append(quoted, policy.ShellQuote(l))
+		}
+		made = append(made, fmt.Sprintf("%s: a file owned by %s (in a directory of its, mode 0700) holding one per line the masks git is to ignore: %s",
+			policy.ShellQuote(launch.GitIgnoreFile(j.RunID)), who, strings.Join(quoted, " ")))
 	}
 	for _, d := range j.Plan.Dirs {
 		line := fmt.Sprintf("%s: a directory owned by %s, mode 0700", policy.ShellQuote(d.Path), who)

@@ -77,6 +77,18 @@ func TestRenderedLineRuns(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { os.RemoveAll(p) })
+			case strings.HasPrefix(what, "a file owned by uid 1000 gid 1000 (in a directory of its, mode 0700) holding one per line the masks git is to ignore: "):
+				_, list, _ := strings.Cut(what, "ignore: ")
+				var lines []string
+				for _, w := range strings.Fields(list) {
+					lines = append(lines, unquote(w))
+				}
+				os.Mkdir(filepath.Dir(p), 0o700)
+				os.Chown(filepath.Dir(p), runUID, runUID)
+				if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				os.Chown(p, runUID, runUID)
 			case strings.HasPrefix(what, "a directory owned by uid 1000 gid 1000, mode 0700"):
 				if err := os.Mkdir(p, 0o700); err != nil {
 					t.Fatal(err)
