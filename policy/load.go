@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
+	"github.com/goccy/go-yaml/token"
 )
 
 // maxExtends bounds an extends chain; a longer one is almost surely a cycle
@@ -250,10 +252,17 @@ func decode(name string, data []byte) (Policy, error) {
 		pos := docs[0].Body.GetToken().Position
 		return Policy{}, fmt.Errorf("%s:%d:%d: %w: a profile is a mapping of keys (extends:, filesystem:, ...), not %s", name, pos.Line, pos.Column, ErrSyntax, docs[0].Body.Type())
 	}
+	// A number in quotes is a string, which the decoder would take for
+	// an integer field ("100" for pids) where `agentjail schema`, and an
+	// editor that checks with it, refuses one: refused here too.
+	var errs []error
+	for _, fe := range quotedNumbers(name, docs[0].Body) {
+		errs = append(errs, fe)
+		dropField(docs[0], fe.Field, fe.at)
+	}
 	// The decoder stops at the first value it cannot take. To report every
 	// one at once, each is cut from the tree and the decoding retried: the
 	// positions and paths of the rest do not move.
-	var errs []error
 	for range maxDecodeErrors {
 		err := yaml.NodeToValue(docs[0].Body, &p, yaml.Strict())
 		if err == nil {
@@ -275,6 +284,33 @@ func decode(name string, data []byte) (Policy, error) {
 	}
 	p.Origins = originsOf(name, docs[0].Body)
 	return p, nil
+}
+
+// quotedNumbers returns an error for each integer field given a string.
+func quotedNumbers(name string, doc ast.Node) []*FieldError {
+	var out []*FieldError
+	walkFields(doc, func(path string, key, value ast.Node) {
+		// Only Go's own integers: a type of ours (Size, Duration, Mode,
+		// Rlimit) takes its strings ("1GiB", "10m", "0755", "unlimited").
+		t := typeAt(path)
+		if t == nil || t.PkgPath() != "" || value == nil || value.Type() != ast.StringType {
+			return
+		}
+		tok := value.GetToken()
+		if tok.Type != token.DoubleQuoteType && tok.Type != token.SingleQuoteType {
+			return // a word: the decoder's own mismatch
+		}
+		if _, err := strconv.ParseInt(strings.TrimSpace(tok.Value), 0, 64); err != nil {
+			return
+		}
+		switch t.Kind() {
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			pos := tok.Position
+			out = append(out, &FieldError{Origin: fmt.Sprintf("%s:%d:%d", name, pos.Line, pos.Column), Field: path,
+				Msg: mismatchMsg(path, value) + " (a number in quotes is a string: write it without them)", Kind: ErrSyntax, at: position{pos.Line, pos.Column}})
+		}
+	})
+	return out
 }
 
 // maxDecodeErrors bounds how many wrong values one decoding reports.

@@ -23,6 +23,7 @@ func TestDecodeErrorsNamePosition(t *testing.T) {
 		{"unquoted ${PWD} in a flow list", "filesystem:\n  write: [/ok, ${PWD}/out]\n", `p.yaml:2:17: cannot decode policy: ',' or ']' must be specified (inside [ ] or { } YAML reads the { of ${...} as a mapping: quote the value, "${PWD}/out")`},
 		{"unquoted ${HOME} in a flow mapping", "environment:\n  set: {A: ${HOME}}\n", `(inside [ ] or { } YAML reads the { of ${...} as a mapping: quote the value, "${HOME}")`},
 		{"string for an int", "filesystem:\n  protect_depth: deep\n", "p.yaml:2:18: filesystem.protect_depth: expected a whole number, got a string; e.g. `protect_depth: 3`"},
+		{"quoted number for an int", "limits:\n  pids: \"100\"\n", "p.yaml:2:9: limits.pids: expected a whole number, got a string; e.g. `pids: 3` (a number in quotes is a string: write it without them)"},
 		{"string for a bool", "seccomp:\n  default: \"yes\"\n", "p.yaml:2:12: seccomp.default: expected true or false, got a string; e.g. `default: true`"},
 		{"retired namespaces", "namespaces:\n  net: true\n", "p.yaml:1:1: namespaces: removed: network.mode replaces namespaces.net: write `network: {mode: none}`"},
 		{"list for the network mode", "network:\n  mode: [proxy]\n", "p.yaml:2:9: network.mode: expected one of host, none, proxy, got a list; e.g. `mode: host`"},
