@@ -44,7 +44,8 @@ func TestStalledReaderDoesNotHangTheRun(t *testing.T) {
 			defer out.Close()
 			rp := recordPath(t)
 			cmd := exec.Command(agentjail, "run", "--timeout", "1", "--grace", "1", "--record", rp, "--", "yes")
-			cmd.Env, cmd.Dir, cmd.Stdout = []string{"PATH=/usr/bin:/bin"}, "/", out
+			var stderr strings.Builder
+			cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = []string{"PATH=/usr/bin:/bin"}, "/", out, &stderr
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -70,6 +71,11 @@ func TestStalledReaderDoesNotHangTheRun(t *testing.T) {
 			warned := strings.Join(rec.Warnings, "\n")
 			if !strings.Contains(warned, "agentjail's stdout stopped taking output") || !strings.Contains(warned, c.want) {
 				t.Errorf("warnings lack %q:\n%s", c.want, warned)
+			}
+			// A stderr of its own still hears the ending (it was silenced
+			// with the stalled stdout).
+			if !strings.Contains(stderr.String(), "agentjail: the run ended: wall limit 1s reached (exit 124)") {
+				t.Errorf("stderr, a pipe of its own, lacks the ending:\n%s", stderr.String())
 			}
 		})
 	}
