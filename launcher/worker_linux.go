@@ -129,6 +129,9 @@ func Work(run func(req Request, h Hooks) int) error {
 		// Nothing of a client is read before it is known to be one of
 		// the launcher's own user, in its mount namespace.
 		err = checkPeer(conn, mnt)
+		if err != nil && closedFirst(conn) {
+			err = errClosedFirst // gone before it could be checked
+		}
 		var req Request
 		if err == nil {
 			req, err = c.read()
@@ -138,7 +141,9 @@ func Work(run func(req Request, h Hooks) int) error {
 		}
 		if err != nil {
 			c.refusal = err.Error()
-			fmt.Fprintf(log, "agentjail: launcher: %s\n", c.refusal)
+			if !errors.Is(err, errClosedFirst) {
+				fmt.Fprintf(log, "agentjail: launcher: %s\n", c.refusal)
+			}
 		} else {
 			// From here the run is the client's: it will not run the
 			// request itself (protocol.go).
@@ -479,6 +484,11 @@ func (c *client) read() (Request, error) {
 	if err != nil {
 		return Request{}, fmt.Errorf("reading a request: %w", err)
 	}
+	if n == 0 && oobn == 0 {
+		// Closed before a byte: one that only looked whether a
+		// launcher listens here (another launcher about to start).
+		return Request{}, errClosedFirst
+	}
 	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
 	if err != nil {
 		return Request{}, fmt.Errorf("reading a request's descriptors: %w", err)
@@ -571,6 +581,18 @@ func (d deadlineReader) Read(p []byte) (int, error) {
 }
 
 var errNoRequest = fmt.Errorf("no whole request within %v", requestWait)
+
+// errClosedFirst is a client that closed before it sent a byte: not said in
+// the launcher's log.
+var errClosedFirst = errors.New("closed before a request")
+
+// closedFirst reports whether the client on conn closed it without sending
+// a byte: a look at it (MSG_PEEK), which takes nothing of it.
+func closedFirst(conn int) bool {
+	var b [1]byte
+	n, _, err := unix.Recvfrom(conn, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	return n == 0 && err == nil
+}
 
 // raise queues a signal for the run; a full queue (64) drops it.
 func raise(sigs chan<- os.Signal, s os.Signal) {

@@ -212,10 +212,16 @@ func TestLauncherRefuses(t *testing.T) {
 		t.Errorf("agentjail-run as uid 1000 against root's launcher: exit %d\n%s", r.code, r.stderr)
 	}
 
-	// A second launcher on the same socket.
+	// A second launcher on the same socket; its look (a connection closed
+	// before a byte) is nothing the first one logs.
+	before := log()
 	r = aj(t, "launcher", "--socket", sock)
 	if r.code != 125 || !strings.Contains(r.stderr, "another launcher listens there") {
 		t.Errorf("a second launcher: exit %d\n%s", r.code, r.stderr)
+	}
+	time.Sleep(500 * time.Millisecond) // for a worker to take and drop it (no timing is asserted)
+	if after := strings.TrimPrefix(log(), before); after != "" {
+		t.Errorf("the first launcher logs the second's look as a bad request:\n%s", after)
 	}
 	r = aj(t, "launcher", "--spares", "0")
 	if r.code != 125 || !strings.Contains(r.stderr, "--spares 0: give 1 to 64 workers") {
