@@ -61,6 +61,10 @@ type IO struct {
 	// goes on in the background, and this process must not put another
 	// file where they are.
 	Stalled func()
+	// Job is the process whose job the run is, at the terminal on Stdin:
+	// the jail reads that terminal only while its process group is the
+	// terminal's foreground (jailStdin). 0: this process.
+	Job int
 }
 
 // apart reports whether a and b are known to be different files: two
@@ -217,7 +221,7 @@ func run(req Request, stdio IO) (int, error) {
 	stdin := stdio.Stdin
 	if termIO.pty == nil {
 		var closeStdin func()
-		if stdin, closeStdin, err = readOnlyTerminal(stdin); err != nil {
+		if stdin, closeStdin, err = jailStdin(stdin, stdio.Job); err != nil {
 			return failed(err)
 		}
 		defer closeStdin()

@@ -5,7 +5,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"syscall"
 
 	"github.com/agentjail/agentjail/execstage"
 	"github.com/agentjail/agentjail/policy"
@@ -91,29 +90,6 @@ func openTerminal(req Request, stdio IO, saved *term.State) (*terminal, io.Write
 		t.pty = supervise.NewTty(saved, saved != nil)
 	}
 	return t, stdout, stderr
-}
-
-// readOnlyTerminal returns what the jail gets as stdin in a run with
-// pipes: when in is a terminal, that terminal opened anew for reading
-// only (a new open file description, through /proc/self/fd), and a func
-// that closes it after the run; otherwise in itself. A shell's terminal is
-// open for reading and writing, and handed over as it is it would let the
-// agent write to the operator's terminal through fd 0 what the filter
-// keeps off stdout and stderr (a clipboard write, OSC 52); read-only, it
-// is still the agent's terminal (test -t 0, its modes, what is typed).
-// An agent whose user owns the terminal can open it again for writing
-// (/proc/self/fd/0): a run with a pty of its own (--tty) hands over no
-// terminal at all.
-func readOnlyTerminal(in io.Reader) (io.Reader, func(), error) {
-	f, ok := in.(*os.File)
-	if !ok || term.Save(f) == nil {
-		return in, func() {}, nil
-	}
-	ro, err := os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", f.Fd()), os.O_RDONLY|syscall.O_NOCTTY, 0)
-	if err != nil {
-		return nil, nil, fmt.Errorf("cannot open the terminal on stdin again, for the jail to read only: %w; pass --tty (the agent gets a terminal of its own), or give the run another stdin (< /dev/null)", err)
-	}
-	return ro, func() { ro.Close() }, nil
 }
 
 // control hands the exec stage's messages to what they are for; a

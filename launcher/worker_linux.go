@@ -75,6 +75,9 @@ type Hooks struct {
 	// answer rather than put another client's file, or its own log, at a
 	// descriptor that write goes on to.
 	Stalled func()
+	// Client is the client's process id: the run's job at the client's
+	// terminal (launch.IO.Job).
+	Client int
 }
 
 // Work is a worker's life: it takes clients from the launcher's socket one
@@ -128,7 +131,7 @@ func Work(run func(req Request, h Hooks) int) error {
 		stalled := false
 		// Nothing of a client is read before it is known to be one of
 		// the launcher's own user, in its mount namespace.
-		err = checkPeer(conn, mnt)
+		pid, err := checkPeer(conn, mnt)
 		if err != nil && closedFirst(conn) {
 			err = errClosedFirst // gone before it could be checked
 		}
@@ -151,7 +154,7 @@ func Work(run func(req Request, h Hooks) int) error {
 			sigs := st.begin()
 			stop := c.signals(sigs)
 			unwatch := watchLauncher(parent)
-			code = run(req, Hooks{Ready: st.ready, Stalled: func() { stalled = true }})
+			code = run(req, Hooks{Ready: st.ready, Stalled: func() { stalled = true }, Client: pid})
 			unwatch()
 			stop()
 			st.end()
@@ -631,16 +634,16 @@ const soPeerPidfd = 77
 // must still be the client's when it is read: where the kernel gives a
 // pidfd of the client, the client must still be alive after the read
 // (a client that handed its connection on and exited is refused).
-func checkPeer(conn int, mine unix.Stat_t) error {
+func checkPeer(conn int, mine unix.Stat_t) (int, error) {
 	cred, err := unix.GetsockoptUcred(conn, unix.SOL_SOCKET, unix.SO_PEERCRED)
 	if err != nil {
-		return fmt.Errorf("the client's credentials: %w", err)
+		return 0, fmt.Errorf("the client's credentials: %w", err)
 	}
 	if int(cred.Uid) != os.Geteuid() {
-		return fmt.Errorf("a client of uid %d, not this launcher's %d: refused; run agentjail run itself, or a launcher of your own", cred.Uid, os.Geteuid())
+		return 0, fmt.Errorf("a client of uid %d, not this launcher's %d: refused; run agentjail run itself, or a launcher of your own", cred.Uid, os.Geteuid())
 	}
 	if cred.Pid == 0 {
-		return errors.New("a client in another pid namespace: refused; run agentjail run itself, or a launcher in that namespace")
+		return 0, errors.New("a client in another pid namespace: refused; run agentjail run itself, or a launcher in that namespace")
 	}
 	pidfd, perr := unix.GetsockoptInt(conn, unix.SOL_SOCKET, soPeerPidfd)
 	switch {
@@ -648,17 +651,17 @@ func checkPeer(conn int, mine unix.Stat_t) error {
 		defer unix.Close(pidfd)
 	case !errors.Is(perr, unix.ENOPROTOOPT):
 		// Supported (an older kernel says EINVAL for a peer reaped).
-		return fmt.Errorf("the client's pidfd: %w (a client that is gone): refused", perr)
+		return 0, fmt.Errorf("the client's pidfd: %w (a client that is gone): refused", perr)
 	}
 	var theirs unix.Stat_t
 	if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/mnt", cred.Pid), &theirs); err != nil {
-		return fmt.Errorf("the client's mount namespace: %w", err)
+		return 0, fmt.Errorf("the client's mount namespace: %w", err)
 	}
 	if perr == nil && unix.PidfdSendSignal(pidfd, 0, nil, 0) != nil {
-		return errors.New("a client that is gone (its connection handed on): refused")
+		return 0, errors.New("a client that is gone (its connection handed on): refused")
 	}
 	if mine.Dev != theirs.Dev || mine.Ino != theirs.Ino {
-		return errors.New("a client in another mount namespace, where paths name other files: refused; run agentjail run itself, or a launcher in that namespace")
+		return 0, errors.New("a client in another mount namespace, where paths name other files: refused; run agentjail run itself, or a launcher in that namespace")
 	}
-	return nil
+	return int(cred.Pid), nil
 }

@@ -44,7 +44,7 @@ func (e appEnv) launcherAction(ctx context.Context, cmd *cli.Command) error {
 func worker() int {
 	err := launcher.Work(func(req launcher.Request, h launcher.Hooks) int {
 		return runFor(context.Background(), append([]string{"agentjail", "run"}, req.Args...), os.Stdin, os.Stdout, os.Stderr,
-			caller{ready: h.Ready, stalled: h.Stalled, rlimits: callerRlimits(req.Limits)})
+			caller{ready: h.Ready, stalled: h.Stalled, rlimits: callerRlimits(req.Limits), job: h.Client})
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "agentjail: launcher: %v\n", err)

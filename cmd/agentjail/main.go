@@ -55,6 +55,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 type caller struct {
 	ready, stalled func()
 	rlimits        map[string]launch.CallerRlimit
+	job            int // launch.IO.Job
 }
 
 // runFor is run for a caller.

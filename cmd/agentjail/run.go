@@ -19,7 +19,7 @@ func (e appEnv) runAction(ctx context.Context, cmd *cli.Command) error {
 	}
 	req.Log, req.Record, req.Results, req.Quiet = cmd.String("log"), cmd.String("record"), cmd.String("results"), cmd.Bool("quiet")
 	req.CallerRlimits = e.caller.rlimits
-	*e.code = launch.Run(req, launch.IO{Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, Ready: e.caller.ready, Stalled: e.caller.stalled})
+	*e.code = launch.Run(req, launch.IO{Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, Ready: e.caller.ready, Stalled: e.caller.stalled, Job: e.caller.job})
 	return nil
 }
 

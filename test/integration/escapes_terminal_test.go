@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -169,13 +172,12 @@ func onTerminal(t *testing.T, argv []string, end func(t *testing.T, pid int, out
 }
 
 // TestEscapeTerminalStdin: in a run with pipes (--no-tty, or agentjail's
-// stdout not a terminal), the jail's stdin is the operator's terminal, and
+// stdout not a terminal), the jail's stdin was the operator's terminal, and
 // a shell's terminal is open for reading and writing: under plain bwrap the
 // agent writes a clipboard string (OSC 52) to it through fd 0, past any
-// filter on stdout and stderr. Under agentjail the jail's stdin is the
-// terminal opened anew for reading only, so the write fails and nothing
-// reaches the operator's terminal; the agent still reads what is typed, and
-// still sees a terminal on 0.
+// filter on stdout and stderr. Under agentjail the jail's stdin is a pty of
+// its own, fed with what is typed: the write reaches no one, and the agent
+// still reads what is typed, and still sees a terminal on 0.
 func TestEscapeTerminalStdin(t *testing.T) {
 	jailed(t)
 	const attack = `printf '\033]52;c;RVNDQVBF\007' >&0; echo wrote=$?; test -t 0 && echo stdin-is-a-terminal; read line; echo "read=$line"`
@@ -190,7 +192,53 @@ func TestEscapeTerminalStdin(t *testing.T) {
 	o.waitShown(t, "stdin-is-a-terminal")
 	o.typed(t, "typed\r")
 	code, out := o.wait(t)
-	if code != 0 || strings.Contains(out, "52;c;RVNDQVBF") || strings.Contains(out, "wrote=0") || !strings.Contains(out, "read=typed") {
+	if code != 0 || strings.Contains(out, "52;c;RVNDQVBF") || !strings.Contains(out, "read=typed") {
 		t.Errorf("exit %d; the terminal showed %q", code, out)
+	}
+}
+
+// TestEscapeTerminalStdinInTheBackground: a run with pipes started in the
+// background of the operator's shell (&), or stopped there (^Z): read from
+// a new session, the terminal is outside its job control, so under plain
+// bwrap the jail goes on reading it, and takes what the operator types to
+// their own shell (a password for sudo...). Under agentjail the jail reads
+// what is typed only while the run's job is the terminal's foreground: the
+// shell gets every line, the jail none, and the run is not stopped (its
+// limits still hold).
+func TestEscapeTerminalStdinInTheBackground(t *testing.T) {
+	jailed(t)
+	ws := workspace(t)
+	run := func(t *testing.T, prefix, name string) (string, string) {
+		stolen := filepath.Join(ws, name)
+		o := atTerminalEnv(t, 24, 200, []string{"PS1=OP$ ", "HOME=/"}, "bash", "--norc", "--noprofile", "-i")
+		o.waitShown(t, "OP$ ")
+		o.typed(t, fmt.Sprintf("%s sh -c 'echo started > %[2]s.started; dd bs=1 count=5 of=%[2]s 2>/dev/null' >/dev/null 2>%[2]s.err &\r", prefix, stolen))
+		time.Sleep(time.Second) // the run has started (no timing is asserted: an early line is the shell's either way)
+		for i := range 3 {
+			o.typed(t, fmt.Sprintf("echo typed-at-my-own-shell-%d\r", i))
+			time.Sleep(700 * time.Millisecond) // for whoever reads it (no timing is asserted)
+		}
+		o.typed(t, "wait; exit\r")
+		_, out := o.wait(t)
+		if !fileExists(stolen + ".started") {
+			errs, _ := os.ReadFile(stolen + ".err")
+			t.Fatalf("the jail did not start:\n%s\n%q", errs, out)
+		}
+		data, _ := os.ReadFile(stolen)
+		return string(data), out
+	}
+	stolen, out := run(t, "bwrap --ro-bind / / --bind "+ws+" "+ws+" --dev /dev --new-session --die-with-parent --", "plain")
+	// bash's readline reads a key at a time: the jail and the shell
+	// share them.
+	holeShown(t, stolen != "", "the background jail reads what the operator types to their shell", result{stdout: stolen + "\n" + out})
+
+	stolen, out = run(t, agentjail+" run --no-tty --timeout 5s --user "+strconv.Itoa(runUID)+" --write "+ws+" --", "agentjail")
+	if stolen != "" {
+		t.Errorf("the jail read %q, typed to the operator's shell:\n%q", stolen, out)
+	}
+	for i := range 3 {
+		if !strings.Contains(out, fmt.Sprintf("\rtyped-at-my-own-shell-%d\r\n", i)) {
+			t.Errorf("the operator's shell did not run its line %d:\n%q", i, out)
+		}
 	}
 }
