@@ -67,35 +67,6 @@ type IO struct {
 	Job int
 }
 
-// apart reports whether a and b are known to be different files: two
-// descriptors of different inodes. A writer that is no descriptor, or one
-// that cannot be told, is taken for the same.
-func apart(a, b io.Writer) bool {
-	fa, ok1 := a.(*os.File)
-	fb, ok2 := b.(*os.File)
-	if !ok1 || !ok2 {
-		return false
-	}
-	sa, ok1 := fileStat(fa)
-	sb, ok2 := fileStat(fb)
-	return ok1 && ok2 && (sa.Dev != sb.Dev || sa.Ino != sb.Ino)
-}
-
-// fileStat is fstat(2) of f, through its raw descriptor: not Fd, which
-// would put a descriptor with a write still blocked on it in blocking mode.
-func fileStat(f *os.File) (syscall.Stat_t, bool) {
-	var st syscall.Stat_t
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return st, false
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) { serr = syscall.Fstat(int(fd), &st) }); err != nil || serr != nil {
-		return st, false
-	}
-	return st, true
-}
-
 // PrintError writes each of err's lines (joined errors) as a message of
 // agentjail's own.
 func PrintError(w io.Writer, err error) {

@@ -163,14 +163,32 @@ func (t *terminal) end(rec *record.Record, abandoned [2]bool) {
 
 // sameFile reports whether a and b are files on one inode (one terminal).
 func sameFile(a, b io.Writer) bool {
+	same, known := compareFiles(a, b)
+	return known && same
+}
+
+// apart reports whether a and b are known to be different files: a writer
+// that is no file, or one that cannot be told, is taken for the same.
+func apart(a, b io.Writer) bool {
+	same, known := compareFiles(a, b)
+	return known && !same
+}
+
+// compareFiles reports whether a and b are files on one inode, and whether
+// that could be told (both files, both fstat'able). Stat takes no lock a
+// write still blocked on the file holds, nor changes its blocking mode.
+func compareFiles(a, b io.Writer) (same, known bool) {
 	fa, ok := a.(*os.File)
 	fb, ok2 := b.(*os.File)
 	if !ok || !ok2 {
-		return false
+		return false, false
 	}
 	sa, err := fa.Stat()
 	sb, err2 := fb.Stat()
-	return err == nil && err2 == nil && os.SameFile(sa, sb)
+	if err != nil || err2 != nil {
+		return false, false
+	}
+	return os.SameFile(sa, sb), true
 }
 
 // midLine reports whether the agent's terminal's output ended in the
