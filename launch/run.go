@@ -245,7 +245,7 @@ func run(req Request, stdio IO) (int, error) {
 	snapped := make(chan struct{})
 	go func() { before = j.protectedSnapshot(); close(snapped) }()
 	spec.Hold = snapped
-	if err := termIO.begin(); err != nil {
+	if err := termIO.begin(sigs); err != nil {
 		<-snapped
 		return failed(err)
 	}

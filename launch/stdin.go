@@ -141,13 +141,16 @@ func (r *stdinRelay) sleep() {
 	}
 }
 
-// foreground reports whether the run's job may read the terminal: its
-// process group is the terminal's foreground one, or the terminal is not
-// that process's controlling terminal (no job control applies).
-func (r *stdinRelay) foreground() bool {
+func (r *stdinRelay) foreground() bool { return inForeground(r.job, r.rdev) }
+
+// inForeground reports whether the run's job may use the terminal whose
+// device is rdev: the process group of process job (0: this process) is
+// that terminal's foreground one, or the terminal is not that process's
+// controlling terminal (no job control applies).
+func inForeground(job int, rdev uint64) bool {
 	pid := "self"
-	if r.job != 0 {
-		pid = strconv.Itoa(r.job)
+	if job != 0 {
+		pid = strconv.Itoa(job)
 	}
 	data, err := os.ReadFile("/proc/" + pid + "/stat")
 	if err != nil {
@@ -165,7 +168,7 @@ func (r *stdinRelay) foreground() bool {
 	if _, err := fmt.Sscanf(string(data[i+1:]), " %c %d %d %d %d %d", &state, &ppid, &pgrp, &session, &ttyNr, &tpgid); err != nil {
 		return false
 	}
-	if ttyNr != r.rdev {
+	if ttyNr != rdev {
 		return true
 	}
 	return pgrp == tpgid

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/agentjail/agentjail/execstage"
 	"github.com/agentjail/agentjail/policy"
@@ -61,6 +62,10 @@ type terminal struct {
 	pty       *supervise.Tty // nil: pipes
 	filters   []*filtered
 	clipboard bool // --allow-clipboard
+	job       int  // IO.Job
+	// watching ends the watch begin starts; watched is closed once it
+	// has ended.
+	watching, watched chan struct{}
 }
 
 // filtered is one of agentjail's outputs that is a terminal, behind a
@@ -75,7 +80,7 @@ type filtered struct {
 // stdin raw (when it is a terminal) and the agent's terminal ready to be
 // attached (control). It returns the streams the supervisor writes to.
 func openTerminal(req Request, stdio IO, saved *term.State) (*terminal, io.Writer, io.Writer) {
-	t := &terminal{saved: saved, clipboard: req.AllowClipboard}
+	t := &terminal{saved: saved, clipboard: req.AllowClipboard, job: stdio.Job}
 	wrap := func(w io.Writer) io.Writer {
 		if term.Save(w) == nil {
 			return w
@@ -88,6 +93,10 @@ func openTerminal(req Request, stdio IO, saved *term.State) (*terminal, io.Write
 	if req.TTY == TTYOn {
 		// Escapes only where a person types.
 		t.pty = supervise.NewTty(saved, saved != nil)
+		if saved != nil {
+			rdev := ttyRdev(saved.Fd())
+			t.pty.Foreground = func() bool { return inForeground(t.job, rdev) }
+		}
 	}
 	return t, stdout, stderr
 }
@@ -104,14 +113,44 @@ func (t *terminal) control(m execstage.Message, files []*os.File) {
 	}
 }
 
-// begin makes the operator's terminal raw for a run with a pty.
-func (t *terminal) begin() error {
+// begin makes the operator's terminal raw for a run with a pty, once the
+// run's job is the terminal's foreground: started in the background (&),
+// it waits, as a job stopped there would, but a signal still ends it (a
+// stop on SIGTTOU, made again at each SIGCONT, would hold that signal for
+// ever); one that comes meanwhile is left on sigs for the run, and the
+// terminal untouched. Then, while the run goes on, the terminal is made
+// raw again whenever the job is in the foreground and it is not (fg after
+// kill -STOP: the shell made it its own meanwhile, and may set its modes
+// again after it has handed the terminal back).
+func (t *terminal) begin(sigs chan os.Signal) error {
 	if t.pty == nil || t.saved == nil {
 		return nil
+	}
+	for !t.pty.Foreground() {
+		select {
+		case s := <-sigs:
+			sigs <- s
+			return nil
+		case <-time.After(relayWait):
+		}
 	}
 	if err := t.saved.MakeRaw(); err != nil {
 		return fmt.Errorf("cannot make the terminal raw for the agent's own: %w", err)
 	}
+	t.watching, t.watched = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(t.watched)
+		for {
+			select {
+			case <-t.watching:
+				return
+			case <-time.After(relayWait):
+			}
+			if t.pty.Foreground() && !t.saved.IsRaw() {
+				t.saved.MakeRaw()
+			}
+		}
+	}()
 	return nil
 }
 
@@ -131,6 +170,10 @@ func (t *terminal) warn(w io.Writer) func(string) {
 // before agentjail's own messages; none where agentjail gave up writing
 // to it (abandoned). The record learns what passed.
 func (t *terminal) end(rec *record.Record, abandoned [2]bool) {
+	if t.watching != nil {
+		close(t.watching)
+		<-t.watched
+	}
 	if _, err := t.saved.Restore(); err != nil {
 		rec.Warnings = append(rec.Warnings, fmt.Sprintf("cannot restore the terminal's modes: %v; run `stty sane`", err))
 	}

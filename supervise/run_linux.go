@@ -853,7 +853,7 @@ func (s *supervisor) attach(a *agentTerminal) {
 		return
 	}
 	s.escapes = make(chan byte, 8)
-	s.typing = startTyping(s.spec.Stdin, a.master, s.spec.Tty.Escapes, s.act, func(cmd byte) {
+	s.typing = startTyping(s.spec.Stdin, a.master, s.spec.Tty.Escapes, s.spec.Tty.Foreground, s.act, func(cmd byte) {
 		select {
 		case s.escapes <- cmd:
 		default:

@@ -35,6 +35,10 @@ type Tty struct {
 	// Escapes: look for ~. and ~? in what the operator types
 	// (term.Escapes).
 	Escapes bool
+	// Foreground, when set, reports whether the run may read what is
+	// typed now: its job is the operator's terminal's foreground. Looked
+	// at before each read: in the background, the keys are the shell's.
+	Foreground func() bool
 
 	attached chan *agentTerminal
 	used     atomic.Bool
@@ -230,6 +234,8 @@ type typing struct {
 	// onSuspend is called when the agent, in raw mode, took a Ctrl-Z as
 	// a suspend of its own and left raw mode (resumeAfterSuspend).
 	onSuspend func()
+	// fg is Tty.Foreground, or nil.
+	fg func() bool
 
 	bytes, dropped atomic.Int64
 	queue          chan []byte
@@ -240,8 +246,8 @@ type typing struct {
 	stopped        bool
 }
 
-func startTyping(in io.Reader, master *os.File, escapes bool, act *activity, onEscape func(byte), onSuspend func()) *typing {
-	t := &typing{in: in, fd: -1, master: master, act: act, onEscape: onEscape, onSuspend: onSuspend, queue: make(chan []byte, 256), wake: [2]int{-1, -1}}
+func startTyping(in io.Reader, master *os.File, escapes bool, fg func() bool, act *activity, onEscape func(byte), onSuspend func()) *typing {
+	t := &typing{in: in, fd: -1, master: master, act: act, onEscape: onEscape, onSuspend: onSuspend, fg: fg, queue: make(chan []byte, 256), wake: [2]int{-1, -1}}
 	if escapes {
 		t.escapes = &term.Escapes{}
 	}
@@ -263,6 +269,10 @@ func startTyping(in io.Reader, master *os.File, escapes bool, act *activity, onE
 	return t
 }
 
+// backgroundWait is how often a reader whose job is in the background
+// looks whether it is back in the foreground.
+const backgroundWait = 100 * time.Millisecond
+
 // copy is the reader. A descriptor is polled together with the wake pipe,
 // so that the reader never sits in a read(2) that would take a keystroke
 // typed after the run.
@@ -283,6 +293,15 @@ func (t *typing) copy() {
 				return
 			}
 			if fds[0].Revents == 0 {
+				continue
+			}
+			if t.fg != nil && !t.fg() {
+				// The job is in the background: what is typed is the
+				// shell's. Looked at again after a while, or woken.
+				wake := []unix.PollFd{{Fd: int32(t.wake[0]), Events: unix.POLLIN}}
+				if unix.Poll(wake, int(backgroundWait/time.Millisecond)); wake[0].Revents != 0 {
+					return
+				}
 				continue
 			}
 			n, err = unix.Read(t.fd, buf)

@@ -96,6 +96,14 @@ func (s *State) MakeRaw() error {
 	return unix.IoctlSetTermios(s.fd, unix.TCSETS, &raw)
 }
 
+// IsRaw reports whether the terminal is in raw mode now, as far as line
+// editing, echo and signals go (what a shell sets back when it takes the
+// terminal).
+func (s *State) IsRaw() bool {
+	now, err := unix.IoctlGetTermios(s.fd, unix.TCGETS)
+	return err == nil && now.Lflag&(unix.ICANON|unix.ECHO|unix.ISIG) == 0
+}
+
 // Fd is the terminal's descriptor.
 func (s *State) Fd() int { return s.fd }
 

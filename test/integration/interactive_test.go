@@ -556,3 +556,77 @@ func TestInteractiveUnderInit(t *testing.T) {
 		t.Error("the terminal's modes changed")
 	}
 }
+
+// TestInteractiveJobControl: an interactive run in the job-control shell
+// it was started from. Started in the background (&), it stopped on
+// SIGTTOU when it made the terminal raw, made again at each SIGCONT, so
+// `kill %1` (SIGTERM, then SIGCONT) never ended it; and the keys typed to
+// the shell meanwhile were the shell's only because of that stop. Now it
+// waits for the foreground, the shell keeps its keys, and `kill %1` ends
+// it. Stopped (kill -STOP) and continued, then brought back with fg, the
+// terminal was left cooked (the shell makes it its own while the job is
+// stopped): the agent's keys echoed twice, and ^C ended the run. Now the
+// terminal is made raw again.
+func TestInteractiveJobControl(t *testing.T) {
+	jailed(t)
+	ws := workspace(t)
+	aj := fmt.Sprintf("%s run --user %d --write %s --chdir %s --", agentjail, runUID, ws, ws)
+	shell := func(t *testing.T) *operator {
+		o := atTerminalEnv(t, 24, 200, []string{"PS1=OP$ ", "HOME=/"}, "bash", "--norc", "--noprofile", "-i")
+		o.waitShown(t, "OP$ ")
+		return o
+	}
+
+	t.Run("background", func(t *testing.T) {
+		t.Parallel()
+		o := shell(t)
+		o.typed(t, aj+" sh -c 'echo started > started; read line; echo \"$line\" > got' &\r")
+		time.Sleep(time.Second) // no timing is asserted: an early line is the shell's either way
+		o.typed(t, "echo typed-at-my-own-shell\r")
+		o.waitShown(t, "\rtyped-at-my-own-shell\r\n")
+		o.typed(t, "kill %1; wait %1; echo code=$?\r")
+		o.waitShown(t, "code=143")
+		o.typed(t, "exit\r")
+		o.wait(t)
+		if fileExists(filepath.Join(ws, "got")) {
+			t.Errorf("the run read from the terminal in the background")
+		}
+	})
+
+	t.Run("stopped and continued", func(t *testing.T) {
+		t.Parallel()
+		o := shell(t)
+		o.typed(t, aj+" sh -c 'echo ready-$((6*7)); sleep 60'\r")
+		o.waitShown(t, "ready-42")
+		if m := o.modes(t); m.Lflag&unix.ICANON != 0 {
+			t.Fatalf("the terminal is not raw during the run: %+v", m)
+		}
+		pid := agentjailUnder(t, o.cmd.Process.Pid)
+		syscall.Kill(pid, syscall.SIGSTOP)
+		o.waitShown(t, "Stopped")
+		syscall.Kill(pid, syscall.SIGCONT)
+		o.typed(t, "fg\r")
+		waitFor(t, func() bool { return o.modes(t).Lflag&unix.ICANON == 0 })
+		syscall.Kill(pid, syscall.SIGTERM)
+		o.waitShown(t, "agentjail: the run ended")
+		o.typed(t, "exit\r")
+		o.wait(t)
+	})
+}
+
+// agentjailUnder returns the pid of the agentjail that is a child of
+// shell.
+func agentjailUnder(t *testing.T, shell int) int {
+	t.Helper()
+	var pid int
+	waitFor(t, func() bool {
+		for _, p := range childrenOf(shell) {
+			if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p)); strings.TrimSpace(string(comm)) == "agentjail" {
+				pid = p
+				return true
+			}
+		}
+		return false
+	})
+	return pid
+}
