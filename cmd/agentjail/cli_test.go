@@ -135,6 +135,11 @@ func TestCompletionAnswers(t *testing.T) {
 			t.Errorf("%q: exit %d, %q, want %q; stderr %q", c.args, code, got, c.want, errOut)
 		}
 	}
+	// A shell without a script is named, with those there are.
+	out, errOut, code := agentjailRun(t, "completion", "tcsh")
+	if code != 125 || out != "" || errOut != "agentjail: no completion script for \"tcsh\": give bash, zsh or fish\n" {
+		t.Errorf("completion tcsh: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
 }
 
 // TestEmptyFlagValue: a flag given an empty value is refused, not taken

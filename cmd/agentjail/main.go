@@ -77,6 +77,9 @@ func runFor(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 var (
 	flagGoType  = regexp.MustCompile(` as main\.durationValue value`)
 	flagOneDash = regexp.MustCompile(`for flag -?([a-z][a-z-]*)`)
+	// Go's flag package names an unknown flag with one dash, whichever
+	// the operator typed; every flag of agentjail's takes two.
+	unknownOneDash = regexp.MustCompile(`^flag provided but not defined: -([a-z][a-z0-9-]+)`)
 )
 
 // plainFlagError rewrites urfave/cli's flag messages for an operator: no Go
@@ -85,6 +88,7 @@ var (
 func plainFlagError(msg string) string {
 	msg = flagGoType.ReplaceAllString(msg, " as a duration")
 	msg = flagOneDash.ReplaceAllString(msg, "for flag --$1")
+	msg = unknownOneDash.ReplaceAllString(msg, "flag provided but not defined: --$1")
 	if strings.Contains(msg, " as bool value ") {
 		msg = strings.Replace(msg, " as bool value ", " as true or false ", 1)
 		msg = strings.Replace(msg, ": parse error", ": write true or false (or 1 or 0)", 1)
@@ -147,6 +151,10 @@ func newApp(args []string, stdin io.Reader, stdout, stderr io.Writer, code *int,
 				sub(sh)
 			}
 			sub(c)
+			c.CommandNotFound = func(ctx context.Context, cmd *cli.Command, name string) {
+				fmt.Fprintf(stderr, "agentjail: no completion script for %q: give bash, zsh or fish\n", name)
+				*code = exitSetup
+			}
 		},
 		Commands: []*cli.Command{
 			sub(&cli.Command{

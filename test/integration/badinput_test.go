@@ -99,7 +99,7 @@ func TestBadInput(t *testing.T) {
 		{"--env of a variable always removed", nil, []string{"--env", "CLAUDECODE=1"}, []string{"--env: environment.set[CLAUDECODE]: agentjail always removes CLAUDECODE from the jail's environment"}},
 		{"results not a directory", nil, []string{"--results", "/etc/passwd"}, []string{"--results /etc/passwd: open /etc/passwd: not a directory; choose a directory agentjail can create or write"}},
 		{"start directory the run user cannot enter", nil, []string{"--chdir", "/root"}, []string{"start directory /root: the run user ", "may not enter it; pass --chdir with a directory that user may enter, or choose the run user with --user"}},
-		{"unknown flag", nil, []string{"--bogus"}, []string{"flag provided but not defined: -bogus", "agentjail run --help"}},
+		{"unknown flag", nil, []string{"--bogus"}, []string{"flag provided but not defined: --bogus", "agentjail run --help"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -171,7 +171,7 @@ func TestBadFlagStillWritesRecord(t *testing.T) {
 	}{
 		{"bad duration after --record", func(rp string) []string { return []string{"--record", rp, "--timeout", "soon"} }, `invalid value "soon" for flag --timeout`},
 		{"--record= after a bad duration", func(rp string) []string { return []string{"--timeout=soon", "--profile", "tier2", "--record=" + rp} }, `invalid value "soon" for flag --timeout`},
-		{"unknown flag", func(rp string) []string { return []string{"--bogus", "--record", rp} }, "flag provided but not defined: -bogus"},
+		{"unknown flag", func(rp string) []string { return []string{"--bogus", "--record", rp} }, "flag provided but not defined: --bogus"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

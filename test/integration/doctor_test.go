@@ -179,7 +179,7 @@ func TestDoctorBadInput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"--bogus"}, "flag provided but not defined: --bogus"},
 		{[]string{"--profile", "tier9"}, `unknown profile "tier9"`},
 		{[]string{"--user", "root"}, "uid 0 is allowed only with inner_sandbox: sealed"},
 		{[]string{"--user", "nosuch-user"}, `run user "nosuch-user" (chosen by --user) does not exist`},

@@ -125,7 +125,7 @@ func TestInitCommandLine(t *testing.T) {
 		{name: "no command", args: []string{"init"}, code: 125, stderr: "agentjail: no command to run: write `agentjail init [flags] -- CMD [ARG...]`"},
 		{name: "negative grace", args: []string{"init", "--grace", "-1s", "true"}, code: 125, stderr: `duration "-1s" is negative`},
 		{name: "bad grace in the environment", env: []string{"AGENTJAIL_INIT_GRACE=soon"}, args: []string{"init", "true"}, code: 125, stderr: `AGENTJAIL_INIT_GRACE`},
-		{name: "unknown flag", args: []string{"init", "--reap-harder", "true"}, code: 125, stderr: "flag provided but not defined: -reap-harder"},
+		{name: "unknown flag", args: []string{"init", "--reap-harder", "true"}, code: 125, stderr: "flag provided but not defined: --reap-harder"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
