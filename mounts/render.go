@@ -162,7 +162,7 @@ func Render(in Input) (Plan, error) {
 	r := renderer{in: in, p: in.Policy, plan: Plan{FDs: map[int]string{}}}
 	r.check()
 	if len(r.errs) > 0 {
-		return Plan{}, errors.Join(r.errs...)
+		return Plan{}, policy.InFileOrder(r.errs)
 	}
 	roots := WritableRoots(in.Policy)
 	r.namespaces()
@@ -203,7 +203,7 @@ func Render(in Input) (Plan, error) {
 		r.errs = append(r.errs, err)
 	}
 	if len(r.errs) > 0 {
-		return Plan{}, errors.Join(r.errs...)
+		return Plan{}, policy.InFileOrder(r.errs)
 	}
 	return r.plan, nil
 }

@@ -1,8 +1,11 @@
 package policy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -95,4 +98,59 @@ func ShellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// InFileOrder sorts errs as a reader meets them: the errors of one file by
+// line and column (the files in the order errs first names them), the
+// rest (a flag's, one without a place) after them in the order given. It
+// sorts errs itself, and returns it joined.
+func InFileOrder(errs []error) error {
+	type placed struct {
+		err             error
+		file, line, col int
+	}
+	all := make([]placed, len(errs))
+	files := map[string]int{}
+	for i, err := range errs {
+		f, l, c, ok := placeOf(err)
+		if !ok {
+			all[i] = placed{err: err, file: math.MaxInt}
+			continue
+		}
+		if _, seen := files[f]; !seen {
+			files[f] = len(files)
+		}
+		all[i] = placed{err, files[f], l, c}
+	}
+	slices.SortStableFunc(all, func(a, b placed) int {
+		return cmp.Or(cmp.Compare(a.file, b.file), cmp.Compare(a.line, b.line), cmp.Compare(a.col, b.col))
+	})
+	for i, p := range all {
+		errs[i] = p.err
+	}
+	return errors.Join(errs...)
+}
+
+// placeOf is where in which file err was found: a FieldError's origin
+// "file:line:col".
+func placeOf(err error) (file string, line, col int, ok bool) {
+	var fe *FieldError
+	if !errors.As(err, &fe) {
+		return "", 0, 0, false
+	}
+	o := fe.Origin
+	i := strings.LastIndexByte(o, ':')
+	if i < 0 {
+		return "", 0, 0, false
+	}
+	j := strings.LastIndexByte(o[:i], ':')
+	if j < 0 {
+		return "", 0, 0, false
+	}
+	line, err1 := strconv.Atoi(o[j+1 : i])
+	col, err2 := strconv.Atoi(o[i+1:])
+	if err1 != nil || err2 != nil {
+		return "", 0, 0, false
+	}
+	return o[:j], line, col, true
 }

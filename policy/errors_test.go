@@ -31,3 +31,19 @@ func TestShellQuote(t *testing.T) {
 		}
 	}
 }
+
+// TestInFileOrder: errors are said as a reader meets them in the file,
+// those of a flag after.
+func TestInFileOrder(t *testing.T) {
+	errs := []error{
+		&FieldError{Origin: "p.yaml:5:3", Field: "c", Msg: "c"},
+		&FieldError{Origin: "--write", Field: "filesystem.write[0]", Msg: "flag"},
+		&FieldError{Origin: "p.yaml:2:9", Field: "b", Msg: "b"},
+		&FieldError{Origin: "p.yaml:2:1", Field: "a", Msg: "a"},
+	}
+	got := InFileOrder(errs).Error()
+	want := "p.yaml:2:1: a: a\np.yaml:2:9: b: b\np.yaml:5:3: c: c\n--write: filesystem.write[0]: flag"
+	if got != want {
+		t.Errorf("InFileOrder:\n%s\nwant:\n%s", got, want)
+	}
+}

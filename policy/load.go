@@ -280,7 +280,7 @@ func decode(name string, data []byte) (Policy, error) {
 		}
 	}
 	if len(errs) > 0 {
-		return Policy{}, errors.Join(errs...)
+		return Policy{}, InFileOrder(errs)
 	}
 	p.Origins = originsOf(name, docs[0].Body)
 	return p, nil
@@ -460,7 +460,7 @@ func checkNoLoosening(parent, child Policy) error {
 	if isFalse(child.Filesystem.Home.Private) && isTrue(parent.Filesystem.Home.Private) {
 		refuse("filesystem.home.private", "false, but the profile it extends hides the host home")
 	}
-	return errors.Join(errs...)
+	return InFileOrder(errs)
 }
 
 func isTrue(b *bool) bool  { return b != nil && *b }

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"path"
@@ -143,7 +142,7 @@ func Validate(p Policy) error {
 	if c := p.Codex; On(c.Credentials) && !On(c.Home) {
 		v.add("codex.credentials", "needs codex.home: true (the credentials are copied into the private Codex directory)")
 	}
-	return errors.Join(v.errs...)
+	return InFileOrder(v.errs)
 }
 
 type validator struct {

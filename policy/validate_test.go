@@ -44,9 +44,10 @@ codex: {credentials: true}
 	if !errors.Is(err, ErrInvalid) {
 		t.Fatalf("Validate = %v, want ErrInvalid", err)
 	}
+	// In the file's order, as a reader meets them.
 	want := []string{
-		`v.yaml:2:1: inner_sandbox: "loose" is not one of free, sealed`,
 		"v.yaml:1:1: user: uid 0 is allowed only with inner_sandbox: sealed",
+		`v.yaml:2:1: inner_sandbox: "loose" is not one of free, sealed`,
 		`v.yaml:4:3: filesystem.base: "tiny" is not one of host, minimal`,
 		`v.yaml:5:3: filesystem.proc: "host" is not one of fresh, fresh-or-bind`,
 		`v.yaml:7:7: filesystem.write[0]: "relative/dir" must be absolute (start with /, ~/ or ${PWD}/)`,
@@ -55,8 +56,8 @@ codex: {credentials: true}
 		`v.yaml:13:7: filesystem.protect[1]: "[unclosed" is not a valid pattern`,
 		`v.yaml:14:20: filesystem.deny[1]: "~other/.ssh" must be absolute`,
 		"v.yaml:15:3: filesystem.protect_depth: must be between 0 and 16",
-		"v.yaml:18:5: filesystem.tmpfs[/run].size: every tmpfs needs a size cap",
 		"v.yaml:17:5: filesystem.tmpfs[tmp]: mount point must be a clean absolute path",
+		"v.yaml:18:5: filesystem.tmpfs[/run].size: every tmpfs needs a size cap",
 		`v.yaml:19:17: filesystem.credentials[0]: "/etc/shadow" must be a path under ~`,
 		`v.yaml:21:25: environment.allow[2]: "BAD-NAME" is not a variable name`,
 		"v.yaml:21:37: environment.allow[3]: agentjail always removes CLAUDECODE from the jail's environment",
