@@ -16,30 +16,7 @@ import (
 // /run/user is covered.
 func TestEscapeUserRuntimeSockets(t *testing.T) {
 	jailed(t)
-	// Made as logind makes them where they are missing (a machine without
-	// logind has neither): /run/user root's and open to all, the user's
-	// own directory theirs alone. (MkdirAll would make /run/user 0700 too,
-	// which the user could not pass.) /run/user stays: the jails of the
-	// tests running beside this one cover it when it exists, and bwrap
-	// cannot make the mount point again on their read-only root.
-	userDir := filepath.Join("/run/user", strconv.Itoa(runUID))
-	for _, d := range []struct {
-		path string
-		mode os.FileMode
-		uid  int
-	}{{"/run/user", 0o755, 0}, {userDir, 0o700, runUID}} {
-		if fileExists(d.path) {
-			continue
-		}
-		if err := os.Mkdir(d.path, d.mode); err != nil && !os.IsExist(err) {
-			t.Fatal(err)
-		}
-		if d.path == userDir {
-			t.Cleanup(func() { os.RemoveAll(d.path) })
-		}
-		os.Chmod(d.path, d.mode) // whatever the umask
-		os.Chown(d.path, d.uid, d.uid)
-	}
+	userDir := userRuntimeDir(t)
 	sock := filepath.Join(userDir, "agentjail-test-"+token()+".sock")
 	l, err := net.Listen("unix", sock)
 	if err != nil {
@@ -101,24 +78,7 @@ func TestEscapeRunDirectoryInTheJail(t *testing.T) {
 // empty directory no one may enter, and /run/user still cannot be listed.
 func TestRunDirectoryThereForTheGitMask(t *testing.T) {
 	jailed(t)
-	userDir := filepath.Join("/run/user", strconv.Itoa(runUID))
-	for _, d := range []struct {
-		path string
-		mode os.FileMode
-		uid  int
-	}{{"/run/user", 0o755, 0}, {userDir, 0o700, runUID}} {
-		if fileExists(d.path) {
-			continue
-		}
-		if err := os.Mkdir(d.path, d.mode); err != nil && !os.IsExist(err) {
-			t.Fatal(err)
-		}
-		if d.path == userDir {
-			t.Cleanup(func() { os.RemoveAll(d.path) })
-		}
-		os.Chmod(d.path, d.mode)
-		os.Chown(d.path, d.uid, d.uid)
-	}
+	userDir := userRuntimeDir(t)
 	const probe = `read -r _ g < .git; echo "gitdir=$g"; [ -d "$g" ] && echo there; ls "$g" >/dev/null 2>&1 || echo unlisted; ls /run/user >/dev/null 2>&1 || echo run-user-unlisted`
 	for _, xdg := range []string{userDir, ""} {
 		ws := workspace(t)
@@ -134,4 +94,34 @@ func TestRunDirectoryThereForTheGitMask(t *testing.T) {
 			t.Errorf("XDG_RUNTIME_DIR=%q: want the gitdir %s there, not listable, and /run/user not listable:\n%s%s", xdg, want, r.stdout, r.stderr)
 		}
 	}
+}
+
+// userRuntimeDir returns the run user's runtime directory, made as logind
+// makes them where they are missing (a machine without logind has
+// neither): /run/user root's and open to all, the user's own directory
+// theirs alone (MkdirAll would make /run/user 0700 too, which the user
+// could not pass). /run/user stays: the jails of the tests running beside
+// this one cover it when it exists, and bwrap cannot make the mount point
+// again on their read-only root.
+func userRuntimeDir(t *testing.T) string {
+	t.Helper()
+	userDir := filepath.Join("/run/user", strconv.Itoa(runUID))
+	for _, d := range []struct {
+		path string
+		mode os.FileMode
+		uid  int
+	}{{"/run/user", 0o755, 0}, {userDir, 0o700, runUID}} {
+		if fileExists(d.path) {
+			continue
+		}
+		if err := os.Mkdir(d.path, d.mode); err != nil && !os.IsExist(err) {
+			t.Fatal(err)
+		}
+		if d.path == userDir {
+			t.Cleanup(func() { os.RemoveAll(d.path) })
+		}
+		os.Chmod(d.path, d.mode) // whatever the umask
+		os.Chown(d.path, d.uid, d.uid)
+	}
+	return userDir
 }
