@@ -190,8 +190,8 @@ func run(req Request, stdio IO) (int, error) {
 
 	termIO, stdout, stderr := openTerminal(req, stdio, tty)
 	stdin := stdio.Stdin
+	closeStdin := func() {}
 	if termIO.pty == nil {
-		var closeStdin func()
 		if stdin, closeStdin, err = jailStdin(stdin, stdio.Job); err != nil {
 			return failed(err)
 		}
@@ -245,11 +245,14 @@ func run(req Request, stdio IO) (int, error) {
 	snapped := make(chan struct{})
 	go func() { before = j.protectedSnapshot(); close(snapped) }()
 	spec.Hold = snapped
-	if err := termIO.begin(sigs); err != nil {
+	if err := termIO.begin(); err != nil {
 		<-snapped
 		return failed(err)
 	}
 	outcome, runErr := supervise.Run(spec)
+	// Nothing of the jail reads any more: what is typed from now on is
+	// the shell's.
+	closeStdin()
 	<-snapped
 	rec = outcome.Record
 	j.network(nr, &rec)
@@ -487,7 +490,22 @@ func secretValues(env []string) []string {
 // protectedSnapshot records the protected paths under the writable roots
 // (mask placeholders, agentjail's own, do not count).
 func (j *Jail) protectedSnapshot() mounts.Snapshot {
-	return mounts.TakeSnapshot(newHostDisk(), j.Policy, func(p string) bool { return runstate.IsMask(runstate.MaskDir(), p) })
+	d := newHostDisk()
+	s := mounts.TakeSnapshot(d, j.Policy, func(p string) bool { return runstate.IsMask(runstate.MaskDir(), p) })
+	for p, e := range s {
+		// A directory the search could not read is the agent's doing
+		// only where the run user could write it (not another user's
+		// 0700 data directory, which the agent cannot enter either).
+		switch {
+		case !e.Unreadable || j.User.CanWrite(d, p):
+		case e == mounts.Entry{Unreadable: true}:
+			delete(s, p)
+		default:
+			e.Unreadable = false
+			s[p] = e
+		}
+	}
+	return s
 }
 
 func uint32s(in []int) []uint32 {

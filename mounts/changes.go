@@ -21,6 +21,8 @@ func ProtectedChanges(before, after Snapshot) []record.Note {
 	for p, a := range after {
 		b, ok := before[p]
 		switch {
+		case a.Unreadable:
+			all = append(all, change{p, unreadable})
 		case !ok:
 			all = append(all, change{p, "appeared"})
 		case a.Ino != b.Ino || a.Mode.Type() != b.Mode.Type():
@@ -47,14 +49,20 @@ func ProtectedChanges(before, after Snapshot) []record.Note {
 			continue
 		}
 		listed = append(listed, c.path)
-		notes = append(notes, record.Note{What: record.ViolationProtected, Detail: fmt.Sprintf(
-			"%s %s during the run (a protected path under a writable root); nothing was restored: check it before git, a shell or an agent uses it",
-			c.path, c.how)})
+		detail := fmt.Sprintf("%s %s during the run (a protected path under a writable root); nothing was restored: check it before git, a shell or an agent uses it", c.path, c.how)
+		if c.how == unreadable {
+			detail = fmt.Sprintf("%s could not be read after the run (its mode keeps agentjail out), so nothing below it was checked: a repository made there would go unseen; make it readable (chmod u+rx) and check it before git runs there", c.path)
+		}
+		notes = append(notes, record.Note{What: record.ViolationProtected, Detail: detail})
 	}
 	return notes
 }
 
 type change struct{ path, how string }
+
+// unreadable is the how of a directory the check after the run could not
+// read.
+const unreadable = "could not be read"
 
 func hasChangeBelow(all []change, dir string) bool {
 	return slices.ContainsFunc(all, func(c change) bool { return strings.HasPrefix(c.path, dir+"/") })

@@ -188,6 +188,10 @@ func (u User) canEnter(d Disk, abs string) bool {
 }
 
 // canWrite reports whether u may create files in the directory abs.
+// CanWrite reports whether u may create entries in the directory abs (or
+// write the file abs): write and search permission, and a way to it.
+func (u User) CanWrite(d Disk, abs string) bool { return u.canWrite(d, abs) }
+
 func (u User) canWrite(d Disk, abs string) bool {
 	fi, err := lstat(d, abs)
 	return err == nil && u.reachable(d, abs) && u.can(fi, mayWrite|mayExec)

@@ -13,6 +13,9 @@ var (
 	// ErrGitFile: a git file agentjail must read to find what to protect
 	// (a config, a .git file) is larger than it reads.
 	ErrGitFile = errors.New("git file too large")
+	// ErrUnreadable: a directory under a writable root cannot be read, so
+	// what must be protected below it cannot be found.
+	ErrUnreadable = errors.New("unreadable directory")
 	// ErrTooManyArgs: protecting the writable roots takes more arguments
 	// than bubblewrap accepts.
 	ErrTooManyArgs = errors.New("too many bubblewrap arguments")

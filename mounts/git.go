@@ -71,24 +71,24 @@ func (f *finder) repository(dir string, names []string) bool {
 		return true
 	}
 	if bare(names) {
+		// Searched below all the same (the walk skips its objects and
+		// refs): an agent's HEAD, objects and refs, empty files, would
+		// otherwise hide from the search the repositories and protected
+		// names in what else the directory holds.
 		f.gitdir(dir, "")
-		return false
 	}
 	return true
 }
 
 // bare reports whether dir may be a git directory to git (setup.c,
-// is_git_directory): it holds HEAD, objects and refs (names: dir's
-// entries, sorted). Whatever they are: git asks only access(X_OK) of
-// objects and refs, which a link to a directory passes (and an
-// executable file), and the jail's agent chooses what they are.
+// is_git_directory): it holds HEAD, and objects and refs, or a commondir
+// naming the directory that holds them (names: dir's entries, sorted).
+// Whatever they are: git asks only access(X_OK) of objects and refs,
+// which a link to a directory passes (and an executable file), and the
+// jail's agent chooses what they are.
 func bare(names []string) bool {
-	for _, n := range GitDirNames {
-		if _, ok := slices.BinarySearch(names, n); !ok {
-			return false
-		}
-	}
-	return true
+	has := func(n string) bool { _, ok := slices.BinarySearch(names, n); return ok }
+	return has("HEAD") && (has("commondir") || has("objects") && has("refs"))
 }
 
 // GitDirNames are the entries that make a directory a git directory to
@@ -98,12 +98,13 @@ var GitDirNames = []string{"HEAD", "objects", "refs"}
 // isGitDir reports whether dir, on d, holds what makes it a git directory
 // to git (bare).
 func isGitDir(d Disk, dir string) bool {
-	for _, n := range GitDirNames {
-		if !exists(d, path.Join(dir, n)) {
-			return false
+	var names []string
+	for _, n := range []string{"HEAD", "commondir", "objects", "refs"} {
+		if exists(d, path.Join(dir, n)) {
+			names = append(names, n)
 		}
 	}
-	return true
+	return bare(names)
 }
 
 // enclosing handles the repository a writable root lies in, if any (git

@@ -208,6 +208,31 @@ func TestGitMetadataHostile(t *testing.T) {
 			t.Errorf("a bare repository with linked objects and refs: the protection lacks %q:\n%s", want, got)
 		}
 	}
+	// Empty files HEAD, objects and refs make a directory a git
+	// directory, and no more: what else it holds is searched all the
+	// same (a nested clone's config below it was left unprotected).
+	d = gitTree()
+	for _, n := range []string{"HEAD", "objects", "refs"} {
+		d["srv/proj/pkg/"+n] = node(0o644, 1000, 1000, "")
+	}
+	d["srv/proj/pkg/lib/.git/config"] = node(0o644, 1000, 1000, "[core]\n")
+	d["srv/proj/pkg/lib/.git/HEAD"] = node(0o644, 1000, 1000, "ref: refs/heads/main\n")
+	if got = formatProtection(find(d)); !strings.Contains(got, "read-only /srv/proj/pkg/lib/.git/config\n") {
+		t.Errorf("a repository below a directory with HEAD, objects and refs is not protected:\n%s", got)
+	}
+	// HEAD and a commondir naming where objects and refs are: a git
+	// directory too (git looks for them in the common directory).
+	d = gitTree()
+	d["srv/proj/src/HEAD"] = node(0o644, 1000, 1000, "ref: refs/heads/main\n")
+	d["srv/proj/src/commondir"] = node(0o644, 1000, 1000, "../store\n")
+	d["srv/proj/store/config"] = node(0o644, 1000, 1000, "[core]\n\tpager = ./x\n")
+	d["srv/proj/store/objects"], d["srv/proj/store/refs"] = dir(0o755, 1000), dir(0o755, 1000)
+	got = formatProtection(find(d))
+	for _, want := range []string{"read-only /srv/proj/src/commondir", "read-only /srv/proj/store/config", "mask /srv/proj/store/hooks"} {
+		if !strings.Contains(got, want+"\n") {
+			t.Errorf("HEAD and a commondir: the protection lacks %q:\n%s", want, got)
+		}
+	}
 	// A .git that is a link, under the root: refused unless accepted.
 	d = gitTree()
 	d["srv/proj/libsub/.git"] = link("../.git/modules/libsub")

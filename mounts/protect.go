@@ -1,6 +1,7 @@
 package mounts
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -49,7 +50,11 @@ type protection struct {
 	// de-initialised submodule). The snapshots record them: one that
 	// appears is a violation.
 	watched []string
-	errs    []error // git files too large to read
+	// unreadable are directories under a writable root the search could
+	// not read (a mode the agent set, 0311): what is below them is
+	// unknown. Render refuses them; the check after the run reports them.
+	unreadable []string
+	errs       []error // git files too large to read
 }
 
 // finder searches the writable roots for what must be protected.
@@ -252,7 +257,10 @@ func (f *finder) pinTo(p string) {
 // patterns are matched against its names (present) rather than looked up
 // one by one.
 func (f *finder) walk(dir string, level int, fn func(dir string, names []string, level int) bool) {
-	entries, _ := fs.ReadDir(f.d, rel(dir))
+	entries, err := fs.ReadDir(f.d, rel(dir))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) && underAny(dir, f.roots) {
+		f.add(&f.pr.unreadable, dir)
+	}
 	names := make([]string, len(entries))
 	for i, e := range entries {
 		names[i] = e.Name()
@@ -260,10 +268,12 @@ func (f *finder) walk(dir string, level int, fn func(dir string, names []string,
 	if !fn(dir, names, level) {
 		return
 	}
+	gitDir := bare(names)
 	for _, e := range entries {
-		if e.IsDir() && !slices.Contains(skipDirs, e.Name()) {
-			f.walk(path.Join(dir, e.Name()), level+1, fn)
+		if !e.IsDir() || slices.Contains(skipDirs, e.Name()) || gitDir && (e.Name() == "objects" || e.Name() == "refs") {
+			continue
 		}
+		f.walk(path.Join(dir, e.Name()), level+1, fn)
 	}
 }
 

@@ -550,6 +550,14 @@ func (r *renderer) protect(roots []string) {
 	patterns := append(append(slices.Clone(r.p.Filesystem.Protect), r.copySources()...), r.inputs(roots)...)
 	pr := findProtected(placeholderDisk{r.in.Disk, r.in.IsPlaceholder}, roots, patterns, depth, homes)
 	r.errs = append(r.errs, pr.errs...)
+	for _, d := range pr.unreadable {
+		if !r.in.User.CanWrite(r.in.Disk, d) {
+			continue // the agent can make nothing there either
+		}
+		q := policy.Quote(d)
+		r.errs = append(r.errs, fmt.Errorf("%w: %s, under a writable root, cannot be read, so the protected paths below it cannot be found (an earlier run may have left it so); make it readable (chmod u+rx %s), or give narrower writable roots",
+			ErrUnreadable, q, policy.ShellQuote(d)))
+	}
 	r.rootsInProtected(pr)
 	// Parents first, before what they hold is made read-only.
 	slices.Sort(pr.pins)

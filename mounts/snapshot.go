@@ -26,6 +26,9 @@ type Entry struct {
 	ModTime int64 // ns
 	Ino     uint64
 	Ctime   int64 // ns
+	// Unreadable: a directory the search could not read; what is below
+	// it is not in the snapshot.
+	Unreadable bool
 }
 
 // TakeSnapshot records the protected paths under p's writable roots, as
@@ -49,6 +52,11 @@ func TakeSnapshot(d Disk, p policy.Policy, isPlaceholder func(string) bool) Snap
 		for _, q := range list {
 			s.add(d, q)
 		}
+	}
+	for _, q := range pr.unreadable {
+		e := s[q]
+		e.Unreadable = true
+		s[q] = e
 	}
 	return s
 }

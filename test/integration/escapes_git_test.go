@@ -419,6 +419,110 @@ mkdir -p "HEAD.agentjail-quarantine-$AGENTJAIL_RUN" && echo PLANTED`
 	}
 }
 
+// TestEscapeGitHiddenRepositories: two ways a repository of the agent's
+// hid from the search for protected paths and from the check after the
+// run, both silent (exit 0), and the operator's next git ran the agent's
+// code. A submodule entered in the index whose directory is named with
+// bytes that are not UTF-8 (io/fs refuses such names: nothing below was
+// read), its core.fsmonitor run by `git status` at the top; and a
+// directory made a git directory by HEAD and a commondir naming where
+// objects and refs are (git looks for them there), its core.pager run by
+// `git log` in it. Now names are read whatever their bytes, and HEAD with
+// a commondir is a git directory: both are found and moved aside.
+func TestEscapeGitHiddenRepositories(t *testing.T) {
+	jailed(t)
+	marks := workspace(t)
+	for _, c := range []struct {
+		name, agent string
+		git         []string // the operator's command, in dir
+		dir         string
+	}{
+		{"a name that is not UTF-8", `import os, subprocess as sp
+d = b"vendor\xff"
+sp.run([b"git", b"init", b"-q", d], check=True)
+fsm = os.path.abspath(d) + b"/.git/fsm"
+open(fsm, "w").write("#!/bin/sh\ntouch MARK\n"); os.chmod(fsm, 0o755)
+sp.run([b"git", b"-C", d, b"config", b"core.fsmonitor", fsm], check=True)
+sp.run([b"git", b"-C", d, b"-c", b"user.name=a", b"-c", b"user.email=a@b", b"commit", b"-q", b"--allow-empty", b"-m", b"x"], check=True)
+sha = sp.run([b"git", b"-C", d, b"rev-parse", b"HEAD"], capture_output=True, check=True).stdout.strip()
+sp.run([b"git", b"update-index", b"--add", b"--cacheinfo", b"160000," + sha + b"," + d], check=True)
+print("PLANTED")
+`, []string{"status"}, ""},
+		{"HEAD and a commondir", `import os, subprocess as sp
+s = os.path.abspath("store")
+os.makedirs(s + "/objects"); os.makedirs(s + "/refs/heads")
+open(s + "/config", "w").write("[core]\n\trepositoryformatversion = 0\n\tpager = " + s + "/x\n")
+open(s + "/x", "w").write("#!/bin/sh\ntouch MARK\nexec cat\n"); os.chmod(s + "/x", 0o755)
+open("src/HEAD", "w").write("ref: refs/heads/main\n"); open("src/commondir", "w").write("../store\n")
+env = dict(os.environ, GIT_AUTHOR_NAME="a", GIT_AUTHOR_EMAIL="a@b", GIT_COMMITTER_NAME="a", GIT_COMMITTER_EMAIL="a@b")
+tree = sp.run(["git", "hash-object", "-t", "tree", "-w", "--stdin"], cwd="src", input=b"", capture_output=True, check=True).stdout.strip()
+commit = sp.run(["git", "commit-tree", tree], cwd="src", input=b"msg", capture_output=True, check=True, env=env).stdout.strip()
+sp.run(["git", "update-ref", "refs/heads/main", commit], cwd="src", check=True)
+print("PLANTED")
+`, []string{"-p", "log"}, "src"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			home, p := workspace(t), workspace(t)
+			for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"commit", "-q", "--allow-empty", "-m", "start"}} {
+				if out, err := operatorGit(t, home, p, args...); err != nil {
+					t.Fatalf("git %v: %v\n%s", args, err, out)
+				}
+			}
+			os.Mkdir(filepath.Join(p, "src"), 0o755)
+			os.Chown(filepath.Join(p, "src"), runUID, runUID)
+			marker := filepath.Join(marks, strings.ReplaceAll(c.name, " ", "-"))
+			agent := strings.ReplaceAll(c.agent, "MARK", marker)
+			write(t, p, map[string]string{".agent.py": agent})
+			os.Chown(filepath.Join(p, ".agent.py"), runUID, runUID)
+			r := aj(t, "run", "--write", p, "--chdir", p, "--", "/usr/bin/python3", ".agent.py")
+			if !strings.Contains(r.stdout, "PLANTED") {
+				t.Fatalf("the attack did not run in the jail (exit %d):\n%s\n%s", r.code, r.stdout, r.stderr)
+			}
+			wantCode(t, r, 123)
+			if !strings.Contains(r.stderr, "moved aside to ") {
+				t.Errorf("nothing was moved aside:\n%s", r.stderr)
+			}
+			operatorGit(t, home, filepath.Join(p, c.dir), c.git...)
+			if fileExists(marker) {
+				t.Errorf("the operator's git %v ran the agent's code", c.git)
+			}
+		})
+	}
+}
+
+// TestEscapeGitUnreadableDirectory: an operator not root runs agentjail,
+// and the agent as that operator. It made sub/.git a repository of its
+// own with a core.fsmonitor, then sub unreadable (0311): agentjail, as the
+// operator, could not list sub, so the check after the run saw no new
+// .git (exit 0), and `git status` in sub ran the agent's command (git
+// needs only to pass through sub). Now a directory the run user could
+// write that the check cannot read is a violation, and the next run is
+// refused until it is readable again.
+func TestEscapeGitUnreadableDirectory(t *testing.T) {
+	jailed(t)
+	xdg := visibleDir(t)
+	os.Chmod(xdg, 0o700)
+	ws := workspace(t)
+	sub := filepath.Join(ws, "sub")
+	t.Cleanup(func() { os.Chmod(sub, 0o755) })
+	inv := invocation{dir: ws, cred: uid1000, env: []string{"HOME=/", "XDG_RUNTIME_DIR=" + xdg}}
+	const attack = `mkdir -p sub/.git && cd sub/.git && git init -q --bare . && git config core.bare false && git config core.worktree .. &&
+printf '#!/bin/sh\ntrue\n' > fsm && chmod +x fsm && git config core.fsmonitor "$PWD/fsm" && cd ../.. && chmod 0311 sub && echo PLANTED`
+	r := inv.run(t, "run", "--write", ws, "--", "sh", "-c", attack)
+	if !strings.Contains(r.stdout, "PLANTED") {
+		t.Fatalf("the attack did not run in the jail (exit %d):\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	wantCode(t, r, 123)
+	if !strings.Contains(r.stderr, "agentjail: violation: "+sub+" could not be read after the run") {
+		t.Errorf("no violation says sub could not be read:\n%s", r.stderr)
+	}
+	r = inv.run(t, "run", "--write", ws, "--", "true")
+	wantCode(t, r, 125)
+	if !strings.Contains(r.stderr, sub+", under a writable root, cannot be read, so the protected paths below it cannot be found") {
+		t.Errorf("the next run is not refused, naming sub:\n%s", r.stderr)
+	}
+}
+
 // TestEscapeGitGlobalConfigInAWritableHome: with the operator's home a
 // writable root, the profiles protected ~/.gitconfig by name, yet git reads
 // the user's configuration from ~/.config/git/config too, and from every
