@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
+	"runtime"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -57,26 +56,21 @@ func jailStdin(in io.Reader, job int) (io.Reader, func(), error) {
 		m.Lflag &^= unix.ECHO | unix.ECHONL
 		unix.IoctlSetTermios(int(master.Fd()), unix.TCSETS, m)
 	}
-	if job == 0 {
-		// Read in the background, the terminal then fails with EIO
-		// rather than stopping agentjail, its supervision with it.
-		signal.Ignore(syscall.SIGTTIN)
-	}
 	r := &stdinRelay{tty: tty, rdev: ttyRdev(tty), master: master, job: job, done: make(chan struct{})}
 	var wg sync.WaitGroup
 	wg.Go(r.run)
 	// What the agent writes to its stdin (its terminal's echo is off) is
 	// nobody's: read and dropped, so that it never blocks the agent.
 	wg.Go(func() { io.Copy(io.Discard, master) })
+	var once sync.Once
 	end := func() {
-		close(r.done)
-		master.Close()
-		slave.Close()
-		wg.Wait()
-		unix.Close(tty)
-		if job == 0 {
-			signal.Reset(syscall.SIGTTIN)
-		}
+		once.Do(func() {
+			close(r.done)
+			master.Close()
+			slave.Close()
+			wg.Wait()
+			unix.Close(tty)
+		})
 	}
 	return slave, end, nil
 }
@@ -95,6 +89,14 @@ type stdinRelay struct {
 const relayWait = 100 * time.Millisecond
 
 func (r *stdinRelay) run() {
+	// Read in the background, the terminal fails with EIO rather than
+	// stopping agentjail, its supervision with it: SIGTTIN blocked on
+	// this thread alone (a process-wide SIG_IGN would pass to the jail).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if unblock, err := term.BlockOnThread(unix.SIGTTIN); err == nil {
+		defer unblock()
+	}
 	buf := make([]byte, 4096)
 	fds := []unix.PollFd{{Fd: int32(r.tty), Events: unix.POLLIN}}
 	for {

@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentjail/agentjail/execstage"
 	"github.com/agentjail/agentjail/policy"
@@ -24,7 +27,7 @@ const (
 	// terminals (a person at one), else pipes.
 	TTYAuto TTYMode = iota
 	TTYOn           // --tty
-	TTYOff          // --no-tty: pipes, stdin handed over as it is
+	TTYOff          // --no-tty: pipes; stdin handed over as it is, but a terminal (jailStdin)
 )
 
 // resolveTTY decides TTYAuto for the streams a run has.
@@ -113,28 +116,18 @@ func (t *terminal) control(m execstage.Message, files []*os.File) {
 	}
 }
 
-// begin makes the operator's terminal raw for a run with a pty, once the
-// run's job is the terminal's foreground: started in the background (&),
-// it waits, as a job stopped there would, but a signal still ends it (a
-// stop on SIGTTOU, made again at each SIGCONT, would hold that signal for
-// ever); one that comes meanwhile is left on sigs for the run, and the
-// terminal untouched. Then, while the run goes on, the terminal is made
-// raw again whenever the job is in the foreground and it is not (fg after
-// kill -STOP: the shell made it its own meanwhile, and may set its modes
-// again after it has handed the terminal back).
-func (t *terminal) begin(sigs chan os.Signal) error {
+// begin makes the operator's terminal raw for a run with a pty, and keeps
+// it so while the run goes on: whenever the run's job is the terminal's
+// foreground and it is not raw (fg after kill -STOP: the shell made it its
+// own meanwhile, and may set its modes again after it has handed the
+// terminal back). In the background it is left alone: a run started
+// there (&) is never stopped on SIGTTOU, which it would meet again at each
+// SIGCONT, so that `kill %1` could never end it.
+func (t *terminal) begin() error {
 	if t.pty == nil || t.saved == nil {
 		return nil
 	}
-	for !t.pty.Foreground() {
-		select {
-		case s := <-sigs:
-			sigs <- s
-			return nil
-		case <-time.After(relayWait):
-		}
-	}
-	if err := t.saved.MakeRaw(); err != nil {
+	if err := t.rawInForeground(); err != nil {
 		return fmt.Errorf("cannot make the terminal raw for the agent's own: %w", err)
 	}
 	t.watching, t.watched = make(chan struct{}), make(chan struct{})
@@ -146,11 +139,38 @@ func (t *terminal) begin(sigs chan os.Signal) error {
 				return
 			case <-time.After(relayWait):
 			}
-			if t.pty.Foreground() && !t.saved.IsRaw() {
-				t.saved.MakeRaw()
-			}
+			t.rawInForeground()
 		}
 	}()
+	return nil
+}
+
+// rawInForeground makes the terminal raw where the run's job is its
+// foreground and it is not raw already: with SIGTTOU blocked on the thread
+// (never stopped for it), and set back should the job have left the
+// foreground meanwhile (the shell's terminal stays as the shell has it).
+func (t *terminal) rawInForeground() error {
+	if !t.pty.Foreground() || t.saved.IsRaw() {
+		return nil
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	unblock, err := term.BlockOnThread(unix.SIGTTOU)
+	if err != nil {
+		return err
+	}
+	defer unblock()
+	fd := t.saved.Fd()
+	before, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return err
+	}
+	if err := t.saved.MakeRaw(); err != nil {
+		return err
+	}
+	if !t.pty.Foreground() {
+		return unix.IoctlSetTermios(fd, unix.TCSETS, before)
+	}
 	return nil
 }
 

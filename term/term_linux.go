@@ -54,13 +54,11 @@ func (s *State) Restore() (changed bool, err error) {
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	var ttou, old unix.Sigset_t
-	bits := uint(unsafe.Sizeof(ttou.Val[0]) * 8)
-	ttou.Val[(uint(unix.SIGTTOU)-1)/bits] |= 1 << ((uint(unix.SIGTTOU) - 1) % bits)
-	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &ttou, &old); err != nil {
+	unblock, err := BlockOnThread(unix.SIGTTOU)
+	if err != nil {
 		return false, err
 	}
-	defer unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
+	defer unblock()
 	if s.ldisc >= 0 {
 		if ld, err := unix.IoctlGetInt(s.fd, unix.TIOCGETD); err == nil && ld != s.ldisc {
 			changed = true
@@ -79,6 +77,22 @@ func (s *State) Restore() (changed bool, err error) {
 	// TCSETS, not TCSETSW: waiting for the output to drain would wait for
 	// ever on a terminal the agent left stopped (IXON and ^S).
 	return true, unix.IoctlSetTermios(s.fd, unix.TCSETS, &s.modes)
+}
+
+// BlockOnThread blocks sig on the calling OS thread, which the caller has
+// locked (runtime.LockOSThread), and returns what unblocks it. A job that
+// is not the terminal's foreground then gets EIO for a read of it
+// (SIGTTIN blocked) and may change its modes (SIGTTOU blocked), rather
+// than being stopped; nothing else of the process, and nothing it starts,
+// changes.
+func BlockOnThread(sig unix.Signal) (func(), error) {
+	var set, old unix.Sigset_t
+	bits := uint(unsafe.Sizeof(set.Val[0]) * 8)
+	set.Val[(uint(sig)-1)/bits] |= 1 << ((uint(sig) - 1) % bits)
+	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &set, &old); err != nil {
+		return nil, err
+	}
+	return func() { unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil) }, nil
 }
 
 // MakeRaw puts the terminal in raw mode for a run on a terminal of the

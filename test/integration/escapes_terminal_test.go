@@ -232,13 +232,20 @@ func TestEscapeTerminalStdinInTheBackground(t *testing.T) {
 	// share them.
 	holeShown(t, stolen != "", "the background jail reads what the operator types to their shell", result{stdout: stolen + "\n" + out})
 
-	stolen, out = run(t, agentjail+" run --no-tty --timeout 5s --user "+strconv.Itoa(runUID)+" --write "+ws+" --", "agentjail")
-	if stolen != "" {
-		t.Errorf("the jail read %q, typed to the operator's shell:\n%q", stolen, out)
-	}
-	for i := range 3 {
-		if !strings.Contains(out, fmt.Sprintf("\rtyped-at-my-own-shell-%d\r\n", i)) {
-			t.Errorf("the operator's shell did not run its line %d:\n%q", i, out)
+	// Directly, and through the launcher, whose worker is outside the
+	// terminal's session: no SIGTTIN would stop its reads there.
+	sock := filepath.Join(t.TempDir(), "launcher.sock")
+	t.Cleanup(startLauncher(t, sock).stop)
+	args := " --no-tty --timeout 5s --user " + strconv.Itoa(runUID) + " --write " + ws + " --"
+	for name, prefix := range map[string]string{"agentjail": agentjail + " run" + args, "launcher": "AGENTJAIL_LAUNCHER=" + sock + " " + clientBin() + args} {
+		stolen, out = run(t, prefix, name)
+		if stolen != "" {
+			t.Errorf("%s: the jail read %q, typed to the operator's shell:\n%q", name, stolen, out)
+		}
+		for i := range 3 {
+			if !strings.Contains(out, fmt.Sprintf("\rtyped-at-my-own-shell-%d\r\n", i)) {
+				t.Errorf("%s: the operator's shell did not run its line %d:\n%q", name, i, out)
+			}
 		}
 	}
 }
