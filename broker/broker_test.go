@@ -996,4 +996,9 @@ func TestBrokerSaysUnreachableOnce(t *testing.T) {
 	if len(rec.RefusedHosts) != 0 || rec.Totals.Allowed != 6 || rec.Totals.Refused != 0 {
 		t.Errorf("refused hosts %q, totals %+v", rec.RefusedHosts, rec.Totals)
 	}
+	// A request its client gave up on (or one the run's end cut) is no
+	// host that cannot be reached.
+	if s := unreachable(record.Connection{Host: "up.test", Port: 443}, fmt.Errorf("dial tcp: %w", context.Canceled)); s != "" {
+		t.Errorf("a canceled request is said: %q", s)
+	}
 }

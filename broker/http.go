@@ -121,8 +121,12 @@ func (b *Broker) tunnelTo(ctx context.Context, target string, rep connectReply) 
 
 // unreachable is what the operator is told of an allowed connection whose
 // upstream could not be reached: a mistyped entry, a name the host cannot
-// resolve, a wrong base URL are otherwise only in the record.
+// resolve, a wrong base URL are otherwise only in the record. Nothing for
+// a request its client gave up on.
 func unreachable(c record.Connection, err error) string {
+	if errors.Is(err, context.Canceled) {
+		return "" // the jail's client went away, or the run is ending
+	}
 	return fmt.Sprintf("%s is allowed (%s) but cannot be reached: %v; the jail was answered 502", hostPort(c.Host, c.Port), c.Rule, err)
 }
 

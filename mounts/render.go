@@ -662,12 +662,15 @@ func (r *renderer) gitIgnore(pr protection, roots []string) {
 	}
 	var lines []string
 	add := func(p, suffix string) {
+		if strings.ContainsAny(p, "\n\r") {
+			return // no line can name it
+		}
 		for top := path.Dir(p); ; top = path.Dir(top) {
 			rel := strings.TrimPrefix(p, top)
 			if top == "/" {
 				rel = p
 			}
-			lines = append(lines, rel+suffix)
+			lines = append(lines, ignoreName(rel)+suffix)
 			if top == "/" {
 				return
 			}
@@ -710,6 +713,19 @@ func (r *renderer) rootsInProtected(pr protection) {
 		}
 	}
 }
+
+// ignoreName is name as a gitignore line names it, not as a pattern:
+// gitignore(5) takes a backslash before a glob's character, and before a
+// trailing space.
+func ignoreName(name string) string {
+	name = ignoreEscapes.Replace(name)
+	if strings.HasSuffix(name, " ") {
+		name = name[:len(name)-1] + `\ `
+	}
+	return name
+}
+
+var ignoreEscapes = strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`)
 
 // dirMaskSize caps the tmpfs over a missing directory that would hold
 // protected paths (protection.dirs).

@@ -905,3 +905,14 @@ func TestRenderGitIgnore(t *testing.T) {
 		t.Errorf("with the host's ~/.config bound: %v, %q", err, plan.GitIgnore)
 	}
 }
+
+// TestIgnoreName: a name in the excludes file is itself, not a pattern.
+func TestIgnoreName(t *testing.T) {
+	for name, want := range map[string]string{
+		"/app/[id]/.env": `/app/\[id]/.env`, "/a*b?/x": `/a\*b\?/x`, `/back\slash`: `/back\\slash`, "/sp ": `/sp\ `, "/.env": "/.env",
+	} {
+		if got := ignoreName(name); got != want {
+			t.Errorf("ignoreName(%q) = %q, want %q", name, got, want)
+		}
+	}
+}

@@ -70,32 +70,51 @@ func Quote(s string) string {
 }
 
 // Printable returns the line l with every control character (C0, DEL and
-// C1, a newline too) written as \xNN: a line agentjail says that carries
-// what the jail chose (a file name, a link's target, a host name) stays
-// one line, and no escape sequence in it acts on the operator's terminal.
+// C1, a newline too) and every byte that is not UTF-8 written as \xNN,
+// and every format character (U+202E, right-to-left override, which
+// reorders what the operator reads) as \uNNNN: a line agentjail says that
+// carries what the jail chose (a file name, a link's target, a host name)
+// stays one line, reads as it is, and no escape sequence in it acts on the
+// operator's terminal.
 func Printable(l string) string {
-	if !strings.ContainsFunc(l, unicode.IsControl) {
+	plain := func(r rune) bool {
+		return r != utf8.RuneError && !unicode.IsControl(r) && !unicode.Is(unicode.Cf, r)
+	}
+	if utf8.ValidString(l) && !strings.ContainsFunc(l, func(r rune) bool { return !plain(r) }) {
 		return l
 	}
 	var b strings.Builder
-	for _, r := range l {
-		if unicode.IsControl(r) {
+	for i := 0; i < len(l); {
+		r, n := utf8.DecodeRuneInString(l[i:])
+		switch {
+		case r == utf8.RuneError && n <= 1:
+			fmt.Fprintf(&b, "\\x%02x", l[i])
+		case unicode.IsControl(r):
 			fmt.Fprintf(&b, "\\x%02x", r)
-			continue
+		case unicode.Is(unicode.Cf, r) || r == utf8.RuneError:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		default:
+			b.WriteRune(r)
 		}
-		b.WriteRune(r)
+		i += max(n, 1)
 	}
 	return b.String()
 }
 
-// ShellQuote returns s as a POSIX shell reads it as one word: as it is
-// when it holds only characters no shell treats specially, else in single
-// quotes, for a command the operator may paste.
+// ShellQuote returns s as a shell reads it as one word: as it is when it
+// holds only characters no shell treats specially, else in single quotes,
+// for a command the operator may paste. One that holds what Printable
+// escapes is written $'...' with those escapes (bash, zsh, ksh93, dash
+// 0.5.12): pasted, it is the name; printed, nothing in it acts on the
+// terminal.
 func ShellQuote(s string) string {
 	if s != "" && strings.IndexFunc(s, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%", r))
 	}) < 0 {
 		return s
+	}
+	if Printable(s) != s {
+		return "$'" + Printable(strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s)) + "'"
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -10,6 +10,8 @@ func TestPrintable(t *testing.T) {
 		"x\x1b]52;c;QlJPS0VS\x07.com":             `x\x1b]52;c;QlJPS0VS\x07.com`,
 		"a\nagentjail: fake\r":                    `a\x0aagentjail: fake\x0d`,
 		"C1 \u009b31m, UTF-8 é kept":              `C1 \x9b31m, UTF-8 é kept`,
+		"raw \x9b31m and \xff":                    `raw \x9b31m and \xff`,
+		"d\u202egnp.exe":                          `d\u202egnp.exe`,
 	} {
 		if got := Printable(in); got != want {
 			t.Errorf("Printable(%q) = %q, want %q", in, got, want)
@@ -20,11 +22,12 @@ func TestPrintable(t *testing.T) {
 // TestShellQuote: a word a POSIX shell reads as itself, whatever it holds.
 func TestShellQuote(t *testing.T) {
 	for in, want := range map[string]string{
-		"/srv/proj/.env": "/srv/proj/.env",
-		"":               "''",
-		"a b":            "'a b'",
-		"$(touch x);y":   "'$(touch x);y'",
-		"it's":           `'it'\''s'`,
+		"/srv/proj/.env":        "/srv/proj/.env",
+		"":                      "''",
+		"a b":                   "'a b'",
+		"$(touch x);y":          "'$(touch x);y'",
+		"it's":                  `'it'\''s'`,
+		"x\x1b]52;c;e\x07\n'\\": `$'x\x1b]52;c;e\x07\x0a\'\\'`,
 	} {
 		if got := ShellQuote(in); got != want {
 			t.Errorf("ShellQuote(%q) = %q, want %q", in, got, want)

@@ -258,7 +258,8 @@ func decode(name string, data []byte) (Policy, error) {
 	var errs []error
 	for _, fe := range quotedNumbers(name, docs[0].Body) {
 		errs = append(errs, fe)
-		dropField(docs[0], fe.Field, fe.at)
+		// Exactly: two in one list, the first took the list with it.
+		dropFieldAt(docs[0], fe.Field, fe.at, true)
 	}
 	// The decoder stops at the first value it cannot take. To report every
 	// one at once, each is cut from the tree and the decoding retried: the
@@ -323,7 +324,16 @@ const maxDecodeErrors = 32
 // two entries may share a path string (a top-level key "filesystem.x" and
 // x under filesystem).
 func dropField(doc *ast.DocumentNode, path string, at position) bool {
+	return dropFieldAt(doc, path, at, false)
+}
+
+// dropFieldAt is dropField; with exactOnly, only an entry that holds at
+// is removed (none, where one removed before held it).
+func dropFieldAt(doc *ast.DocumentNode, path string, at position, exactOnly bool) bool {
 	for _, exact := range []bool{true, false} {
+		if !exact && exactOnly {
+			break
+		}
 		for p := path; p != ""; p = parentPath(p) {
 			if removeEntry(doc, p, func(v *ast.MappingValueNode) bool { return !exact || holds(v, at) }) {
 				return true

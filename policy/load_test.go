@@ -225,3 +225,15 @@ func TestDecodeNeverPanics(t *testing.T) {
 		}
 	}
 }
+
+// TestQuotedNumbersAndTheRest: a number in quotes is said with every other
+// wrong value of the same mapping, not instead of them.
+func TestQuotedNumbersAndTheRest(t *testing.T) {
+	t.Parallel()
+	_, err := Decode("p.yaml", []byte("limits:\n  pids: \"100\"\n  wall: [1]\nfilesystem:\n  protect_depth: '5'\n"))
+	for _, want := range []string{"p.yaml:2:9: limits.pids: expected a whole number, got a string", "p.yaml:3:9: limits.wall: expected a duration", "p.yaml:5:18: filesystem.protect_depth: expected a whole number, got a string"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Decode = %v\nwant it to say %q", err, want)
+		}
+	}
+}
