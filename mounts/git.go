@@ -68,8 +68,10 @@ type gitDir struct {
 func (f *finder) repository(dir string, names []string) bool {
 	if _, ok := slices.BinarySearch(names, ".git"); ok {
 		f.repo(dir)
-		return true
 	}
+	// Also where a .git is: git takes dir itself for a git directory when
+	// its .git is none (an empty directory, a HEAD made garbage) and dir
+	// holds HEAD, objects and refs (setup.c, setup_git_directory_gently_1).
 	if bare(names) {
 		// Searched below all the same (the walk skips its objects and
 		// refs): an agent's HEAD, objects and refs, empty files, would
@@ -166,6 +168,10 @@ func (f *finder) keepDotGit(top string) {
 		if !slices.Contains(f.roots, p) {
 			f.add(&f.pr.pins, p)
 		}
+		// The snapshots record that it is there (its type alone: what
+		// it holds changes with every commit): one that is new is
+		// moved aside, empty as it may be.
+		f.add(&f.pr.gitDirs, p)
 	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
 		f.pinTo(p)
 		f.add(&f.pr.links, p)
@@ -313,6 +319,7 @@ func (f *finder) top(g string, gd *gitDir, top string) {
 	f.git.tops[[2]string{g, top}] = true
 	if top != g {
 		f.keepDotGit(top)
+		f.skippedLinks(g, top)
 	}
 	for _, v := range append(slices.Clip(f.git.global), gd.vars...) {
 		switch {

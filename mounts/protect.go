@@ -50,6 +50,9 @@ type protection struct {
 	// de-initialised submodule). The snapshots record them: one that
 	// appears is a violation.
 	watched []string
+	// gitDirs are the .git directories of work trees under the roots,
+	// recorded by the snapshots by type alone.
+	gitDirs []string
 	// unreadable are directories under a writable root the search could
 	// not read (a mode the agent set, 0311): what is below them is
 	// unknown. Render refuses them; the check after the run reports them.

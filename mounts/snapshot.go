@@ -53,6 +53,14 @@ func TakeSnapshot(d Disk, p policy.Policy, isPlaceholder func(string) bool) Snap
 			s.add(d, q)
 		}
 	}
+	for _, q := range pr.gitDirs {
+		if _, done := s[q]; done {
+			continue
+		}
+		if fi, err := lstat(d, q); err == nil {
+			s[q] = Entry{Mode: fi.Mode().Type()}
+		}
+	}
 	for _, q := range pr.unreadable {
 		e := s[q]
 		e.Unreadable = true

@@ -25,6 +25,7 @@ func TestTakeSnapshotCoversWhatRenderProtects(t *testing.T) {
 		"/srv/proj/.bashrc", // a link: recorded as the link
 		"/srv/proj/.env",
 		"/srv/proj/.env.local",
+		"/srv/proj/.git", // by type alone
 		"/srv/proj/.git/config",
 		"/srv/proj/.git/hooks",
 		"/srv/proj/.git/hooks/pre-commit",

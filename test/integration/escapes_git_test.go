@@ -460,6 +460,32 @@ commit = sp.run(["git", "commit-tree", tree], cwd="src", input=b"msg", capture_o
 sp.run(["git", "update-ref", "refs/heads/main", commit], cwd="src", check=True)
 print("PLANTED")
 `, []string{"-p", "log"}, "src"},
+		{"the top made a git directory beside a .git made none", `import os
+sh = """set -e
+cp .git/HEAD HEAD; cp .git/index index; ln -s .git/objects objects; ln -s .git/refs refs
+printf '#!/bin/sh\\ntouch MARK\\n' > evil.sh; chmod +x evil.sh
+printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\\tworktree = .\\n\\tfsmonitor = %s/evil.sh\\n' "$PWD" > config
+echo garbage > .git/HEAD
+"""
+os.system(sh) == 0 and print("PLANTED")
+`, []string{"status"}, ""},
+		{"an empty .git in front of a git directory", `import os
+sh = """set -e
+P=$PWD; cd src && mkdir .git && git init -q --bare . && git config core.bare false && git config core.worktree .
+printf '#!/bin/sh\\ntouch MARK\\n' > evil.sh; chmod +x evil.sh; git config core.fsmonitor "$P/src/evil.sh"
+"""
+os.system(sh) == 0 and print("PLANTED")
+`, []string{"status"}, "src"},
+		{"a submodule in node_modules", `import os
+sh = """set -e
+mkdir -p node_modules/x && cd node_modules/x && git init -q .
+printf '#!/bin/sh\\ntouch MARK\\n' > ../.fsm.sh; chmod +x ../.fsm.sh
+git config core.fsmonitor "$PWD/../.fsm.sh"
+git -c user.email=a@b -c user.name=a commit -q --allow-empty -m x; h=$(git rev-parse HEAD); cd ../..
+git update-index --add --cacheinfo 160000,$h,node_modules/x
+"""
+os.system(sh) == 0 and print("PLANTED")
+`, []string{"status"}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			home, p := workspace(t), workspace(t)
