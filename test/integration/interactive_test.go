@@ -577,40 +577,30 @@ func TestInteractiveJobControl(t *testing.T) {
 		return o
 	}
 
+	// In the background, the run reads nothing typed to the shell, and
+	// kill %1 ends it (143).
+	background := func(t *testing.T, run, got, code string) {
+		t.Parallel()
+		o := shell(t)
+		o.typed(t, fmt.Sprintf("%s sh -c 'read line; echo \"$line\" > %s' &\r", run, got))
+		time.Sleep(time.Second) // no timing is asserted: an early line is the shell's either way
+		o.typed(t, "echo typed-at-my-own-shell\r")
+		o.waitShown(t, "\rtyped-at-my-own-shell\r\n")
+		o.typed(t, "kill %1; wait %1; echo code=$?\r")
+		o.waitShown(t, "code="+code)
+		o.typed(t, "exit\r")
+		o.wait(t)
+		if fileExists(filepath.Join(ws, got)) {
+			t.Errorf("the run read from the terminal in the background")
+		}
+	}
+	t.Run("background", func(t *testing.T) { background(t, aj, "got", "143") })
+	// The worker is outside the terminal's session: no SIGTTIN stops its
+	// reads of the client's terminal, only the gate does.
 	sock := filepath.Join(t.TempDir(), "launcher.sock")
 	t.Cleanup(startLauncher(t, sock).stop)
 	t.Run("background through the launcher", func(t *testing.T) {
-		// The worker is outside the terminal's session: no SIGTTIN stops
-		// its reads of the client's terminal, only the gate does.
-		t.Parallel()
-		o := shell(t)
-		o.typed(t, fmt.Sprintf("AGENTJAIL_LAUNCHER=%s %s --tty --user %d --write %s --chdir %s -- sh -c 'read line; echo \"$line\" > got-launcher' &\r", sock, clientBin(), runUID, ws, ws))
-		time.Sleep(time.Second) // no timing is asserted: an early line is the shell's either way
-		o.typed(t, "echo typed-at-my-own-shell\r")
-		o.waitShown(t, "\rtyped-at-my-own-shell\r\n")
-		o.typed(t, "kill %1; wait %1; echo code=$?\r")
-		o.waitShown(t, "code=")
-		o.typed(t, "exit\r")
-		o.wait(t)
-		if fileExists(filepath.Join(ws, "got-launcher")) {
-			t.Errorf("the run read from the terminal in the background")
-		}
-	})
-
-	t.Run("background", func(t *testing.T) {
-		t.Parallel()
-		o := shell(t)
-		o.typed(t, aj+" sh -c 'echo started > started; read line; echo \"$line\" > got' &\r")
-		time.Sleep(time.Second) // no timing is asserted: an early line is the shell's either way
-		o.typed(t, "echo typed-at-my-own-shell\r")
-		o.waitShown(t, "\rtyped-at-my-own-shell\r\n")
-		o.typed(t, "kill %1; wait %1; echo code=$?\r")
-		o.waitShown(t, "code=143")
-		o.typed(t, "exit\r")
-		o.wait(t)
-		if fileExists(filepath.Join(ws, "got")) {
-			t.Errorf("the run read from the terminal in the background")
-		}
+		background(t, fmt.Sprintf("AGENTJAIL_LAUNCHER=%s %s --tty --user %d --write %s --chdir %s --", sock, clientBin(), runUID, ws, ws), "got-launcher", "")
 	})
 
 	t.Run("stopped and continued", func(t *testing.T) {
