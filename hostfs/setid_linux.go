@@ -36,6 +36,19 @@ func RunClock() unix.Timespec {
 // find(1) does, so a link is never followed, even one swapped in during
 // the walk, and no path is resolved twice.
 func StripSetID(roots []string, since unix.Timespec) ([]record.Note, error) {
+	notes, _, err := ScanAfterRun(roots, since)
+	return notes, err
+}
+
+// ScanAfterRun is StripSetID, and also returns every .git (a directory, a
+// file or a link) under the roots born since the run started (statx's
+// birth time; where a file system keeps none, a .git that is no directory
+// and changed since): the same walk sees the places the search for
+// protected paths does not go (node_modules, what a directory that looks
+// like a git directory holds), where a repository of the agent's, reached
+// by git through a gitlink in the index or in a commit, would otherwise
+// stay.
+func ScanAfterRun(roots []string, since unix.Timespec) ([]record.Note, []string, error) {
 	w := setIDWalk{since: since}
 	for _, root := range roots {
 		fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -49,16 +62,33 @@ func StripSetID(roots []string, since unix.Timespec) ([]record.Note, error) {
 	}
 	// Directory order is the file system's; the record's is by path.
 	slices.SortFunc(w.notes, func(a, b record.Note) int { return strings.Compare(a.Detail, b.Detail) })
+	slices.Sort(w.newGit)
 	if len(w.errs) > 0 {
-		return w.notes, fmt.Errorf("set-id scan of the writable roots: %w", errors.Join(w.errs...))
+		return w.notes, w.newGit, fmt.Errorf("set-id scan of the writable roots: %w", errors.Join(w.errs...))
 	}
-	return w.notes, nil
+	return w.notes, w.newGit, nil
 }
 
 type setIDWalk struct {
-	since unix.Timespec
-	notes []record.Note
-	errs  []error
+	since  unix.Timespec
+	notes  []record.Note
+	newGit []string
+	errs   []error
+}
+
+// bornSince reports whether name in dirfd came to be since the run
+// started: its birth time, or, where the file system keeps none, the
+// change time of one that is no directory (a directory's changes with
+// what it holds).
+func (w *setIDWalk) bornSince(dirfd int, name string) bool {
+	var stx unix.Statx_t
+	if unix.Statx(dirfd, name, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BTIME|unix.STATX_CTIME|unix.STATX_TYPE, &stx) != nil {
+		return false
+	}
+	if stx.Mask&unix.STATX_BTIME != 0 {
+		return changedSince(unix.Timespec{Sec: stx.Btime.Sec, Nsec: int64(stx.Btime.Nsec)}, w.since)
+	}
+	return stx.Mode&unix.S_IFMT != unix.S_IFDIR && changedSince(unix.Timespec{Sec: stx.Ctime.Sec, Nsec: int64(stx.Ctime.Nsec)}, w.since)
 }
 
 // dir walks the directory open as fd (named p), and closes fd.
@@ -82,6 +112,9 @@ func (w *setIDWalk) dir(fd int, p string) {
 func (w *setIDWalk) entry(dirfd int, dir string, e fs.DirEntry) {
 	name, p := e.Name(), filepath.Join(dir, e.Name())
 	t := e.Type()
+	if name == ".git" && w.bornSince(dirfd, name) {
+		w.newGit = append(w.newGit, p)
+	}
 	if t.IsDir() {
 		fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {

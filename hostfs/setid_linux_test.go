@@ -3,8 +3,10 @@ package hostfs
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -101,5 +103,31 @@ func TestChangedSince(t *testing.T) {
 		if got := changedSince(c.ctime, since); got != c.want {
 			t.Errorf("changedSince(%v, %v) = %v", c.ctime, since, got)
 		}
+	}
+}
+
+// TestScanAfterRunFindsNewGit: every .git born since the run started is
+// returned, a directory or a file, wherever it lies (node_modules, below
+// a directory's objects); one that was there before is not, whatever
+// happened inside it.
+func TestScanAfterRunFindsNewGit(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "old/.git/objects"), 0o755)
+	time.Sleep(20 * time.Millisecond) // the coarse clock moves (no timing is asserted)
+	since := RunClock()
+	time.Sleep(20 * time.Millisecond)
+	os.WriteFile(filepath.Join(root, "old/.git/objects/new"), nil, 0o644) // the old .git changes
+	for _, d := range []string{"node_modules/x/.git", "vendor/objects/y/.git"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	os.MkdirAll(filepath.Join(root, "sub"), 0o755)
+	os.WriteFile(filepath.Join(root, "sub/.git"), []byte("gitdir: ../elsewhere\n"), 0o644)
+	_, born, err := ScanAfterRun([]string{root}, since)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{filepath.Join(root, "node_modules/x/.git"), filepath.Join(root, "sub/.git"), filepath.Join(root, "vendor/objects/y/.git")}
+	if !slices.Equal(born, want) {
+		t.Errorf("born %q, want %q", born, want)
 	}
 }

@@ -37,10 +37,19 @@ const QuarantineSuffix = ".agentjail-quarantine-"
 // included): a .git that held one of them was there before the run, even
 // when the snapshot holds nothing of it (its config and hooks were
 // missing, and masked).
-func quarantine(before, after mounts.Snapshot, protected []string, w hostfs.Walker, runID string) []record.Note {
+func quarantine(before, after mounts.Snapshot, protected []string, born []string, w hostfs.Walker, runID string) []record.Note {
 	var notes []record.Note
 	rest := maps.Clone(after)
-	for _, g := range newGitEntries(before, after, protected, gitDirOn(w)) {
+	found := newGitEntries(before, after, protected, gitDirOn(w))
+	// Every .git born during the run, also where the search does not go
+	// (hostfs.ScanAfterRun): git reaches those through a gitlink (in the
+	// index, in a commit the operator checks out).
+	for _, p := range born {
+		if !slices.ContainsFunc(found, func(g gitEntry) bool { return p == g.path || strings.HasPrefix(p, g.path+"/") }) {
+			found = append(found, gitEntry{path: p})
+		}
+	}
+	for _, g := range found {
 		// Said by the note: the entry and what it holds, or a bare git
 		// directory's config and hooks (what else it holds is a project's
 		// like any other, reported as such).

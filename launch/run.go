@@ -294,8 +294,10 @@ func run(req Request, stdio IO) (int, error) {
 	// over the roots.
 	after := make(chan mounts.Snapshot, 1)
 	go func() { after <- j.protectedSnapshot() }()
-	notes, serr := hostfs.StripSetID(mounts.WritableRoots(j.Policy), since)
-	rec.Violate(quarantine(before, <-after, j.Plan.Protected, j.walker(), j.RunID)...)
+	notes, born, serr := hostfs.ScanAfterRun(mounts.WritableRoots(j.Policy), since)
+	// Another live run's mask placeholders are born since too.
+	born = slices.DeleteFunc(born, func(p string) bool { return runstate.IsMask(runstate.MaskDir(), p) })
+	rec.Violate(quarantine(before, <-after, j.Plan.Protected, born, j.walker(), j.RunID)...)
 	rec.Violate(notes...)
 	if serr != nil {
 		rec.Warnings = append(rec.Warnings, serr.Error())

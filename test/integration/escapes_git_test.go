@@ -428,7 +428,10 @@ mkdir -p "HEAD.agentjail-quarantine-$AGENTJAIL_RUN" && echo PLANTED`
 // directory made a git directory by HEAD and a commondir naming where
 // objects and refs are (git looks for them there), its core.pager run by
 // `git log` in it. Now names are read whatever their bytes, and HEAD with
-// a commondir is a git directory: both are found and moved aside.
+// a commondir is a git directory: both are found and moved aside. Then
+// more (below): every .git born during the run is moved aside, also where
+// the search does not go, which git reaches through a gitlink the index
+// parser cannot see (a split index) or that is in a commit.
 func TestEscapeGitHiddenRepositories(t *testing.T) {
 	jailed(t)
 	marks := workspace(t)
@@ -476,6 +479,41 @@ printf '#!/bin/sh\\ntouch MARK\\n' > evil.sh; chmod +x evil.sh; git config core.
 """
 os.system(sh) == 0 and print("PLANTED")
 `, []string{"status"}, "src"},
+		{"a submodule in node_modules, in a split index", `import os
+sh = """set -e
+mkdir -p node_modules/x && cd node_modules/x && git init -q .
+printf '#!/bin/sh\\ntouch MARK\\n' > ../.fsm.sh; chmod +x ../.fsm.sh
+git config core.fsmonitor "$PWD/../.fsm.sh"
+git -c user.email=a@b -c user.name=a commit -q --allow-empty -m x; h=$(git rev-parse HEAD); cd ../..
+git update-index --add --cacheinfo 160000,$h,node_modules/x
+git update-index --split-index
+"""
+os.system(sh) == 0 and print("PLANTED")
+`, []string{"status"}, ""},
+		{"a submodule in node_modules, in a commit the operator checks out", `import os
+sh = """set -e
+mkdir -p node_modules/x && cd node_modules/x && git init -q .
+printf '#!/bin/sh\\ntouch MARK\\n' > ../.fsm.sh; chmod +x ../.fsm.sh
+git config core.fsmonitor "$PWD/../.fsm.sh"
+git -c user.email=a@b -c user.name=a commit -q --allow-empty -m x; h=$(git rev-parse HEAD); cd ../..
+export GIT_INDEX_FILE=$PWD/node_modules/.idx; git read-tree HEAD
+git update-index --add --cacheinfo 160000,$h,node_modules/x
+c=$(git -c user.email=a@b -c user.name=a commit-tree -p HEAD -m fix $(git write-tree)); unset GIT_INDEX_FILE
+git update-ref refs/heads/agent-fix $c
+"""
+os.system(sh) == 0 and print("PLANTED")
+`, []string{"checkout", "-q", "agent-fix"}, ""},
+		{"a submodule below the objects of what looks like a git directory", `import os
+sh = """set -e
+mkdir -p vendor/objects vendor/refs; : > vendor/HEAD
+mkdir -p vendor/objects/x && cd vendor/objects/x && git init -q .
+printf '#!/bin/sh\\ntouch MARK\\n' > ../.fsm.sh; chmod +x ../.fsm.sh
+git config core.fsmonitor "$PWD/../.fsm.sh"
+git -c user.email=a@b -c user.name=a commit -q --allow-empty -m x; h=$(git rev-parse HEAD); cd ../../..
+git update-index --add --cacheinfo 160000,$h,vendor/objects/x
+"""
+os.system(sh) == 0 and print("PLANTED")
+`, []string{"status"}, ""},
 		{"a submodule in node_modules", `import os
 sh = """set -e
 mkdir -p node_modules/x && cd node_modules/x && git init -q .
