@@ -93,8 +93,16 @@ func gitlinks(data []byte) []string {
 			name = prev[:len(prev)-int(strip)] + string(data[p:p+end])
 			off = p + end + 1
 		} else {
-			end := bytes.IndexByte(data[p:], 0)
-			if end < 0 {
+			// The name's length is in the flags (git reads it so: a name
+			// with a NUL in it must not put the reading out of step),
+			// but for one of 0xfff bytes or more, which ends at a NUL.
+			end := int(flags & 0xfff)
+			if end == 0xfff {
+				if end = bytes.IndexByte(data[p:], 0); end < 0 {
+					return out
+				}
+			}
+			if p+end > len(data) {
 				return out
 			}
 			name = string(data[p : p+end])

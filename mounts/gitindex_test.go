@@ -1,6 +1,7 @@
 package mounts
 
 import (
+	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,8 +54,40 @@ func TestGitlinks(t *testing.T) {
 				t.Fatalf("version %s cut at %d: more gitlinks than there are", version, cut)
 			}
 		}
+		if version == "2" {
+			// A name with NULs in it, its length in the flags, as git
+			// reads it: the entries after it are still found.
+			if got := gitlinks(withNULName(t, data, "README")); !slices.Equal(got, []string{"node_modules/x", "vendor/deep/sub"}) {
+				t.Errorf("after a name holding NULs: gitlinks = %q", got)
+			}
+		}
 	}
 	if gitlinks([]byte("not an index at all")) != nil {
 		t.Error("gitlinks of no index")
 	}
+}
+
+// withNULName is a version 2 index with the entry named name renamed to
+// name and 65 NULs, its length in its flags and its padding made anew.
+func withNULName(t *testing.T, data []byte, name string) []byte {
+	t.Helper()
+	n := binary.BigEndian.Uint32(data[8:12])
+	out := append([]byte(nil), data[:12]...)
+	off := 12
+	for range n {
+		flags := binary.BigEndian.Uint16(data[off+60 : off+62])
+		l := int(flags & 0xfff)
+		size := (62 + l + 8) &^ 7
+		e := append([]byte(nil), data[off:off+size]...)
+		if string(data[off+62:off+62+l]) == name {
+			nn := append([]byte(name), make([]byte, 65)...)
+			e = append(e[:60], 0, 0)
+			binary.BigEndian.PutUint16(e[60:62], flags&^0xfff|uint16(len(nn)))
+			e = append(e, nn...)
+			e = append(e, make([]byte, (62+len(nn)+8)&^7-len(e))...)
+		}
+		out = append(out, e...)
+		off += size
+	}
+	return append(out, data[off:]...)
 }
