@@ -236,6 +236,9 @@ type typing struct {
 	onSuspend func()
 	// fg is Tty.Foreground, or nil.
 	fg func() bool
+	// ownFD: fd is the reader's own open of the terminal, closed when it
+	// ends.
+	ownFD bool
 
 	bytes, dropped atomic.Int64
 	queue          chan []byte
@@ -259,6 +262,16 @@ func startTyping(in io.Reader, master *os.File, escapes bool, fg func() bool, ac
 		if rc, err := f.SyscallConn(); err == nil {
 			rc.Control(func(u uintptr) { t.fd = int(u) })
 		}
+		// A terminal gated by Foreground is read through a non-blocking
+		// open of its own (not the shell's, whose mode it would change):
+		// between poll and read, the shell may have taken what was
+		// there, and a blocking read would then wait, out of the wake
+		// pipe's reach, for the next key, holding the run's end.
+		if t.fd >= 0 && fg != nil {
+			if nb, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", t.fd), unix.O_RDONLY|unix.O_NOCTTY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0); err == nil {
+				t.fd, t.ownFD = nb, true
+			}
+		}
 	}
 	go t.write()
 	if t.fd >= 0 {
@@ -278,6 +291,9 @@ const backgroundWait = 100 * time.Millisecond
 // typed after the run.
 func (t *typing) copy() {
 	defer close(t.queue)
+	if t.ownFD {
+		defer unix.Close(t.fd)
+	}
 	buf := make([]byte, 4096)
 	for {
 		var n int
