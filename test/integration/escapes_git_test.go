@@ -463,67 +463,27 @@ commit = sp.run(["git", "commit-tree", tree], cwd="src", input=b"msg", capture_o
 sp.run(["git", "update-ref", "refs/heads/main", commit], cwd="src", check=True)
 print("PLANTED")
 `, []string{"-p", "log"}, "src"},
-		{"the top made a git directory beside a .git made none", `import os
-sh = """set -e
-cp .git/HEAD HEAD; cp .git/index index; ln -s .git/objects objects; ln -s .git/refs refs
+		{"the top made a git directory beside a .git made none", shellAgent(`cp .git/HEAD HEAD; cp .git/index index; ln -s .git/objects objects; ln -s .git/refs refs
 printf '#!/bin/sh\\ntouch MARK\\n' > evil.sh; chmod +x evil.sh
 printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\\tworktree = .\\n\\tfsmonitor = %s/evil.sh\\n' "$PWD" > config
 echo garbage > .git/HEAD
-"""
-os.system(sh) == 0 and print("PLANTED")
-`, []string{"status"}, ""},
-		{"an empty .git in front of a git directory", `import os
-sh = """set -e
-P=$PWD; cd src && mkdir .git && git init -q --bare . && git config core.bare false && git config core.worktree .
+`), []string{"status"}, ""},
+		{"an empty .git in front of a git directory", shellAgent(`P=$PWD; cd src && mkdir .git && git init -q --bare . && git config core.bare false && git config core.worktree .
 printf '#!/bin/sh\\ntouch MARK\\n' > evil.sh; chmod +x evil.sh; git config core.fsmonitor "$P/src/evil.sh"
-"""
-os.system(sh) == 0 and print("PLANTED")
-`, []string{"status"}, "src"},
-		{"a submodule in node_modules, in a split index", `import os
-sh = """set -e
-mkdir -p node_modules/x && cd node_modules/x && git init -q .
-printf '#!/bin/sh\\ntouch MARK\\n' > ../.fsm.sh; chmod +x ../.fsm.sh
-git config core.fsmonitor "$PWD/../.fsm.sh"
-git -c user.email=a@b -c user.name=a commit -q --allow-empty -m x; h=$(git rev-parse HEAD); cd ../..
-git update-index --add --cacheinfo 160000,$h,node_modules/x
+`), []string{"status"}, "src"},
+		{"a submodule in node_modules, in a split index", shellAgent(evilRepo("node_modules/x") + `git update-index --add --cacheinfo 160000,$h,node_modules/x
 git update-index --split-index
-"""
-os.system(sh) == 0 and print("PLANTED")
-`, []string{"status"}, ""},
-		{"a submodule in node_modules, in a commit the operator checks out", `import os
-sh = """set -e
-mkdir -p node_modules/x && cd node_modules/x && git init -q .
-printf '#!/bin/sh\\ntouch MARK\\n' > ../.fsm.sh; chmod +x ../.fsm.sh
-git config core.fsmonitor "$PWD/../.fsm.sh"
-git -c user.email=a@b -c user.name=a commit -q --allow-empty -m x; h=$(git rev-parse HEAD); cd ../..
-export GIT_INDEX_FILE=$PWD/node_modules/.idx; git read-tree HEAD
+`), []string{"status"}, ""},
+		{"a submodule in node_modules, in a commit the operator checks out", shellAgent(evilRepo("node_modules/x") + `export GIT_INDEX_FILE=$PWD/node_modules/.idx; git read-tree HEAD
 git update-index --add --cacheinfo 160000,$h,node_modules/x
 c=$(git -c user.email=a@b -c user.name=a commit-tree -p HEAD -m fix $(git write-tree)); unset GIT_INDEX_FILE
 git update-ref refs/heads/agent-fix $c
-"""
-os.system(sh) == 0 and print("PLANTED")
-`, []string{"checkout", "-q", "agent-fix"}, ""},
-		{"a submodule below the objects of what looks like a git directory", `import os
-sh = """set -e
-mkdir -p vendor/objects vendor/refs; : > vendor/HEAD
-mkdir -p vendor/objects/x && cd vendor/objects/x && git init -q .
-printf '#!/bin/sh\\ntouch MARK\\n' > ../.fsm.sh; chmod +x ../.fsm.sh
-git config core.fsmonitor "$PWD/../.fsm.sh"
-git -c user.email=a@b -c user.name=a commit -q --allow-empty -m x; h=$(git rev-parse HEAD); cd ../../..
-git update-index --add --cacheinfo 160000,$h,vendor/objects/x
-"""
-os.system(sh) == 0 and print("PLANTED")
-`, []string{"status"}, ""},
-		{"a submodule in node_modules", `import os
-sh = """set -e
-mkdir -p node_modules/x && cd node_modules/x && git init -q .
-printf '#!/bin/sh\\ntouch MARK\\n' > ../.fsm.sh; chmod +x ../.fsm.sh
-git config core.fsmonitor "$PWD/../.fsm.sh"
-git -c user.email=a@b -c user.name=a commit -q --allow-empty -m x; h=$(git rev-parse HEAD); cd ../..
-git update-index --add --cacheinfo 160000,$h,node_modules/x
-"""
-os.system(sh) == 0 and print("PLANTED")
-`, []string{"status"}, ""},
+`), []string{"checkout", "-q", "agent-fix"}, ""},
+		{"a submodule below the objects of what looks like a git directory", shellAgent(`mkdir -p vendor/objects vendor/refs; : > vendor/HEAD
+` + evilRepo("vendor/objects/x") + `git update-index --add --cacheinfo 160000,$h,vendor/objects/x
+`), []string{"status"}, ""},
+		{"a submodule in node_modules", shellAgent(evilRepo("node_modules/x") + `git update-index --add --cacheinfo 160000,$h,node_modules/x
+`), []string{"status"}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			home, p := workspace(t), workspace(t)
@@ -552,6 +512,22 @@ os.system(sh) == 0 and print("PLANTED")
 			}
 		})
 	}
+}
+
+// shellAgent is an agent, for TestEscapeGitHiddenRepositories, that runs
+// the shell script sh and says PLANTED once it has.
+func shellAgent(sh string) string {
+	return "import os\nsh = \"\"\"set -e\n" + sh + "\"\"\"\nos.system(sh) == 0 and print(\"PLANTED\")\n"
+}
+
+// evilRepo is a shell script that makes dir a repository whose
+// core.fsmonitor touches MARK, leaves its commit in $h, and goes back.
+func evilRepo(dir string) string {
+	return strings.ReplaceAll(`mkdir -p DIR && cd DIR && git init -q .
+printf '#!/bin/sh\\ntouch MARK\\n' > ../.fsm.sh; chmod +x ../.fsm.sh
+git config core.fsmonitor "$PWD/../.fsm.sh"
+git -c user.email=a@b -c user.name=a commit -q --allow-empty -m x; h=$(git rev-parse HEAD); cd "$OLDPWD"
+`, "DIR", dir)
 }
 
 // TestEscapeGitUnreadableDirectory: an operator not root runs agentjail,
