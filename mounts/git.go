@@ -461,7 +461,10 @@ func (f *finder) read(p string) []byte {
 
 // readFile is read without the errors' record; a file too large is
 // ErrGitFile.
-func readFile(d Disk, p string) ([]byte, error) {
+func readFile(d Disk, p string) ([]byte, error) { return readFileMax(d, p, maxGitFile) }
+
+// readFileMax is readFile with max in place of maxGitFile.
+func readFileMax(d Disk, p string, max int64) ([]byte, error) {
 	t, err := resolve(d, p)
 	if err != nil {
 		return nil, nil
@@ -470,8 +473,8 @@ func readFile(d Disk, p string) ([]byte, error) {
 	if err != nil || !fi.Mode().IsRegular() {
 		return nil, nil
 	}
-	if fi.Size() > maxGitFile {
-		return nil, tooLarge(t, fi.Size())
+	if fi.Size() > max {
+		return nil, tooLarge(t, fi.Size(), max)
 	}
 	file, err := d.Open(rel(t))
 	if err != nil {
@@ -483,9 +486,9 @@ func readFile(d Disk, p string) ([]byte, error) {
 	if now, err := file.Stat(); err != nil || !now.Mode().IsRegular() || !sameFile(fi, now) {
 		return nil, nil
 	}
-	data, err := io.ReadAll(io.LimitReader(file, maxGitFile+1))
-	if len(data) > maxGitFile {
-		return nil, tooLarge(t, int64(len(data)))
+	data, err := io.ReadAll(io.LimitReader(file, max+1))
+	if int64(len(data)) > max {
+		return nil, tooLarge(t, int64(len(data)), max)
 	}
 	if err != nil {
 		return nil, nil

@@ -3,7 +3,6 @@ package mounts
 import (
 	"bytes"
 	"encoding/binary"
-	"io"
 	"path"
 	"slices"
 	"strings"
@@ -21,26 +20,9 @@ const maxGitIndex = 64 << 20
 // with `git update-index --cacheinfo 160000,...`), so each is handled as a
 // repository the walk found.
 func (f *finder) skippedLinks(g, top string) {
-	idx := path.Join(g, "index")
-	t, err := resolve(f.d, idx)
+	data, err := readFileMax(f.d, path.Join(g, "index"), maxGitIndex)
 	if err != nil {
-		return
-	}
-	fi, err := lstat(f.d, t)
-	if err != nil || !fi.Mode().IsRegular() {
-		return
-	}
-	if fi.Size() > maxGitIndex {
-		f.pr.errs = append(f.pr.errs, tooLarge(t, fi.Size()))
-		return
-	}
-	file, err := f.d.Open(rel(t))
-	if err != nil {
-		return
-	}
-	defer file.Close()
-	data, err := io.ReadAll(io.LimitReader(file, maxGitIndex+1))
-	if err != nil {
+		f.pr.errs = append(f.pr.errs, err)
 		return
 	}
 	for _, l := range gitlinks(data) {

@@ -365,7 +365,7 @@ func (c *statCache) Lstat(name string) (fs.FileInfo, error) {
 }
 
 // tooLarge is the error for a git file agentjail will not read whole.
-func tooLarge(p string, size int64) error {
+func tooLarge(p string, size, max int64) error {
 	return fmt.Errorf("%w: %s holds %d bytes, more than the %d agentjail reads to find the includes and hooks it must protect; if it is not yours, remove it",
-		ErrGitFile, policy.Quote(p), size, maxGitFile)
+		ErrGitFile, policy.Quote(p), size, max)
 }
