@@ -42,6 +42,10 @@ type Jail struct {
 	// exeCopy holds the copy of the exec stage bound into the jail, nil
 	// when none was made (hostfs.PublicExecutable).
 	exeCopy *os.File
+	// masks holds the plan's mask placeholders from the look at the
+	// registry the plan was rendered in until the session takes them
+	// (open), nil after.
+	masks *runstate.Masks
 	// warnings are what Prepare found that the run goes on without, for
 	// stderr and the record (beside the plan's).
 	warnings []string
@@ -211,6 +215,15 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 		j.Release()
 		return nil, err
 	}
+	// The plan is rendered and its masks held in one look at the
+	// registry: another run's placeholder it takes for missing stays there
+	// until this run holds it too (runstate.Masks).
+	view, err := runstate.ViewMasks(runstate.MaskDir())
+	if err != nil {
+		view.Close()
+		j.Release()
+		return nil, err
+	}
 	j.Plan, err = mounts.Render(mounts.Input{
 		Policy:          j.Policy,
 		Disk:            newHostDisk(),
@@ -229,7 +242,7 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 		ClaudeSessions:  sessions,
 		CodexDir:        agents["codex"],
 		RunDir:          runstate.RunDir(),
-		IsPlaceholder:   func(p string) bool { return runstate.IsMask(runstate.MaskDir(), p) },
+		IsPlaceholder:   view.IsMask,
 		Seccomp:         len(j.Seccomp),
 		Pty:             req.TTY == TTYOn,
 		Listen:          listen,
@@ -237,6 +250,10 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 		ProcCovers:      covers,
 		Inputs:          inputs,
 	})
+	if err == nil {
+		j.masks, err = view.Hold(j.Plan.Masks)
+	}
+	view.Close()
 	if err != nil {
 		j.Release()
 		return nil, err
@@ -266,6 +283,8 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 // Release closes the seccomp filters and lets go of the exec stage's copy:
 // call it once no jail of j will start any more.
 func (j *Jail) Release() {
+	j.masks.Release()
+	j.masks = nil
 	closeAll(j.Seccomp)
 	if j.exeCopy != nil {
 		j.exeCopy.Close()

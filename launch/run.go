@@ -243,7 +243,12 @@ func run(req Request, stdio IO) (int, error) {
 	since := hostfs.RunClock()
 	var before mounts.Snapshot
 	snapped := make(chan struct{})
-	go func() { before = j.protectedSnapshot(); close(snapped) }()
+	go func() {
+		view, _ := runstate.ViewMasks(runstate.MaskDir())
+		before = j.protectedSnapshot(view.IsMask)
+		view.Close()
+		close(snapped)
+	}()
 	spec.Hold = snapped
 	if err := termIO.begin(); err != nil {
 		<-snapped
@@ -292,12 +297,18 @@ func run(req Request, stdio IO) (int, error) {
 	// set-id bits and device nodes made under the writable roots.
 	// The two walks are independent; each is about as costly as find(1)
 	// over the roots.
+	// Other live runs' mask placeholders are born since too: in one look
+	// at their registry, none goes until what is not one is moved aside.
+	view, verr := runstate.ViewMasks(runstate.MaskDir())
+	if verr != nil {
+		PrintError(stdio.Stderr, verr)
+	}
 	after := make(chan mounts.Snapshot, 1)
-	go func() { after <- j.protectedSnapshot() }()
+	go func() { after <- j.protectedSnapshot(view.IsMask) }()
 	notes, born, serr := hostfs.ScanAfterRun(mounts.WritableRoots(j.Policy), since)
-	// Another live run's mask placeholders are born since too.
-	born = slices.DeleteFunc(born, func(p string) bool { return runstate.IsMask(runstate.MaskDir(), p) })
+	born = slices.DeleteFunc(born, view.IsMask)
 	rec.Violate(quarantine(before, <-after, j.Plan.Protected, born, j.walker(), j.RunID)...)
+	view.Close()
 	rec.Violate(notes...)
 	if serr != nil {
 		rec.Warnings = append(rec.Warnings, serr.Error())
@@ -490,10 +501,11 @@ func secretValues(env []string) []string {
 }
 
 // protectedSnapshot records the protected paths under the writable roots
-// (mask placeholders, agentjail's own, do not count).
-func (j *Jail) protectedSnapshot() mounts.Snapshot {
+// (mask placeholders, agentjail's own, do not count: isMask, of a look at
+// their registry that lasts the snapshot).
+func (j *Jail) protectedSnapshot(isMask func(string) bool) mounts.Snapshot {
 	d := newHostDisk()
-	s := mounts.TakeSnapshot(d, j.Policy, func(p string) bool { return runstate.IsMask(runstate.MaskDir(), p) })
+	s := mounts.TakeSnapshot(d, j.Policy, isMask)
 	for p, e := range s {
 		// A directory the search could not read is the agent's doing
 		// only where the run user could write it (not another user's

@@ -14,7 +14,8 @@ import (
 // session is what a launch holds on the host around the jail: the masks
 // (until the jail has ended) and the agent-homes directory (until the run's
 // results are taken from it). Run and RunProbe open it alike, in one
-// order: the reaper and the masks now, the homes on the thread bwrap is
+// order: the reaper now (the masks are held since Prepare, in the look at
+// their registry the plan was rendered in), the homes on the thread bwrap is
 // started from (onStarter), where the private Claude Code directory's
 // tmpfs is mounted in a mount namespace of that thread's own. When the
 // run is over that thread ends and the namespace with it: the tmpfs is
@@ -35,11 +36,9 @@ func (j *Jail) open() (*session, error) {
 	if err := reaper.Begin(); err != nil {
 		return nil, err
 	}
-	masks, err := runstate.HoldMasks(runstate.MaskDir(), j.Plan.Masks)
-	if err != nil {
-		return nil, err
-	}
-	return &session{j: j, masks: masks}, nil
+	s := &session{j: j, masks: j.masks}
+	j.masks = nil
+	return s, nil
 }
 
 // onStarter makes the run's agent homes: supervise.Spec.OnStarter.

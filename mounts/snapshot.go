@@ -33,7 +33,7 @@ type Entry struct {
 
 // TakeSnapshot records the protected paths under p's writable roots, as
 // Render finds them, and the paths no mount can keep from being created
-// (protection.watched). isPlaceholder (supervise.IsMask) hides the mask
+// (protection.watched). isPlaceholder (runstate.MaskView.IsMask) hides the mask
 // placeholders of live or killed runs: they are agentjail's, not the
 // agent's. What a run made is found by the same search afterwards: a new
 // repository's config and hooks, a submodule's or worktree's git directory

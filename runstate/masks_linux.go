@@ -25,38 +25,84 @@ import (
 // and the last one out removes the placeholder. A registry entry without a
 // live holder (its run was killed) marks a leftover the next run reuses and
 // removes.
+//
+// An entry is written before its placeholder is made and removed after it
+// is gone, and the registry's own lock orders the rest: every look at the
+// placeholders (MaskView) holds it shared, every removal exclusive. What a
+// look saw stays so until it ends: a run's rendering does not take another
+// run's placeholder for the user's own directory and bind it, only to find
+// it gone when bwrap starts.
 type Masks struct {
 	dir   string
 	held  []*os.File
 	paths []string
 }
 
+// lockName is the registry's lock file; entries are named in hex.
+const lockName = "lock"
+
 func registryName(dir, path string) string {
 	sum := sha256.Sum256([]byte(path))
 	return filepath.Join(dir, hex.EncodeToString(sum[:16]))
 }
 
-// IsMask reports whether path is registered in dir as a mask placeholder
-// (of a live run, or of one that was killed), so that rendering treats it as
-// missing rather than as the user's file.
-func IsMask(dir, path string) bool {
-	data, err := os.ReadFile(registryName(dir, path))
-	return err == nil && string(data) == path
-}
-
-// HoldMasks registers paths in dir and holds a shared lock on each entry
-// until Release. Call it before bwrap starts, so no other run's Release
-// removes a placeholder this run is about to rely on.
-func HoldMasks(dir string, paths []string) (*Masks, error) {
-	m := &Masks{dir: dir, paths: paths}
-	if len(paths) == 0 {
-		return m, nil
-	}
+// lockRegistry makes dir and flocks its lock file (how: unix.LOCK_SH or
+// LOCK_EX). The lock file is never removed.
+func lockRegistry(dir string, how int) (*os.File, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("mask registry: %w", err)
 	}
+	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+	if err == nil {
+		if err = unix.Flock(int(f.Fd()), how); err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mask registry lock: %w", err)
+	}
+	return f, nil
+}
+
+// MaskView is a look at the registry that no removal interrupts: until
+// Close, every placeholder IsMask answers for stays as it is.
+type MaskView struct {
+	dir  string
+	lock *os.File
+}
+
+// ViewMasks starts a look at the registry in dir. On error the view it
+// returns still answers, without the lock, for a caller that would rather
+// go on than stop.
+func ViewMasks(dir string) (*MaskView, error) {
+	f, err := lockRegistry(dir, unix.LOCK_SH)
+	return &MaskView{dir: dir, lock: f}, err
+}
+
+// IsMask reports whether path is registered as a mask placeholder (of a
+// live run, or of one that was killed), so that rendering treats it as
+// missing rather than as the user's file.
+func (v *MaskView) IsMask(path string) bool {
+	data, err := os.ReadFile(registryName(v.dir, path))
+	return err == nil && string(data) == path
+}
+
+// Close ends the look.
+func (v *MaskView) Close() {
+	if v.lock != nil {
+		v.lock.Close()
+		v.lock = nil
+	}
+}
+
+// Hold registers paths and holds a shared lock on each entry until
+// Release. Call it in the view the plan was rendered in, before bwrap
+// starts: no other run's Release then removes a placeholder this run took
+// for missing, or one it is about to rely on.
+func (v *MaskView) Hold(paths []string) (*Masks, error) {
+	m := &Masks{dir: v.dir, paths: paths}
 	for _, p := range paths {
-		f, err := hostfs.LockEntry(registryName(dir, p), os.O_RDWR|os.O_CREATE, unix.LOCK_SH)
+		f, err := hostfs.LockEntry(registryName(v.dir, p), os.O_RDWR|os.O_CREATE, unix.LOCK_SH)
 		if err == nil {
 			_, err = f.WriteAt([]byte(p), 0)
 		}
@@ -73,16 +119,28 @@ func HoldMasks(dir string, paths []string) (*Masks, error) {
 // run holds: the empty file or directory bwrap made, then its registry
 // entry. A directory comes after the files that may lie in it.
 func (m *Masks) Release() error {
+	if m == nil {
+		return nil
+	}
 	for _, f := range m.held {
 		f.Close()
 	}
 	m.held = nil
+	if len(m.paths) == 0 {
+		return nil
+	}
+	lock, err := lockRegistry(m.dir, unix.LOCK_EX)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
 	var errs []error
 	for _, p := range m.paths {
-		if err := removeUnheld(registryName(m.dir, p), p); err != nil {
+		if err := removeUnheld(m.dir, registryName(m.dir, p), p); err != nil {
 			errs = append(errs, err)
 		}
 	}
+	m.paths = nil
 	return errors.Join(errs...)
 }
 
@@ -91,36 +149,49 @@ func (m *Masks) Release() error {
 // remove its own; the next run of agentjail does, whatever its writable
 // roots.
 func SweepMasks(dir string) error {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		return fmt.Errorf("mask registry: %w", err)
+	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
 	}
+	lock, err := lockRegistry(dir, unix.LOCK_EX)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	names := registered(dir)
 	// Deeper placeholders first: a directory one may lie in is empty only
 	// once they are gone.
-	names := make(map[string]string, len(entries))
-	for _, e := range entries {
-		data, _ := os.ReadFile(filepath.Join(dir, e.Name()))
-		names[e.Name()] = string(data)
-	}
 	order := slices.SortedFunc(maps.Keys(names), func(a, b string) int {
 		return cmp.Or(cmp.Compare(strings.Count(names[b], "/"), strings.Count(names[a], "/")), cmp.Compare(a, b))
 	})
 	var errs []error
 	for _, name := range order {
-		if err := removeUnheld(filepath.Join(dir, name), ""); err != nil {
+		if err := removeUnheld(dir, filepath.Join(dir, name), ""); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
+// registered maps the registry's entries to the paths they name.
+func registered(dir string) map[string]string {
+	entries, _ := os.ReadDir(dir)
+	names := make(map[string]string, len(entries))
+	for _, e := range entries {
+		if e.Name() != lockName {
+			data, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+			names[e.Name()] = string(data)
+		}
+	}
+	return names
+}
+
 // removeUnheld removes the placeholder registered in entry name (its path
 // is the entry's content; want, when set, must match it) and the entry,
-// unless a live run holds it.
-func removeUnheld(name, want string) error {
+// unless a live run holds it. A directory placeholder that is not empty
+// because a placeholder registered in dir lies in it (another live run's,
+// whose profile masks less) keeps its entry: it is a placeholder still.
+// Call it with the registry locked exclusively.
+func removeUnheld(dir, name, want string) error {
 	f, err := os.OpenFile(name, os.O_RDWR, 0)
 	if err != nil {
 		return nil // another run removed it
@@ -133,7 +204,11 @@ func removeUnheld(name, want string) error {
 	p := string(data)
 	var err2 error
 	if p != "" && (want == "" || p == want) && filepath.IsAbs(p) {
-		if err := removeEmpty(p); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) && !errors.Is(err, unix.ENOTEMPTY) {
+		err := removeEmpty(p)
+		switch {
+		case errors.Is(err, unix.ENOTEMPTY) && slices.ContainsFunc(slices.Collect(maps.Values(registered(dir))), func(q string) bool { return strings.HasPrefix(q, p+"/") }):
+			return nil
+		case err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) && !errors.Is(err, unix.ENOTEMPTY):
 			err2 = fmt.Errorf("remove mask placeholder %s: %w", p, err)
 		}
 	}

@@ -4,23 +4,130 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
+
+func holdMasks(reg string, paths []string) (*Masks, error) {
+	v, err := ViewMasks(reg)
+	defer v.Close()
+	if err != nil {
+		return nil, err
+	}
+	return v.Hold(paths)
+}
+
+func isMask(reg, path string) bool {
+	v, _ := ViewMasks(reg)
+	defer v.Close()
+	return v.IsMask(path)
+}
+
+// TestMaskViewHoldsRemovalsOff: while a look at the registry lasts, no
+// run's release removes a placeholder it saw (the window in which one run
+// rendered another's placeholder as the user's directory and bwrap then
+// found it gone); the release waits, and removes it once the look ends.
+func TestMaskViewHoldsRemovalsOff(t *testing.T) {
+	t.Parallel()
+	reg, root := t.TempDir(), t.TempDir()
+	ph := filepath.Join(root, ".claude")
+	m, err := holdMasks(reg, []string{ph})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Mkdir(ph, 0o755)
+	v, err := ViewMasks(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan error, 1)
+	go func() { released <- m.Release() }()
+	// The release is waiting on the registry's lock (/proc/locks lists
+	// a blocked request with "->").
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(reg, lockName), &st); err != nil {
+		t.Fatal(err)
+	}
+	inode := fmt.Sprintf(":%d ", st.Ino)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		locks, _ := os.ReadFile("/proc/locks")
+		if blockedOn(string(locks), inode) {
+			break
+		}
+		select {
+		case err := <-released:
+			t.Fatalf("the release went ahead during a look (%v)", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the release never waited for the look")
+		}
+	}
+	if !fileExists(ph) || !v.IsMask(ph) {
+		t.Fatal("the placeholder changed during the look")
+	}
+	v.Close()
+	if err := <-released; err != nil || fileExists(ph) {
+		t.Errorf("after the look: %v; placeholder left: %v", err, fileExists(ph))
+	}
+}
+
+func blockedOn(locks, inode string) bool {
+	for _, l := range strings.Split(locks, "\n") {
+		if strings.Contains(l, "->") && strings.Contains(l, "FLOCK") && strings.Contains(l, inode) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestMasksDirectoryKeepsItsEntryWhileInUse: a directory placeholder
+// another live run's placeholder lies in (its profile masks only the file)
+// is a placeholder still: its entry stays until it can go, so no rendering
+// takes it for the user's directory meanwhile.
+func TestMasksDirectoryKeepsItsEntryWhileInUse(t *testing.T) {
+	t.Parallel()
+	reg, root := t.TempDir(), t.TempDir()
+	d := filepath.Join(root, ".claude")
+	f := filepath.Join(d, "settings.json")
+	a, err := holdMasks(reg, []string{f, d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := holdMasks(reg, []string{f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Mkdir(d, 0o755)
+	os.WriteFile(f, nil, 0o444)
+	if err := a.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if !fileExists(d) || !isMask(reg, d) {
+		t.Fatalf("the directory placeholder lost its entry while a placeholder in it is held (there: %v)", fileExists(d))
+	}
+	b.Release()
+	if err := SweepMasks(reg); err != nil || fileExists(d) || isMask(reg, d) {
+		t.Errorf("the sweep after the last run: %v; directory left: %v", err, fileExists(d))
+	}
+}
 
 func TestMasksLastRunOutRemovesPlaceholder(t *testing.T) {
 	t.Parallel()
 	reg, root := t.TempDir(), t.TempDir()
 	ph := filepath.Join(root, ".mcp.json")
-	a, err := HoldMasks(reg, []string{ph})
+	a, err := holdMasks(reg, []string{ph})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := HoldMasks(reg, []string{ph})
+	b, err := holdMasks(reg, []string{ph})
 	if err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(ph, nil, 0o444) // what bwrap creates as the mount point
-	if !IsMask(reg, ph) || IsMask(reg, ph+"x") {
+	if !isMask(reg, ph) || isMask(reg, ph+"x") {
 		t.Fatalf("registry does not know %s", ph)
 	}
 	if err := a.Release(); err != nil {
@@ -35,7 +142,7 @@ func TestMasksLastRunOutRemovesPlaceholder(t *testing.T) {
 	if _, err := os.Lstat(ph); !os.IsNotExist(err) {
 		t.Fatal("the last run out left the placeholder")
 	}
-	if left, _ := os.ReadDir(reg); len(left) != 0 || IsMask(reg, ph) {
+	if left := registered(reg); len(left) != 0 || isMask(reg, ph) {
 		t.Errorf("registry entries left: %v", left)
 	}
 }
@@ -57,7 +164,7 @@ func TestMasksLeaveWhatIsNotEmpty(t *testing.T) {
 	os.WriteFile(victim, nil, 0o644)
 	os.Symlink(outside, filepath.Join(root, "link"))
 	viaLink := filepath.Join(root, "link", "victim")
-	m, err := HoldMasks(reg, []string{written, asDir, viaLink, filepath.Join(root, "never-created")})
+	m, err := holdMasks(reg, []string{written, asDir, viaLink, filepath.Join(root, "never-created")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +191,7 @@ func TestMasksRemoveAnEmptyDirectory(t *testing.T) {
 		for i := 0; f == "" || filepath.Base(registryName(reg, f)) < filepath.Base(registryName(reg, d)); i++ {
 			f = filepath.Join(d, fmt.Sprintf("settings%d.json", i))
 		}
-		m, err := HoldMasks(reg, []string{f, d})
+		m, err := holdMasks(reg, []string{f, d})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +218,7 @@ func TestSweepMasksRemovesWhatKilledRunsLeft(t *testing.T) {
 	t.Parallel()
 	reg, root := t.TempDir(), t.TempDir()
 	dead, live := filepath.Join(root, ".mcp.json"), filepath.Join(root, ".env")
-	killed, err := HoldMasks(reg, []string{dead})
+	killed, err := holdMasks(reg, []string{dead})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +226,7 @@ func TestSweepMasksRemovesWhatKilledRunsLeft(t *testing.T) {
 	for _, f := range killed.held {
 		f.Close() // what the kernel does to a killed run's locks
 	}
-	running, err := HoldMasks(reg, []string{live})
+	running, err := holdMasks(reg, []string{live})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,10 +234,10 @@ func TestSweepMasksRemovesWhatKilledRunsLeft(t *testing.T) {
 	if err := SweepMasks(reg); err != nil {
 		t.Fatal(err)
 	}
-	if fileExists(dead) || IsMask(reg, dead) {
+	if fileExists(dead) || isMask(reg, dead) {
 		t.Error("the killed run's placeholder or entry is left")
 	}
-	if !fileExists(live) || !IsMask(reg, live) {
+	if !fileExists(live) || !isMask(reg, live) {
 		t.Error("the sweep removed a placeholder a live run holds")
 	}
 	running.Release()
