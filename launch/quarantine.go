@@ -23,7 +23,7 @@ const QuarantineSuffix = ".agentjail-quarantine-"
 // mounts.ProtectedChanges does, and first moves aside what the run made that git
 // would take for a git directory of the operator's: every .git (a file or
 // a directory) that is new, every new commondir, and the HEAD of every
-// directory that became a bare git directory (mounts.GitDirNames) with
+// directory that became a bare git directory (mounts.IsGitDir) with
 // config or hooks of its own. Each is renamed in its own directory,
 // reached through w (no link in a writable root followed) and by
 // descriptor, to its name with QuarantineSuffix and runID (or, where the
@@ -67,7 +67,7 @@ func quarantine(before, after mounts.Snapshot, protected []string, born []string
 		if g.bare {
 			// Its HEAD goes, and with it the repository; the directory
 			// and what else it holds stay.
-			detail = fmt.Sprintf("%s became a git directory during the run: it holds HEAD, objects and refs, and config or hooks that git would use there", g.path)
+			detail = fmt.Sprintf("%s became a git directory during the run: it holds HEAD with objects and refs or a commondir, and config or hooks that git would use there", g.path)
 			move, what = path.Join(g.path, "HEAD"), " its HEAD"
 		}
 		d, name, err := w.Parent(move)
@@ -98,8 +98,8 @@ func moveAside(d *hostfs.Dir, name, suffix string) (string, error) {
 }
 
 // gitDirOn reports whether a directory holds what makes it a git
-// directory to git (mounts.GitDirNames), each looked up through w without
-// following a link.
+// directory to git (mounts.IsGitDir), each entry looked up through w
+// without following a link.
 func gitDirOn(w hostfs.Walker) func(dir string) bool {
 	return func(dir string) bool {
 		d, err := w.Dir(dir)
@@ -107,12 +107,7 @@ func gitDirOn(w hostfs.Walker) func(dir string) bool {
 			return false
 		}
 		defer d.Close()
-		for _, n := range mounts.GitDirNames {
-			if _, err := d.Lstat(n); err != nil {
-				return false
-			}
-		}
-		return true
+		return mounts.IsGitDir(func(n string) bool { _, err := d.Lstat(n); return err == nil })
 	}
 }
 

@@ -82,31 +82,24 @@ func (f *finder) repository(dir string, names []string) bool {
 	return true
 }
 
-// bare reports whether dir may be a git directory to git (setup.c,
-// is_git_directory): it holds HEAD, and objects and refs, or a commondir
-// naming the directory that holds them (names: dir's entries, sorted).
-// Whatever they are: git asks only access(X_OK) of objects and refs,
-// which a link to a directory passes (and an executable file), and the
-// jail's agent chooses what they are.
-func bare(names []string) bool {
-	has := func(n string) bool { _, ok := slices.BinarySearch(names, n); return ok }
+// IsGitDir reports whether a directory whose entries has reports is a git
+// directory to git (setup.c, is_git_directory): it holds HEAD, and objects
+// and refs, or a commondir naming the directory that holds them. Whatever
+// they are: git asks only access(X_OK) of objects and refs, which a link
+// to a directory passes (and an executable file), and the jail's agent
+// chooses what they are. HEAD's removal ends it.
+func IsGitDir(has func(name string) bool) bool {
 	return has("HEAD") && (has("commondir") || has("objects") && has("refs"))
 }
 
-// GitDirNames are the entries that make a directory a git directory to
-// git (bare), sorted: HEAD first, whose removal ends it.
-var GitDirNames = []string{"HEAD", "objects", "refs"}
+// bare is IsGitDir of a directory's entries, sorted.
+func bare(names []string) bool {
+	return IsGitDir(func(n string) bool { _, ok := slices.BinarySearch(names, n); return ok })
+}
 
-// isGitDir reports whether dir, on d, holds what makes it a git directory
-// to git (bare).
+// isGitDir is IsGitDir of dir on d.
 func isGitDir(d Disk, dir string) bool {
-	var names []string
-	for _, n := range []string{"HEAD", "commondir", "objects", "refs"} {
-		if exists(d, path.Join(dir, n)) {
-			names = append(names, n)
-		}
-	}
-	return bare(names)
+	return IsGitDir(func(n string) bool { return exists(d, path.Join(dir, n)) })
 }
 
 // enclosing handles the repository a writable root lies in, if any (git
