@@ -52,6 +52,10 @@ type gitState struct {
 	dirs    map[string]*gitDir  // by git directory
 	configs map[string][]gitVar // by file, with what it includes
 	tops    map[[2]string]bool  // (git directory, work tree) handled
+	// indexes are the (git directory, work tree) whose index is read for
+	// gitlinks once the walk is over (skippedLinks): only where it skipped
+	// a directory it would have gone into.
+	indexes [][2]string
 	passwd  []byte
 	// global is the configuration git reads for every repository from
 	// the homes in a writable root (globalConfigs).
@@ -312,7 +316,7 @@ func (f *finder) top(g string, gd *gitDir, top string) {
 	f.git.tops[[2]string{g, top}] = true
 	if top != g {
 		f.keepDotGit(top)
-		f.skippedLinks(g, top)
+		f.git.indexes = append(f.git.indexes, [2]string{g, top})
 	}
 	for _, v := range append(slices.Clip(f.git.global), gd.vars...) {
 		switch {

@@ -18,8 +18,15 @@ const maxGitIndex = 64 << 20
 // does not go (skipDirs: node_modules): git goes there for `git status`
 // at the top (a repository the agent made in node_modules/x and entered
 // with `git update-index --cacheinfo 160000,...`), so each is handled as a
-// repository the walk found.
+// repository the walk found. An index is read only where the walk skipped
+// a directory below top, or top lies in one: elsewhere no gitlink can lead
+// where the walk did not go (a repository made there during the run is
+// moved aside after it: hostfs.ScanAfterRun), and a large repository's
+// index is not read at every launch for nothing.
 func (f *finder) skippedLinks(g, top string) {
+	if !slices.ContainsFunc(f.skipped, func(s string) bool { return under(s, top) || under(top, s) }) {
+		return
+	}
 	data, err := readFileMax(f.d, path.Join(g, "index"), maxGitIndex)
 	if err != nil {
 		f.pr.errs = append(f.pr.errs, err)

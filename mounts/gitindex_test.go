@@ -2,11 +2,14 @@ package mounts
 
 import (
 	"encoding/binary"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"testing/fstest"
 )
 
 // TestGitlinks: the gitlinks of real indexes, in each version git writes,
@@ -90,4 +93,44 @@ func withNULName(t *testing.T, data []byte, name string) []byte {
 		off += size
 	}
 	return append(out, data[off:]...)
+}
+
+// openCounter is a Disk that lists the files opened.
+type openCounter struct {
+	fstest.MapFS
+	opened *[]string
+}
+
+func (d openCounter) Open(name string) (fs.File, error) {
+	*d.opened = append(*d.opened, "/"+name)
+	return d.MapFS.Open(name)
+}
+
+// TestIndexReadOnlyWhereTheWalkSkipped: a repository's index is read for
+// gitlinks only where the walk skipped a directory (node_modules) below
+// its work tree: elsewhere every gitlink leads where the walk went, and a
+// large repository's index is not read at every launch for nothing.
+func TestIndexReadOnlyWhereTheWalkSkipped(t *testing.T) {
+	t.Parallel()
+	p := gitPolicy(t)
+	for _, modules := range []bool{false, true} {
+		d := gitTree()
+		d["srv/proj/.git/index"] = node(0o644, 1000, 1000, "DIRC\x00\x00\x00\x02\x00\x00\x00\x00")
+		for name := range d {
+			if strings.Contains(name, "node_modules") {
+				delete(d, name)
+			}
+		}
+		if modules {
+			d["srv/proj/web/node_modules/left-pad/index.js"] = node(0o644, 1000, 1000, "")
+		}
+		var opened []string
+		pr := findProtected(openCounter{d, &opened}, WritableRoots(p), p.Filesystem.Protect, *p.Filesystem.ProtectDepth, nil)
+		if len(pr.errs) != 0 {
+			t.Fatal(pr.errs)
+		}
+		if read := slices.Contains(opened, "/srv/proj/.git/index"); read != modules {
+			t.Errorf("node_modules below the work tree %v: the index read %v", modules, read)
+		}
+	}
 }

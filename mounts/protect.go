@@ -76,6 +76,9 @@ type finder struct {
 	// holding maps a missing directory to the protected paths it would
 	// hold directly (protection.dirs, decided once the search is over).
 	holding map[string][]string
+	// skipped are the directories the walk did not go into (skipDirs)
+	// but .git.
+	skipped []string
 }
 
 // findProtected looks for every relative protect pattern in each writable
@@ -114,6 +117,10 @@ func findProtected(d Disk, roots, patterns []string, depth int, homes []string) 
 			}
 			return f.repository(dir, names)
 		})
+	}
+	// Handling a gitlink's repository may add work trees (and indexes).
+	for i := 0; i < len(f.git.indexes); i++ {
+		f.skippedLinks(f.git.indexes[i][0], f.git.indexes[i][1])
 	}
 	// A missing directory that is protected itself is masked whole, which
 	// keeps what it would hold from being created too.
@@ -273,7 +280,13 @@ func (f *finder) walk(dir string, level int, fn func(dir string, names []string,
 	}
 	gitDir := bare(names)
 	for _, e := range entries {
-		if !e.IsDir() || slices.Contains(skipDirs, e.Name()) || gitDir && (e.Name() == "objects" || e.Name() == "refs") {
+		if !e.IsDir() || gitDir && (e.Name() == "objects" || e.Name() == "refs") {
+			continue
+		}
+		if slices.Contains(skipDirs, e.Name()) {
+			if e.Name() != ".git" { // git enters no path through a .git
+				f.skipped = append(f.skipped, path.Join(dir, e.Name()))
+			}
 			continue
 		}
 		f.walk(path.Join(dir, e.Name()), level+1, fn)
