@@ -462,27 +462,11 @@ func readFile(d Disk, p string) ([]byte, error) { return readFileMax(d, p, maxGi
 
 // readFileMax is readFile with max in place of maxGitFile.
 func readFileMax(d Disk, p string, max int64) ([]byte, error) {
-	t, err := resolve(d, p)
-	if err != nil {
-		return nil, nil
-	}
-	fi, err := lstat(d, t)
-	if err != nil || !fi.Mode().IsRegular() {
-		return nil, nil
-	}
-	if fi.Size() > max {
-		return nil, tooLarge(t, fi.Size(), max)
-	}
-	file, err := d.Open(rel(t))
-	if err != nil {
-		return nil, nil
+	file, t, err := openFile(d, p, max)
+	if file == nil {
+		return nil, err
 	}
 	defer file.Close()
-	// Between the lstat and the open the file may have been replaced (by
-	// a FIFO, say: the Disk opens without blocking, see cmd/agentjail).
-	if now, err := file.Stat(); err != nil || !now.Mode().IsRegular() || !sameFile(fi, now) {
-		return nil, nil
-	}
 	data, err := io.ReadAll(io.LimitReader(file, max+1))
 	if int64(len(data)) > max {
 		return nil, tooLarge(t, int64(len(data)), max)
@@ -491,6 +475,34 @@ func readFileMax(d Disk, p string, max int64) ([]byte, error) {
 		return nil, nil
 	}
 	return data, nil
+}
+
+// openFile opens p, links resolved as the kernel would, if it is a regular
+// file (nil if not, or missing), and returns the path it resolved to. One
+// of more than max bytes is ErrGitFile.
+func openFile(d Disk, p string, max int64) (fs.File, string, error) {
+	t, err := resolve(d, p)
+	if err != nil {
+		return nil, "", nil
+	}
+	fi, err := lstat(d, t)
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil, "", nil
+	}
+	if fi.Size() > max {
+		return nil, "", tooLarge(t, fi.Size(), max)
+	}
+	file, err := d.Open(rel(t))
+	if err != nil {
+		return nil, "", nil
+	}
+	// Between the lstat and the open the file may have been replaced (by
+	// a FIFO, say: the Disk opens without blocking, see cmd/agentjail).
+	if now, err := file.Stat(); err != nil || !now.Mode().IsRegular() || !sameFile(fi, now) {
+		file.Close()
+		return nil, "", nil
+	}
+	return file, t, nil
 }
 
 // sameFile compares device and inode where the Disk gives them.

@@ -1,8 +1,9 @@
 package mounts
 
 import (
-	"bytes"
+	"bufio"
 	"encoding/binary"
+	"io"
 	"path"
 	"slices"
 	"strings"
@@ -27,12 +28,22 @@ func (f *finder) skippedLinks(g, top string) {
 	if !slices.ContainsFunc(f.skipped, func(s string) bool { return under(s, top) || under(top, s) }) {
 		return
 	}
-	data, err := readFileMax(f.d, path.Join(g, "index"), maxGitIndex)
-	if err != nil {
-		f.pr.errs = append(f.pr.errs, err)
+	file, t, err := openFile(f.d, path.Join(g, "index"), maxGitIndex)
+	if file == nil {
+		if err != nil {
+			f.pr.errs = append(f.pr.errs, err)
+		}
 		return
 	}
-	for _, l := range gitlinks(data) {
+	// Read as it is parsed: an index of many megabytes is not held.
+	r := &io.LimitedReader{R: file, N: maxGitIndex + 1}
+	links := gitlinks(r)
+	file.Close()
+	if r.N == 0 { // it grew past the limit since the lstat
+		f.pr.errs = append(f.pr.errs, tooLarge(t, maxGitIndex+1, maxGitIndex))
+		return
+	}
+	for _, l := range links {
 		if slices.ContainsFunc(strings.Split(l, "/"), func(e string) bool { return slices.Contains(skipDirs, e) }) {
 			if p := path.Join(top, l); underAny(p, f.roots) {
 				f.repo(p)
@@ -42,84 +53,103 @@ func (f *finder) skippedLinks(g, top string) {
 }
 
 // gitlinks returns the paths of the gitlink entries (mode 160000) of a
-// git index (Documentation/gitformat-index.txt, versions 2 to 4); what
-// cannot be read ends the list.
-func gitlinks(data []byte) []string {
-	if len(data) < 12 || string(data[:4]) != "DIRC" {
+// git index read from r (Documentation/gitformat-index.txt, versions 2 to
+// 4); what cannot be read ends the list.
+func gitlinks(r io.Reader) []string {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var fixed [64]byte
+	if _, err := io.ReadFull(br, fixed[:12]); err != nil || string(fixed[:4]) != "DIRC" {
 		return nil
 	}
-	version := binary.BigEndian.Uint32(data[4:8])
-	n := binary.BigEndian.Uint32(data[8:12])
+	version := binary.BigEndian.Uint32(fixed[4:8])
+	n := binary.BigEndian.Uint32(fixed[8:12])
 	var out []string
-	prev := ""
-	off := 12
+	// name is the entry's name; a version 4 name is the one before it
+	// with strip bytes cut from its end. Only a gitlink's is made a
+	// string.
+	var name []byte
 	for range n {
-		if off+62 > len(data) {
+		size := 62
+		if _, err := io.ReadFull(br, fixed[:size]); err != nil {
 			return out
 		}
-		mode := binary.BigEndian.Uint32(data[off+24 : off+28])
-		flags := binary.BigEndian.Uint16(data[off+60 : off+62])
-		p := off + 62
+		mode := binary.BigEndian.Uint32(fixed[24:28])
+		flags := binary.BigEndian.Uint16(fixed[60:62])
 		if version >= 3 && flags&0x4000 != 0 {
-			p += 2 // extended flags
+			size += 2 // extended flags
+			if _, err := io.ReadFull(br, fixed[62:size]); err != nil {
+				return out
+			}
 		}
-		if p > len(data) {
-			return out
-		}
-		var name string
+		var ok bool
 		if version == 4 {
-			// The name is the previous one with strip bytes cut from
-			// its end, and what follows, NUL-terminated.
-			strip, k := offsetVarint(data[p:])
-			if k == 0 || strip > uint64(len(prev)) {
+			strip, k := offsetVarint(br)
+			if k == 0 || strip > uint64(len(name)) {
 				return out
 			}
-			p += k
-			end := bytes.IndexByte(data[p:], 0)
-			if end < 0 {
+			if name, ok = readToNUL(br, name[:len(name)-int(strip)]); !ok {
 				return out
 			}
-			name = prev[:len(prev)-int(strip)] + string(data[p:p+end])
-			off = p + end + 1
 		} else {
 			// The name's length is in the flags (git reads it so: a name
 			// with a NUL in it must not put the reading out of step),
-			// but for one of 0xfff bytes or more, which ends at a NUL.
-			end := int(flags & 0xfff)
-			if end == 0xfff {
-				if end = bytes.IndexByte(data[p:], 0); end < 0 {
-					return out
-				}
+			// but for one of 0xfff bytes or more, which ends at a NUL;
+			// 1 to 8 NULs pad the entry to a multiple of 8.
+			l := int(flags & 0xfff)
+			read := size + l
+			if l == 0xfff {
+				name, ok = readToNUL(br, name[:0])
+				l, read = len(name), size+len(name)+1
+			} else {
+				name = slices.Grow(name[:0], l)[:l]
+				_, err := io.ReadFull(br, name)
+				ok = err == nil
 			}
-			if p+end > len(data) {
+			if !ok {
 				return out
 			}
-			name = string(data[p : p+end])
-			// 1 to 8 NULs pad the entry to a multiple of 8.
-			off += (p + end - off + 8) &^ 7
+			if _, err := br.Discard((size+l+8)&^7 - read); err != nil {
+				return out
+			}
 		}
-		prev = name
 		if mode&0o170000 == 0o160000 {
-			out = append(out, name)
+			out = append(out, string(name))
 		}
 	}
 	return out
 }
 
-// offsetVarint decodes git's offset varint (varint.c), returning the value
-// and the bytes it took (0: none could be read).
-func offsetVarint(b []byte) (uint64, int) {
-	if len(b) == 0 {
-		return 0, 0
+// readToNUL appends to buf what br holds up to a NUL, which it takes too.
+func readToNUL(br *bufio.Reader, buf []byte) ([]byte, bool) {
+	for {
+		chunk, err := br.ReadSlice(0)
+		switch err {
+		case nil:
+			return append(buf, chunk[:len(chunk)-1]...), true
+		case bufio.ErrBufferFull:
+			buf = append(buf, chunk...)
+		default:
+			return buf, false
+		}
 	}
-	v := uint64(b[0] & 0x7f)
-	i := 1
-	for b[i-1]&0x80 != 0 {
-		if i >= len(b) || i > 9 {
+}
+
+// offsetVarint decodes git's offset varint (varint.c) from br, returning
+// the value and the bytes it took (0: none could be read).
+func offsetVarint(br io.ByteReader) (uint64, int) {
+	var v uint64
+	for i := 1; i <= 10; i++ {
+		b, err := br.ReadByte()
+		if err != nil {
 			return 0, 0
 		}
-		v = (v+1)<<7 | uint64(b[i]&0x7f)
-		i++
+		if i > 1 {
+			v++
+		}
+		v = v<<7 | uint64(b&0x7f)
+		if b&0x80 == 0 {
+			return v, i
+		}
 	}
-	return v, i
+	return 0, 0
 }

@@ -1,6 +1,7 @@
 package mounts
 
 import (
+	"bytes"
 	"encoding/binary"
 	"io/fs"
 	"os"
@@ -48,24 +49,24 @@ func TestGitlinks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := gitlinks(data)
+		got := gitlinks(bytes.NewReader(data))
 		if want := []string{"node_modules/x", "vendor/deep/sub"}; !slices.Equal(got, want) {
 			t.Errorf("version %s: gitlinks = %q, want %q", version, got, want)
 		}
 		for cut := range len(data) {
-			if len(gitlinks(data[:cut])) > 2 {
+			if len(gitlinks(bytes.NewReader(data[:cut]))) > 2 {
 				t.Fatalf("version %s cut at %d: more gitlinks than there are", version, cut)
 			}
 		}
 		if version == "2" {
 			// A name with NULs in it, its length in the flags, as git
 			// reads it: the entries after it are still found.
-			if got := gitlinks(withNULName(t, data, "README")); !slices.Equal(got, []string{"node_modules/x", "vendor/deep/sub"}) {
+			if got := gitlinks(bytes.NewReader(withNULName(t, data, "README"))); !slices.Equal(got, []string{"node_modules/x", "vendor/deep/sub"}) {
 				t.Errorf("after a name holding NULs: gitlinks = %q", got)
 			}
 		}
 	}
-	if gitlinks([]byte("not an index at all")) != nil {
+	if gitlinks(strings.NewReader("not an index at all")) != nil {
 		t.Error("gitlinks of no index")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -83,5 +84,57 @@ func BenchmarkSubmodules(b *testing.B) {
 	for range b.N {
 		compare(b, "render, 200 submodules", samples(20), "render, none", step("render", 0), "render, 200", step("render", 200))
 		compare(b, "launch, 200 submodules", samples(20), "run, none", step("run", 0), "run, 200", step("run", 200))
+	}
+}
+
+// BenchmarkLargeIndex: what a repository's index of 100 000 entries costs a
+// launch of /bin/true where it is read (a node_modules lies in the work
+// tree, so its gitlinks are looked for: mounts' skippedLinks reads it at
+// the render and at each snapshot), against the same project without an
+// index.
+func BenchmarkLargeIndex(b *testing.B) {
+	if os.Getuid() != 0 {
+		b.Skip("needs root: the trees belong to the run user")
+	}
+	trees := map[bool]string{}
+	for _, index := range []bool{false, true} {
+		root, err := os.MkdirTemp("/var/tmp", "agentjail-bench-index-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer os.RemoveAll(root)
+		os.Chmod(root, 0o755)
+		git := exec.Command("git", "init", "-q", root)
+		if out, err := git.CombinedOutput(); err != nil {
+			b.Fatalf("git init: %v\n%s", err, out)
+		}
+		os.MkdirAll(filepath.Join(root, "node_modules/left-pad"), 0o755)
+		if index {
+			var list strings.Builder
+			for i := range 100000 {
+				fmt.Fprintf(&list, "100644 e69de29bb2d1d6434b8b29ae775ad8c2e48c5391 0\tsrc/d%d/file%d.js\n", i/100, i)
+			}
+			git = exec.Command("git", "-C", root, "update-index", "--index-info")
+			git.Stdin = strings.NewReader(list.String())
+			if out, err := git.CombinedOutput(); err != nil {
+				b.Fatalf("git update-index: %v\n%s", err, out)
+			}
+			st, err := os.Stat(filepath.Join(root, ".git/index"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Logf("index: %d bytes", st.Size())
+		}
+		filepath.Walk(root, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, 1000, 1000) })
+		trees[index] = root
+	}
+	run := func(index bool) func() error {
+		return func() error {
+			return devNull(agentjail, "run", "--write", trees[index], "--chdir", trees[index], "--", "/bin/true")
+		}
+	}
+	for range b.N {
+		ref, subj := compare(b, "launch, 100 000-entry index", samples(20), "run, no index", run(false), "run, the index", run(true))
+		b.ReportMetric(float64(subj-ref)/1e6, "ms-added")
 	}
 }
