@@ -3,6 +3,7 @@ package mounts
 import (
 	"bufio"
 	"encoding/binary"
+	"encoding/hex"
 	"io"
 	"path"
 	"slices"
@@ -28,20 +29,20 @@ func (f *finder) skippedLinks(g, top string) {
 	if !slices.ContainsFunc(f.skipped, func(s string) bool { return under(s, top) || under(top, s) }) {
 		return
 	}
-	file, t, err := openFile(f.d, path.Join(g, "index"), maxGitIndex)
-	if file == nil {
-		if err != nil {
-			f.pr.errs = append(f.pr.errs, err)
-		}
+	links, shared, ok := f.indexLinks(path.Join(g, "index"))
+	if !ok {
 		return
 	}
-	// Read as it is parsed: an index of many megabytes is not held.
-	r := &io.LimitedReader{R: file, N: maxGitIndex + 1}
-	links := gitlinks(r)
-	file.Close()
-	if r.N == 0 { // it grew past the limit since the lstat
-		f.pr.errs = append(f.pr.errs, tooLarge(t, maxGitIndex+1, maxGitIndex))
-		return
+	// A split index (core.splitIndex) holds only what changed since its
+	// shared index, sharedindex.<id> beside it, which holds the rest.
+	for _, size := range []int{20, 32} { // SHA-1 or SHA-256
+		if len(shared) >= size {
+			more, _, ok := f.indexLinks(path.Join(g, "sharedindex."+hex.EncodeToString(shared[:size])))
+			links = append(links, more...)
+			if ok {
+				break
+			}
+		}
 	}
 	for _, l := range links {
 		if slices.ContainsFunc(strings.Split(l, "/"), func(e string) bool { return slices.Contains(skipDirs, e) }) {
@@ -52,14 +53,37 @@ func (f *finder) skippedLinks(g, top string) {
 	}
 }
 
+// indexLinks reads the index at p for gitlinks: ok is false where there
+// is none, or an error was recorded.
+func (f *finder) indexLinks(p string) (links []string, shared []byte, ok bool) {
+	file, t, err := openFile(f.d, p, maxGitIndex)
+	if file == nil {
+		if err != nil {
+			f.pr.errs = append(f.pr.errs, err)
+		}
+		return nil, nil, false
+	}
+	// Read as it is parsed: an index of many megabytes is not held.
+	r := &io.LimitedReader{R: file, N: maxGitIndex + 1}
+	links, shared = gitlinks(r)
+	file.Close()
+	if r.N == 0 { // it grew past the limit since the lstat
+		f.pr.errs = append(f.pr.errs, tooLarge(t, maxGitIndex+1, maxGitIndex))
+		return nil, nil, false
+	}
+	return links, shared, true
+}
+
 // gitlinks returns the paths of the gitlink entries (mode 160000) of a
 // git index read from r (Documentation/gitformat-index.txt, versions 2 to
-// 4); what cannot be read ends the list.
-func gitlinks(r io.Reader) []string {
+// 4), and what its link extension holds (a split index's: its shared
+// index's object id first), nil without one; what cannot be read ends the
+// list.
+func gitlinks(r io.Reader) (links []string, shared []byte) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var fixed [64]byte
 	if _, err := io.ReadFull(br, fixed[:12]); err != nil || string(fixed[:4]) != "DIRC" {
-		return nil
+		return nil, nil
 	}
 	version := binary.BigEndian.Uint32(fixed[4:8])
 	n := binary.BigEndian.Uint32(fixed[8:12])
@@ -71,24 +95,24 @@ func gitlinks(r io.Reader) []string {
 	for range n {
 		size := 62
 		if _, err := io.ReadFull(br, fixed[:size]); err != nil {
-			return out
+			return out, nil
 		}
 		mode := binary.BigEndian.Uint32(fixed[24:28])
 		flags := binary.BigEndian.Uint16(fixed[60:62])
 		if version >= 3 && flags&0x4000 != 0 {
 			size += 2 // extended flags
 			if _, err := io.ReadFull(br, fixed[62:size]); err != nil {
-				return out
+				return out, nil
 			}
 		}
 		var ok bool
 		if version == 4 {
 			strip, k := offsetVarint(br)
 			if k == 0 || strip > uint64(len(name)) {
-				return out
+				return out, nil
 			}
 			if name, ok = readToNUL(br, name[:len(name)-int(strip)]); !ok {
-				return out
+				return out, nil
 			}
 		} else {
 			// The name's length is in the flags (git reads it so: a name
@@ -106,17 +130,34 @@ func gitlinks(r io.Reader) []string {
 				ok = err == nil
 			}
 			if !ok {
-				return out
+				return out, nil
 			}
 			if _, err := br.Discard((size+l+8)&^7 - read); err != nil {
-				return out
+				return out, nil
 			}
 		}
 		if mode&0o170000 == 0o160000 {
 			out = append(out, string(name))
 		}
 	}
-	return out
+	// The extensions, each a signature and a size, up to the checksum
+	// (which reads as none).
+	for {
+		if _, err := io.ReadFull(br, fixed[:8]); err != nil {
+			return out, nil
+		}
+		size := binary.BigEndian.Uint32(fixed[4:8])
+		if string(fixed[:4]) == "link" {
+			link := make([]byte, min(size, 32))
+			if _, err := io.ReadFull(br, link); err != nil {
+				return out, nil
+			}
+			return out, link
+		}
+		if _, err := br.Discard(int(size)); err != nil {
+			return out, nil
+		}
+	}
 }
 
 // readToNUL appends to buf what br holds up to a NUL, which it takes too.

@@ -49,26 +49,32 @@ func TestGitlinks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := gitlinks(bytes.NewReader(data))
+		got := links(data)
 		if want := []string{"node_modules/x", "vendor/deep/sub"}; !slices.Equal(got, want) {
 			t.Errorf("version %s: gitlinks = %q, want %q", version, got, want)
 		}
 		for cut := range len(data) {
-			if len(gitlinks(bytes.NewReader(data[:cut]))) > 2 {
+			if len(links(data[:cut])) > 2 {
 				t.Fatalf("version %s cut at %d: more gitlinks than there are", version, cut)
 			}
 		}
 		if version == "2" {
 			// A name with NULs in it, its length in the flags, as git
 			// reads it: the entries after it are still found.
-			if got := gitlinks(bytes.NewReader(withNULName(t, data, "README"))); !slices.Equal(got, []string{"node_modules/x", "vendor/deep/sub"}) {
+			if got := links(withNULName(t, data, "README")); !slices.Equal(got, []string{"node_modules/x", "vendor/deep/sub"}) {
 				t.Errorf("after a name holding NULs: gitlinks = %q", got)
 			}
 		}
 	}
-	if gitlinks(strings.NewReader("not an index at all")) != nil {
+	if links([]byte("not an index at all")) != nil {
 		t.Error("gitlinks of no index")
 	}
+}
+
+// links is gitlinks of data.
+func links(data []byte) []string {
+	l, _ := gitlinks(bytes.NewReader(data))
+	return l
 }
 
 // withNULName is a version 2 index with the entry named name renamed to
@@ -132,6 +138,61 @@ func TestIndexReadOnlyWhereTheWalkSkipped(t *testing.T) {
 		}
 		if read := slices.Contains(opened, "/srv/proj/.git/index"); read != modules {
 			t.Errorf("node_modules below the work tree %v: the index read %v", modules, read)
+		}
+	}
+}
+
+// TestSplitIndexGitlinks: the gitlinks of a split index (core.splitIndex)
+// are found in both its files: the shared index, sharedindex.<id>, which
+// holds what was there when it was split, and the index itself, which
+// holds what changed since. Each gitlinked repository in node_modules is
+// handled as one the walk found.
+func TestSplitIndexGitlinks(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	dir := t.TempDir()
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir, "GIT_CONFIG_NOSYSTEM=1"}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	sha := "0123456789abcdef0123456789abcdef01234567"
+	git("init", "-q")
+	os.WriteFile(filepath.Join(dir, "README"), nil, 0o644)
+	git("add", "README")
+	git("update-index", "--add", "--cacheinfo", "160000,"+sha+",node_modules/old")
+	git("update-index", "--split-index")
+	git("update-index", "--add", "--cacheinfo", "160000,"+sha+",node_modules/new")
+	d := gitTree()
+	files, _ := filepath.Glob(filepath.Join(dir, ".git/sharedindex.*"))
+	if len(files) == 0 {
+		t.Fatal("git made no shared index")
+	}
+	for _, f := range append(files, filepath.Join(dir, ".git/index")) {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d["srv/proj/.git/"+filepath.Base(f)] = node(0o644, 1000, 1000, string(data))
+	}
+	if l := links([]byte(d["srv/proj/.git/index"].Data)); slices.Contains(l, "node_modules/old") {
+		t.Fatalf("the split index itself holds the old gitlink (%q): the test proves nothing", l)
+	}
+	for _, m := range []string{"old", "new"} {
+		d["srv/proj/node_modules/"+m+"/.git/HEAD"] = node(0o644, 1000, 1000, "ref: refs/heads/main\n")
+		d["srv/proj/node_modules/"+m+"/.git/config"] = node(0o644, 1000, 1000, "[core]\n")
+	}
+	p := gitPolicy(t)
+	got := formatProtection(findProtected(d, WritableRoots(p), p.Filesystem.Protect, *p.Filesystem.ProtectDepth, nil))
+	for _, m := range []string{"old", "new"} {
+		if want := "read-only /srv/proj/node_modules/" + m + "/.git/config\n"; !strings.Contains(got, want) {
+			t.Errorf("the protection lacks %q:\n%s", want, got)
 		}
 	}
 }
