@@ -273,7 +273,7 @@ func (r *renderer) denyFix(j int, other string) string {
 }
 
 func (r *renderer) fail(field, format string, a ...any) {
-	r.errs = append(r.errs, &policy.FieldError{Origin: r.p.Origins.Of(field), Field: field, Msg: fmt.Sprintf(format, a...)})
+	r.errs = append(r.errs, policy.ErrorAt(r.p, field, fmt.Sprintf(format, a...)))
 }
 
 func (r *renderer) sealed() bool { return r.p.InnerSandbox == policy.InnerSealed }

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -24,44 +25,51 @@ type Vars struct {
 // follow the entries to their new indices.
 func Expand(p Policy, v Vars) Policy {
 	out := clonePolicy(p)
-	out.Origins = Origins{}
-	for k, o := range p.Origins {
-		out.Origins[k] = o
-	}
+	out.Origins = maps.Clone(p.Origins)
+	out.Fields = maps.Clone(p.Fields)
 	fs := &out.Filesystem
-	fs.Read = expandList(out.Origins, "filesystem.read", p.Filesystem.Read, []string{v.RunHome}, v.PWD)
-	fs.Write = expandList(out.Origins, "filesystem.write", p.Filesystem.Write, []string{v.RunHome}, v.PWD)
-	fs.Protect = expandList(out.Origins, "filesystem.protect", p.Filesystem.Protect, v.SecretHomes, v.PWD)
-	fs.Deny = expandList(out.Origins, "filesystem.deny", p.Filesystem.Deny, v.SecretHomes, v.PWD)
-	out.Seccomp.Files = expandList(out.Origins, "seccomp.files", p.Seccomp.Files, []string{v.RunHome}, v.PWD)
+	fs.Read = expandList(p, &out, "filesystem.read", p.Filesystem.Read, []string{v.RunHome}, v.PWD)
+	fs.Write = expandList(p, &out, "filesystem.write", p.Filesystem.Write, []string{v.RunHome}, v.PWD)
+	fs.Protect = expandList(p, &out, "filesystem.protect", p.Filesystem.Protect, v.SecretHomes, v.PWD)
+	fs.Deny = expandList(p, &out, "filesystem.deny", p.Filesystem.Deny, v.SecretHomes, v.PWD)
+	out.Seccomp.Files = expandList(p, &out, "seccomp.files", p.Seccomp.Files, []string{v.RunHome}, v.PWD)
 	return out
 }
 
-// expandList expands each entry (one entry may become several, one per
-// home) and moves its origin along. Relative entries (protect patterns)
-// stay as they are.
-func expandList(o Origins, field string, in []string, homes []string, pwd string) []string {
+// expandList expands each entry of p's list field, in (one entry may
+// become several, one per home), and moves its origin and its name in its
+// file along in out. Relative entries (protect patterns) stay as they are.
+func expandList(p Policy, out *Policy, field string, in []string, homes []string, pwd string) []string {
 	if len(in) == 0 {
 		return in
 	}
-	from := map[int]string{}
+	at := func(i int) string { return field + "[" + strconv.Itoa(i) + "]" }
 	for i := range in {
-		from[i] = o[field+"["+strconv.Itoa(i)+"]"]
-		delete(o, field+"["+strconv.Itoa(i)+"]")
+		delete(out.Origins, at(i))
+		delete(out.Fields, at(i))
 	}
-	var out []string
+	var list []string
 	for i, s := range in {
 		for _, e := range ExpandPath(s, homes, pwd) {
-			if slices.Contains(out, e) {
+			if slices.Contains(list, e) {
 				continue
 			}
-			if from[i] != "" {
-				o[field+"["+strconv.Itoa(len(out))+"]"] = from[i]
+			if o := p.Origins[at(i)]; o != "" {
+				if out.Origins == nil {
+					out.Origins = Origins{}
+				}
+				out.Origins[at(len(list))] = o
 			}
-			out = append(out, e)
+			if local := p.FieldName(at(i)); local != at(len(list)) {
+				if out.Fields == nil {
+					out.Fields = map[string]string{}
+				}
+				out.Fields[at(len(list))] = local
+			}
+			list = append(list, e)
 		}
 	}
-	return out
+	return list
 }
 
 // ExpandPath expands one path. A ~ or ${HOME} prefix yields one path per

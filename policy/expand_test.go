@@ -50,6 +50,17 @@ seccomp:
 			t.Errorf("origin of %s = %q, want %q", path, got, want)
 		}
 	}
+	// And their names in the file: deny[4] is the file's deny[1].
+	for path, want := range map[string]string{
+		"filesystem.deny[2]":  "filesystem.deny[0]",
+		"filesystem.deny[4]":  "filesystem.deny[1]",
+		"filesystem.deny[6]":  "filesystem.deny[2]",
+		"filesystem.write[1]": "filesystem.write[1]",
+	} {
+		if got := e.FieldName(path); got != want {
+			t.Errorf("name of %s = %q, want %q", path, got, want)
+		}
+	}
 	// The input is left alone.
 	if p.Filesystem.Deny[0] != "~/.ssh" {
 		t.Errorf("Expand changed its input: %q", p.Filesystem.Deny)

@@ -446,7 +446,7 @@ func decodeHint(msg string) string {
 func checkNoLoosening(parent, child Policy) error {
 	var errs []error
 	refuse := func(field, msg string) {
-		errs = append(errs, &FieldError{Origin: child.Origins.Of(field), Field: field, Msg: msg + "; a child profile cannot loosen the profile it extends"})
+		errs = append(errs, ErrorAt(child, field, msg+"; a child profile cannot loosen the profile it extends"))
 	}
 	if pd, cd := parent.Filesystem.ProtectDepth, child.Filesystem.ProtectDepth; pd != nil && cd != nil && *cd < *pd {
 		refuse("filesystem.protect_depth", fmt.Sprintf("%d is lower than the %d of the profile it extends", *cd, *pd))

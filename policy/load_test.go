@@ -80,6 +80,28 @@ func TestDecodeOrigins(t *testing.T) {
 	}
 }
 
+// TestErrorsNameFieldsAsTheirFileHasThem: a child's list entry comes after
+// its parents' in the merged profile, but an error names it by its index in
+// the child's own file, beside that file's line.
+func TestErrorsNameFieldsAsTheirFileHasThem(t *testing.T) {
+	t.Parallel()
+	l := testLoader(map[string]string{
+		"base.yaml":          "filesystem:\n  read: [/a, /b, /c]\n",
+		"disk:/p/child.yaml": "extends: base\nfilesystem:\n  read:\n    - /ok\n    - relative/path\n",
+	})
+	p, err := l.Load("/p/child.yaml")
+	if err == nil {
+		err = Validate(p)
+	}
+	var fe *FieldError
+	if !errors.As(err, &fe) {
+		t.Fatalf("Load = %v, want a FieldError", err)
+	}
+	if fe.Field != "filesystem.read[1]" || !strings.HasPrefix(fe.Origin, "/p/child.yaml:5:") {
+		t.Errorf("the error names %s at %s, want filesystem.read[1] at /p/child.yaml:5: (%v)", fe.Field, fe.Origin, err)
+	}
+}
+
 func testLoader(files map[string]string) Loader {
 	builtins := fstest.MapFS{}
 	for name, src := range files {

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"maps"
 	"reflect"
 	"strconv"
 	"strings"
@@ -19,8 +20,16 @@ func Merge(parent, child Policy) Policy {
 	for k, v := range parent.Origins {
 		out.Origins[k] = v
 	}
+	out.Fields = maps.Clone(parent.Fields)
 	for k, v := range child.Origins {
-		out.Origins[shiftIndex(k, offsets)] = v
+		moved := shiftIndex(k, offsets)
+		out.Origins[moved] = v
+		if local := child.FieldName(k); local != moved {
+			if out.Fields == nil {
+				out.Fields = map[string]string{}
+			}
+			out.Fields[moved] = local
+		}
 	}
 	return out
 }

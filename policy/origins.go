@@ -25,6 +25,22 @@ func (o Origins) Of(path string) string {
 	return ""
 }
 
+// FieldName is the path of field as the file (or flag) that set it has
+// it, for messages beside its origin (Policy.Fields).
+func (p Policy) FieldName(field string) string {
+	for a := field; a != ""; a = parentPath(a) {
+		if local, ok := p.Fields[a]; ok {
+			return local + field[len(a):]
+		}
+	}
+	return field
+}
+
+// ErrorAt is a FieldError of p's field, with its origin and its name there.
+func ErrorAt(p Policy, field, msg string) *FieldError {
+	return &FieldError{Origin: p.Origins.Of(field), Field: p.FieldName(field), Msg: msg}
+}
+
 func parentPath(p string) string {
 	if strings.HasSuffix(p, "]") {
 		if i := strings.LastIndexByte(p, '['); i >= 0 {

@@ -31,6 +31,12 @@ type Policy struct {
 	// came from ("profiles/tier1.yaml:12:5", "--write"). Filled by Load and
 	// by Overlay; error messages use it.
 	Origins Origins `yaml:"-" json:"-"`
+	// Fields maps a field path to the path it has in the file (or among
+	// the flags) that set it, where the two differ: the entries of a list
+	// that a parent's entries, or an expansion, moved ("filesystem.read[6]"
+	// → "filesystem.read[0]"). Error messages name a field by it, beside
+	// its origin.
+	Fields map[string]string `yaml:"-" json:"-"`
 }
 
 // Base values for Filesystem.Base.

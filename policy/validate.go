@@ -151,7 +151,7 @@ type validator struct {
 }
 
 func (v *validator) add(field, msg string) {
-	v.errs = append(v.errs, &FieldError{Origin: v.p.Origins.Of(field), Field: field, Msg: msg})
+	v.errs = append(v.errs, ErrorAt(v.p, field, msg))
 }
 
 func (v *validator) oneOf(field, got string, allowed ...string) {

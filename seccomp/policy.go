@@ -22,7 +22,7 @@ func Filters(p policy.Policy, read func(string) ([]byte, error), h Host) ([]Filt
 		field := fmt.Sprintf("seccomp.files[%d]", i)
 		data, err := read(name)
 		if err != nil {
-			errs = append(errs, &policy.FieldError{Origin: p.Origins.Of(field), Field: field, Msg: fmt.Sprintf("cannot read seccomp profile %s: %v", policy.Quote(name), err)})
+			errs = append(errs, policy.ErrorAt(p, field, fmt.Sprintf("cannot read seccomp profile %s: %v", policy.Quote(name), err)))
 			continue
 		}
 		f, err := Import(policy.Quote(name), data, h)
