@@ -13,6 +13,20 @@ import (
 	"testing/fstest"
 )
 
+// gitIn runs git in dir, with no configuration but its own, failing t
+// if it fails.
+func gitIn(t *testing.T, dir string) func(args ...string) {
+	return func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir, "GIT_CONFIG_NOSYSTEM=1"}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+}
+
 // TestGitlinks: the gitlinks of real indexes, in each version git writes,
 // and nothing from what is no index or is cut short.
 func TestGitlinks(t *testing.T) {
@@ -23,15 +37,7 @@ func TestGitlinks(t *testing.T) {
 	sha := "0123456789abcdef0123456789abcdef01234567"
 	for _, version := range []string{"2", "3", "4"} {
 		dir := t.TempDir()
-		git := func(args ...string) {
-			t.Helper()
-			cmd := exec.Command("git", args...)
-			cmd.Dir = dir
-			cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir, "GIT_CONFIG_NOSYSTEM=1"}
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("git %v: %v\n%s", args, err, out)
-			}
-		}
+		git := gitIn(t, dir)
 		git("init", "-q")
 		os.MkdirAll(filepath.Join(dir, "node_modules/a"), 0o755)
 		os.WriteFile(filepath.Join(dir, "node_modules/a/f.js"), nil, 0o644)
@@ -153,15 +159,7 @@ func TestSplitIndexGitlinks(t *testing.T) {
 		t.Skip("no git")
 	}
 	dir := t.TempDir()
-	git := func(args ...string) {
-		t.Helper()
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir, "GIT_CONFIG_NOSYSTEM=1"}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
+	git := gitIn(t, dir)
 	sha := "0123456789abcdef0123456789abcdef01234567"
 	git("init", "-q")
 	os.WriteFile(filepath.Join(dir, "README"), nil, 0o644)
