@@ -107,12 +107,23 @@ func (v *MaskView) Hold(paths []string) (*Masks, error) {
 			_, err = f.WriteAt([]byte(p), 0)
 		}
 		if err != nil {
-			m.Release()
+			// Only let go: removing takes the registry's lock
+			// exclusively, which the caller's view holds shared. What
+			// was registered is the next sweep's.
+			m.let()
 			return nil, fmt.Errorf("mask registry entry for %s: %w", p, err)
 		}
 		m.held = append(m.held, f)
 	}
 	return m, nil
+}
+
+// let closes the entries m holds.
+func (m *Masks) let() {
+	for _, f := range m.held {
+		f.Close()
+	}
+	m.held = nil
 }
 
 // Release drops this run's hold and removes every placeholder no other live
@@ -122,12 +133,13 @@ func (m *Masks) Release() error {
 	if m == nil {
 		return nil
 	}
-	for _, f := range m.held {
-		f.Close()
+	m.let()
+	names := make([]string, len(m.paths))
+	for i, p := range m.paths {
+		names[i] = registryName(m.dir, p)
 	}
-	m.held = nil
-	if len(m.paths) == 0 {
-		return nil
+	if !anyUnheld(names) {
+		return nil // other live runs hold them all: nothing to remove
 	}
 	lock, err := lockRegistry(m.dir, unix.LOCK_EX)
 	if err != nil {
@@ -149,7 +161,19 @@ func (m *Masks) Release() error {
 // remove its own; the next run of agentjail does, whatever its writable
 // roots.
 func SweepMasks(dir string) error {
-	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
+	// A first look, without the registry's lock, that finds every entry
+	// held (by live runs) spares the wait for other runs' views.
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	var all []string
+	for _, e := range entries {
+		if e.Name() != lockName {
+			all = append(all, filepath.Join(dir, e.Name()))
+		}
+	}
+	if !anyUnheld(all) {
 		return nil
 	}
 	lock, err := lockRegistry(dir, unix.LOCK_EX)
@@ -170,6 +194,23 @@ func SweepMasks(dir string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// anyUnheld reports whether any of the entries named exists without a
+// live run's hold on it: one that may have a placeholder to remove.
+func anyUnheld(names []string) bool {
+	for _, name := range names {
+		f, err := os.OpenFile(name, os.O_RDONLY, 0)
+		if err != nil {
+			continue // gone: another run removed it
+		}
+		unheld := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil
+		f.Close()
+		if unheld {
+			return true
+		}
+	}
+	return false
 }
 
 // registered maps the registry's entries to the paths they name.

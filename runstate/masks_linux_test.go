@@ -253,3 +253,73 @@ func fileExists(p string) bool {
 	_, err := os.Lstat(p)
 	return err == nil
 }
+
+// returns runs f and fails t if it has not returned within 30 s (a wait
+// on a lock that cannot come).
+func returns(t *testing.T, what string, f func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s never returned", what)
+		return nil
+	}
+}
+
+// TestMaskHoldFailsWithoutWaiting: a Hold that cannot register an entry
+// fails at once, inside the view it was called in (its release would wait
+// for the view's own lock), and what it registered is the next sweep's.
+func TestMaskHoldFailsWithoutWaiting(t *testing.T) {
+	t.Parallel()
+	reg, root := t.TempDir(), t.TempDir()
+	ok, bad := filepath.Join(root, ".env"), filepath.Join(root, ".npmrc")
+	os.Mkdir(registryName(reg, bad), 0o700) // no entry can be opened there
+	v, err := ViewMasks(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := returns(t, "Hold", func() error { _, err := v.Hold([]string{ok, bad}); return err }); err == nil {
+		t.Fatal("Hold registered an entry it cannot open")
+	}
+	v.Close()
+	os.Remove(registryName(reg, bad))
+	if err := SweepMasks(reg); err != nil || isMask(reg, ok) {
+		t.Errorf("the sweep after: %v; entry left: %v", err, isMask(reg, ok))
+	}
+}
+
+// TestSweepMasksSkipsWhatLiveRunsHold: a sweep that finds every entry
+// held by a live run removes nothing and does not wait for another run's
+// look at the registry (a run's start would wait on every other run's
+// snapshot), nor does a release whose entries others hold.
+func TestSweepMasksSkipsWhatLiveRunsHold(t *testing.T) {
+	t.Parallel()
+	reg, root := t.TempDir(), t.TempDir()
+	ph := filepath.Join(root, ".env")
+	a, err := holdMasks(reg, []string{ph})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := holdMasks(reg, []string{ph})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(ph, nil, 0o444)
+	v, err := ViewMasks(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	returns(t, "SweepMasks", func() error { return SweepMasks(reg) })
+	returns(t, "Release", a.Release)
+	v.Close()
+	if !fileExists(ph) {
+		t.Error("a placeholder a live run holds was removed")
+	}
+	b.Release()
+	if fileExists(ph) {
+		t.Error("the last run out left its placeholder")
+	}
+}
