@@ -250,7 +250,7 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 		ProcCovers:      covers,
 		Inputs:          inputs,
 	})
-	if err == nil {
+	if err == nil && !opt.PlanOnly {
 		j.masks, err = view.Hold(j.Plan.Masks)
 	}
 	view.Close()

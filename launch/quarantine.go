@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"path"
 	"slices"
@@ -109,6 +110,28 @@ func gitDirOn(w hostfs.Walker) func(dir string) bool {
 		defer d.Close()
 		return mounts.IsGitDir(func(n string) bool { _, err := d.Lstat(n); return err == nil })
 	}
+}
+
+// placeholderShaped reports whether p, reached through w, is what bwrap
+// makes as a mask's mount point: an empty file or an empty directory. A
+// registered placeholder that is not (another run's agent put a
+// repository in its place) is not passed over as one.
+func placeholderShaped(w hostfs.Walker, p string) bool {
+	f, st, err := w.Open(p, func(st *unix.Stat_t) error {
+		if t := st.Mode & unix.S_IFMT; t != unix.S_IFREG && t != unix.S_IFDIR {
+			return errors.ErrUnsupported
+		}
+		return nil
+	})
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if st.Mode&unix.S_IFMT == unix.S_IFREG {
+		return st.Size == 0
+	}
+	_, err = f.Readdirnames(1)
+	return err == io.EOF
 }
 
 // gitEntry is what newGitEntries found: a .git or commondir, or a

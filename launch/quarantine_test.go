@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/agentjail/agentjail/hostfs"
@@ -126,5 +127,26 @@ func TestQuarantineBareAndTakenName(t *testing.T) {
 	}
 	if len(notes) != 3 {
 		t.Errorf("%d notes, want 3:\n%s", len(notes), all)
+	}
+}
+
+// TestPlaceholderShaped: only an empty file or an empty directory passes
+// for a mask's mount point; a registered placeholder another run's agent
+// replaced with a repository (or a link, or a FIFO) is not passed over.
+func TestPlaceholderShaped(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	j := func(p string) string { return filepath.Join(root, p) }
+	os.WriteFile(j("empty"), nil, 0o444)
+	os.WriteFile(j("full"), []byte("gitdir: /elsewhere\n"), 0o644)
+	os.Mkdir(j("emptydir"), 0o755)
+	os.MkdirAll(j("repo/objects"), 0o755)
+	os.Symlink(j("emptydir"), j("link"))
+	syscall.Mkfifo(j("fifo"), 0o644)
+	w := hostfs.Walker{Roots: []string{root}}
+	for name, want := range map[string]bool{"empty": true, "emptydir": true, "full": false, "repo": false, "link": false, "fifo": false, "missing": false} {
+		if got := placeholderShaped(w, j(name)); got != want {
+			t.Errorf("%s: placeholderShaped = %v, want %v", name, got, want)
+		}
 	}
 }

@@ -79,6 +79,9 @@ type Options struct {
 	// run's own id would be, so that its output depends only on the
 	// command line and the host.
 	RunID string
+	// PlanOnly is for a plan that is only shown (render): its mask
+	// placeholders are not held, and no registry entry is made for them.
+	PlanOnly bool
 	// Interrupt delivers the SIGINT and SIGTERM the caller catches: one
 	// ends the loading of the profile, and a wait for an input file that
 	// is a pipe (hostfs.ReadInput). Nil: they are caught meanwhile.

@@ -306,7 +306,7 @@ func run(req Request, stdio IO) (int, error) {
 	after := make(chan mounts.Snapshot, 1)
 	go func() { after <- j.protectedSnapshot(view.IsMask) }()
 	notes, born, serr := hostfs.ScanAfterRun(mounts.WritableRoots(j.Policy), since)
-	born = slices.DeleteFunc(born, view.IsMask)
+	born = slices.DeleteFunc(born, func(p string) bool { return view.IsMask(p) && placeholderShaped(j.walker(), p) })
 	rec.Violate(quarantine(before, <-after, j.Plan.Protected, born, j.walker(), j.RunID)...)
 	view.Close()
 	rec.Violate(notes...)

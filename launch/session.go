@@ -77,6 +77,7 @@ func (s *session) endJail() error { return s.masks.Release() }
 // remove lets the Claude Code directory go and deletes the homes
 // directory.
 func (s *session) remove() {
+	s.masks.Release() // a run that failed before its jail ran did not endJail
 	if s.claudeDir != nil {
 		s.claudeDir.Close()
 	}

@@ -25,7 +25,7 @@ func (e appEnv) renderAction(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	j, err := launch.Prepare(req, launch.Options{RunID: "<run-id>"})
+	j, err := launch.Prepare(req, launch.Options{RunID: "<run-id>", PlanOnly: true})
 	if err != nil {
 		return err
 	}
