@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"path"
 	"slices"
 	"strings"
+
+	"github.com/agentjail/agentjail/policy"
 )
 
 // maxGitIndex bounds what is read of a git index for its gitlinks: an
@@ -15,104 +18,161 @@ import (
 // the agent may write the index to hide a gitlink past what is read.
 const maxGitIndex = 64 << 20
 
+// Bounds on what an index may make the search do: gitlinks kept, and a
+// gitlink's name (a longer path cannot be opened). An index of version 4
+// repeats a long name for a few bytes an entry.
+const (
+	maxGitlinks    = 10000
+	maxGitlinkName = 4096
+)
+
 // skippedLinks handles the gitlinks (submodules entered in the index) of
 // the work tree top, whose git directory is g, that lie where the walk
 // does not go (skipDirs: node_modules): git goes there for `git status`
 // at the top (a repository the agent made in node_modules/x and entered
 // with `git update-index --cacheinfo 160000,...`), so each is handled as a
-// repository the walk found. An index is read only where the walk skipped
-// a directory below top, or top lies in one: elsewhere no gitlink can lead
+// repository the walk found. Where top lies in such a directory itself,
+// every gitlink does. An index is read only where the walk skipped a
+// directory below top, or top lies in one: elsewhere no gitlink can lead
 // where the walk did not go (a repository made there during the run is
 // moved aside after it: hostfs.ScanAfterRun), and a large repository's
 // index is not read at every launch for nothing.
 func (f *finder) skippedLinks(g, top string) {
-	if !slices.ContainsFunc(f.skipped, func(s string) bool { return under(s, top) || under(top, s) }) {
+	skipped := slices.ContainsFunc(f.skipped, func(s string) bool { return under(top, s) })
+	if !skipped && !slices.ContainsFunc(f.skipped, func(s string) bool { return under(s, top) }) {
 		return
 	}
-	links, shared, ok := f.indexLinks(path.Join(g, "index"))
+	hashLen := 20
+	if gd := f.git.dirs[g]; gd != nil && slices.ContainsFunc(gd.vars, func(v gitVar) bool {
+		return v.name == "extensions.objectformat" && strings.EqualFold(v.value, "sha256")
+	}) {
+		hashLen = 32
+	}
+	wanted := func(name []byte) bool {
+		return len(name) <= maxGitlinkName && (skipped || slices.ContainsFunc(strings.Split(string(name), "/"), func(e string) bool { return slices.Contains(skipDirs, e) }))
+	}
+	var links, candidates []string
+	replaced, over := false, false
+	keep := func(list *[]string, name []byte) {
+		if len(links)+len(candidates) == maxGitlinks {
+			over = true
+			return
+		}
+		*list = append(*list, string(name))
+	}
+	gitlink := func(mode uint32, name []byte) {
+		switch {
+		case mode&0o170000 != 0o160000:
+		case len(name) == 0:
+			// A split index's entry that replaces one of its shared
+			// index's, which has the name (the replace bitmap says
+			// which: not read here).
+			replaced = true
+		case wanted(name):
+			keep(&links, name)
+		}
+	}
+	shared, ok := f.indexEntries(path.Join(g, "index"), hashLen, gitlink)
 	if !ok {
 		return
 	}
-	// A split index (core.splitIndex) holds only what changed since its
-	// shared index, sharedindex.<id> beside it, which holds the rest.
-	for _, size := range []int{20, 32} { // SHA-1 or SHA-256
-		if len(shared) >= size {
-			more, _, ok := f.indexLinks(path.Join(g, "sharedindex."+hex.EncodeToString(shared[:size])))
-			links = append(links, more...)
-			if ok {
-				break
+	// A split index (core.splitIndex, or a link extension alone) holds
+	// only what changed since its shared index, sharedindex.<id> beside
+	// it, which holds the rest. Where the split part made a gitlink of a
+	// shared entry, every shared entry where a repository is may be it.
+	if len(shared) >= hashLen {
+		f.indexEntries(path.Join(g, "sharedindex."+hex.EncodeToString(shared[:hashLen])), hashLen, func(mode uint32, name []byte) {
+			gitlink(mode, name)
+			if replaced && mode&0o170000 != 0o160000 && len(name) > 0 && wanted(name) && exists(f.d, path.Join(top, string(name), ".git")) {
+				keep(&candidates, name)
 			}
-		}
+		})
 	}
-	for _, l := range links {
-		if slices.ContainsFunc(strings.Split(l, "/"), func(e string) bool { return slices.Contains(skipDirs, e) }) {
-			if p := path.Join(top, l); underAny(p, f.roots) {
-				f.repo(p)
-			}
+	if over {
+		f.pr.errs = append(f.pr.errs, fmt.Errorf("%w: the index of %s names more than %d submodules where the search does not go (node_modules); if it is not yours, remove it",
+			ErrGitFile, policy.Quote(g), maxGitlinks))
+		return
+	}
+	for _, l := range append(links, candidates...) {
+		if p := path.Join(top, l); underAny(p, f.roots) {
+			f.repo(p)
 		}
 	}
 }
 
-// indexLinks reads the index at p for gitlinks: ok is false where there
-// is none, or an error was recorded.
-func (f *finder) indexLinks(p string) (links []string, shared []byte, ok bool) {
+// indexEntries reads the index at p (Documentation/gitformat-index.txt,
+// versions 2 to 4, object ids of hashLen bytes) and calls each with every
+// entry's mode and name (valid only during the call). It returns what the
+// link extension holds (a split index's: its shared index's object id
+// first), nil without one; ok is false where there is no index, or an
+// error was recorded. What cannot be read ends the entries.
+func (f *finder) indexEntries(p string, hashLen int, each func(mode uint32, name []byte)) (shared []byte, ok bool) {
 	file, t, err := openFile(f.d, p, maxGitIndex)
 	if file == nil {
 		if err != nil {
 			f.pr.errs = append(f.pr.errs, err)
 		}
-		return nil, nil, false
+		return nil, false
 	}
+	defer file.Close()
 	// Read as it is parsed: an index of many megabytes is not held.
 	r := &io.LimitedReader{R: file, N: maxGitIndex + 1}
-	links, shared = gitlinks(r)
-	file.Close()
+	shared = readIndex(r, hashLen, each)
 	if r.N == 0 { // it grew past the limit since the lstat
 		f.pr.errs = append(f.pr.errs, tooLarge(t, maxGitIndex+1, maxGitIndex))
-		return nil, nil, false
+		return nil, false
 	}
-	return links, shared, true
+	return shared, true
 }
 
-// gitlinks returns the paths of the gitlink entries (mode 160000) of a
-// git index read from r (Documentation/gitformat-index.txt, versions 2 to
-// 4), and what its link extension holds (a split index's: its shared
-// index's object id first), nil without one; what cannot be read ends the
-// list.
+// gitlinks returns the names of the gitlink entries (mode 160000) of a
+// SHA-1 index read from r, and what its link extension holds.
 func gitlinks(r io.Reader) (links []string, shared []byte) {
+	shared = readIndex(r, 20, func(mode uint32, name []byte) {
+		if mode&0o170000 == 0o160000 {
+			links = append(links, string(name))
+		}
+	})
+	return links, shared
+}
+
+// readIndex is indexEntries of what r holds.
+func readIndex(r io.Reader, hashLen int, each func(mode uint32, name []byte)) (shared []byte) {
 	br := bufio.NewReaderSize(r, 64<<10)
-	var fixed [64]byte
+	fixed := make([]byte, 40+hashLen+4)
 	if _, err := io.ReadFull(br, fixed[:12]); err != nil || string(fixed[:4]) != "DIRC" {
-		return nil, nil
+		return nil
 	}
 	version := binary.BigEndian.Uint32(fixed[4:8])
 	n := binary.BigEndian.Uint32(fixed[8:12])
-	var out []string
 	// name is the entry's name; a version 4 name is the one before it
-	// with strip bytes cut from its end. Only a gitlink's is made a
-	// string.
+	// with strip bytes cut from its end.
 	var name []byte
 	for range n {
-		size := 62
+		// ctime, mtime, dev, ino (24 bytes), mode, uid, gid, size, the
+		// object id and the flags.
+		size := 40 + hashLen + 2
 		if _, err := io.ReadFull(br, fixed[:size]); err != nil {
-			return out, nil
+			return nil
 		}
 		mode := binary.BigEndian.Uint32(fixed[24:28])
-		flags := binary.BigEndian.Uint16(fixed[60:62])
-		if version >= 3 && flags&0x4000 != 0 {
-			size += 2 // extended flags
-			if _, err := io.ReadFull(br, fixed[62:size]); err != nil {
-				return out, nil
+		flags := binary.BigEndian.Uint16(fixed[size-2 : size])
+		if flags&0x4000 != 0 {
+			// Extended flags: git reads them in any version
+			// (read-cache.c, create_from_disk).
+			size += 2
+			if _, err := io.ReadFull(br, fixed[size-2:size]); err != nil {
+				return nil
 			}
 		}
 		var ok bool
 		if version == 4 {
 			strip, k := offsetVarint(br)
 			if k == 0 || strip > uint64(len(name)) {
-				return out, nil
+				return nil
 			}
 			if name, ok = readToNUL(br, name[:len(name)-int(strip)]); !ok {
-				return out, nil
+				return nil
 			}
 		} else {
 			// The name's length is in the flags (git reads it so: a name
@@ -130,32 +190,30 @@ func gitlinks(r io.Reader) (links []string, shared []byte) {
 				ok = err == nil
 			}
 			if !ok {
-				return out, nil
+				return nil
 			}
 			if _, err := br.Discard((size+l+8)&^7 - read); err != nil {
-				return out, nil
+				return nil
 			}
 		}
-		if mode&0o170000 == 0o160000 {
-			out = append(out, string(name))
-		}
+		each(mode, name)
 	}
 	// The extensions, each a signature and a size, up to the checksum
 	// (which reads as none).
 	for {
 		if _, err := io.ReadFull(br, fixed[:8]); err != nil {
-			return out, nil
+			return nil
 		}
 		size := binary.BigEndian.Uint32(fixed[4:8])
 		if string(fixed[:4]) == "link" {
 			link := make([]byte, min(size, 32))
 			if _, err := io.ReadFull(br, link); err != nil {
-				return out, nil
+				return nil
 			}
-			return out, link
+			return link
 		}
 		if _, err := br.Discard(int(size)); err != nil {
-			return out, nil
+			return nil
 		}
 	}
 }

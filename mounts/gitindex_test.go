@@ -194,3 +194,129 @@ func TestSplitIndexGitlinks(t *testing.T) {
 		}
 	}
 }
+
+// findIn is what the search of gitPolicy's roots finds on d.
+func findIn(t *testing.T, d fstest.MapFS) string {
+	p := gitPolicy(t)
+	return formatProtection(findProtected(d, WritableRoots(p), p.Filesystem.Protect, *p.Filesystem.ProtectDepth, nil))
+}
+
+// repoAt adds a repository's git directory (HEAD and config) at dir/.git.
+func repoAt(d fstest.MapFS, dir string) {
+	d[dir+"/.git/HEAD"] = node(0o644, 1000, 1000, "ref: refs/heads/main\n")
+	d[dir+"/.git/config"] = node(0o644, 1000, 1000, "[core]\n")
+}
+
+// TestIndexHostileShapes: the index shapes git reads that an agent can
+// write, each hiding a gitlink into node_modules from a reader that
+// follows the format less closely than git does, or costing the next
+// launch without bound.
+func TestIndexHostileShapes(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	sha := "0123456789abcdef0123456789abcdef01234567"
+	blob := "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
+	// An index of git's own making, in a fresh repository.
+	index := func(format string, cmds ...[]string) (dir string) {
+		dir = t.TempDir()
+		git := gitIn(t, dir)
+		git("init", "-q", "--object-format="+format)
+		for _, c := range cmds {
+			git(c...)
+		}
+		return dir
+	}
+	load := func(d fstest.MapFS, from, to string) {
+		files, _ := filepath.Glob(filepath.Join(from, ".git", "*index*"))
+		for _, f := range files {
+			data, _ := os.ReadFile(f)
+			d[to+"/.git/"+filepath.Base(f)] = node(0o644, 1000, 1000, string(data))
+		}
+	}
+	protects := func(t *testing.T, d fstest.MapFS, repo string) {
+		t.Helper()
+		if got, want := findIn(t, d), "read-only /srv/proj/"+repo+"/.git/config\n"; !strings.Contains(got, want) {
+			t.Errorf("the protection lacks %q:\n%s", want, got)
+		}
+	}
+
+	t.Run("a split index's entry made a gitlink", func(t *testing.T) {
+		dir := index("sha1", []string{"update-index", "--add", "--cacheinfo", "100644," + blob + ",node_modules/x"},
+			[]string{"update-index", "--split-index"},
+			[]string{"update-index", "--cacheinfo", "160000," + sha + ",node_modules/x"})
+		d := gitTree()
+		load(d, dir, "srv/proj")
+		repoAt(d, "srv/proj/node_modules/x")
+		protects(t, d, "node_modules/x")
+	})
+	t.Run("extended flags in a version 2 index", func(t *testing.T) {
+		// A first entry whose name's length puts its end elsewhere with
+		// two bytes more (1, modulo 8).
+		dir := index("sha1", []string{"update-index", "--add", "--cacheinfo", "100644," + blob + ",a"},
+			[]string{"update-index", "--add", "--cacheinfo", "160000," + sha + ",node_modules/x"},
+			[]string{"update-index", "--index-version", "2"})
+		data, _ := os.ReadFile(filepath.Join(dir, ".git/index"))
+		d := gitTree()
+		d["srv/proj/.git/index"] = node(0o644, 1000, 1000, string(withExtendedFlags(data)))
+		repoAt(d, "srv/proj/node_modules/x")
+		protects(t, d, "node_modules/x")
+	})
+	t.Run("a submodule of a repository in node_modules", func(t *testing.T) {
+		top := index("sha1", []string{"update-index", "--add", "--cacheinfo", "160000," + sha + ",node_modules/x"})
+		inner := index("sha1", []string{"update-index", "--add", "--cacheinfo", "160000," + sha + ",y"})
+		d := gitTree()
+		load(d, top, "srv/proj")
+		repoAt(d, "srv/proj/node_modules/x")
+		load(d, inner, "srv/proj/node_modules/x")
+		repoAt(d, "srv/proj/node_modules/x/y")
+		protects(t, d, "node_modules/x/y")
+	})
+	t.Run("SHA-256 object ids", func(t *testing.T) {
+		sha256 := strings.Repeat("ab", 32)
+		dir := index("sha256", []string{"update-index", "--add", "--cacheinfo", "160000," + sha256 + ",node_modules/x"})
+		d := gitTree()
+		load(d, dir, "srv/proj")
+		d["srv/proj/.git/config"] = node(0o644, 1000, 1000, "[core]\n\trepositoryformatversion = 1\n[extensions]\n\tobjectformat = sha256\n")
+		repoAt(d, "srv/proj/node_modules/x")
+		protects(t, d, "node_modules/x")
+	})
+	t.Run("a long name repeated by version 4", func(t *testing.T) {
+		// 20 000 entries of a few bytes each, every one the same
+		// 4000-byte gitlink: bounded, and said.
+		long := "node_modules/" + strings.Repeat("x", 4000)
+		data := []byte("DIRC\x00\x00\x00\x04")
+		data = binary.BigEndian.AppendUint32(data, 20000)
+		for i := range 20000 {
+			e := make([]byte, 62)
+			binary.BigEndian.PutUint32(e[24:28], 0o160000)
+			binary.BigEndian.PutUint16(e[60:62], 0xfff)
+			e = append(e, 0) // strip nothing
+			if i == 0 {
+				e = append(e, long...)
+			}
+			data = append(append(data, e...), 0)
+		}
+		d := gitTree()
+		d["srv/proj/.git/index"] = node(0o644, 1000, 1000, string(data))
+		if got := findIn(t, d); !strings.Contains(got, "more than 10000 submodules") {
+			t.Errorf("no error says the index names too many:\n%.2000s", got)
+		}
+	})
+}
+
+// withExtendedFlags is a version 2 index whose first entry has the
+// extended flag set and two bytes of extended flags, as git reads them in
+// any version.
+func withExtendedFlags(data []byte) []byte {
+	flags := binary.BigEndian.Uint16(data[12+60 : 12+62])
+	l := int(flags & 0xfff)
+	size := (62 + l + 8) &^ 7
+	e := append([]byte(nil), data[12:12+62]...)
+	binary.BigEndian.PutUint16(e[60:62], flags|0x4000)
+	e = append(e, 0, 0)
+	e = append(e, data[12+62:12+62+l]...)
+	e = append(e, make([]byte, (64+l+8)&^7-len(e))...)
+	return append(append(append([]byte(nil), data[:12]...), e...), data[12+size:]...)
+}
