@@ -138,8 +138,13 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 		SudoUID: os.Getenv("SUDO_UID"), SudoGID: os.Getenv("SUDO_GID"),
 		DirOwner: -1, Dir: ownerDir,
 	}
-	if fi, err := os.Stat(ownerDir); err == nil {
+	switch fi, err := os.Stat(ownerDir); {
+	case err == nil && fi.IsDir():
 		inv.DirOwner = int(fi.Sys().(*syscall.Stat_t).Uid)
+	case opt.UserDir == "":
+		// Said alone: the run user the rule would pick without its
+		// owner (nobody) is no mistake of the operator's.
+		return nil, fmt.Errorf("start directory %s does not exist or is not a directory; pass --chdir with an existing directory", policy.Quote(dir))
 	}
 	choice := policy.PickRunUser(p, inv)
 	if j.User, err = lookupUser(choice); err != nil {

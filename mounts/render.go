@@ -319,7 +319,14 @@ func (r *renderer) check() {
 			continue
 		}
 		if !r.in.User.canWrite(r.in.Disk, w) {
-			if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid == 0 && r.in.User.Name == "nobody" && !inSystemTree(w) {
+			if r.in.User.Why == policy.WhyInvoker {
+				// agentjail runs as the operator, without root: neither
+				// --user nor chown is theirs to use.
+				r.fail(field, "writable root %s is not writable by you (%s, uid %d), as whom the agent runs: give a directory of your own, or have its owner let you write it",
+					q, r.in.User.Name, r.in.User.UID)
+				continue
+			}
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid == 0 && r.in.User.Name == "nobody" && (!inSystemTree(w) || under(w, "/var/tmp")) {
 				// The owner is root, so the agent runs as nobody
 				// (docs/jail.md#the-run-user): --user cannot choose root
 				// (a sealed profile's alone), nor should chown give the
@@ -331,7 +338,7 @@ func (r *renderer) check() {
 			if inSystemTree(w) {
 				// No chown -R offered: in the system's trees it could
 				// break the host.
-				r.fail(field, "writable root %s is not writable by the run user %s (uid %d); choose its owner with --user, or give a directory of the run user's own",
+				r.fail(field, "writable root %s is not writable by the run user %s (uid %d); pass --user with a user who may write it (not root: agents do not run as root), or give a directory of the run user's own",
 					q, r.in.User.Name, r.in.User.UID)
 			} else {
 				r.fail(field, "writable root %s is not writable by the run user %s (uid %d); fix with `chown -R %d:%d %s`, or choose the owner with --user",

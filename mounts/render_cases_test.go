@@ -28,7 +28,7 @@ func TestRenderRefusesBadWritableRoots(t *testing.T) {
 		{"the root", "/", "writable root / is a system directory; a writable root is a project's own directory"},
 		{"a system directory", "/etc", "writable root /etc is a system directory"},
 		{"in the kernel's", "/proc/self", "writable root /proc/self is a system directory"},
-		{"in a system tree", "/etc/app", "writable root /etc/app is not writable by the run user agent (uid 1000); choose its owner with --user, or give a directory of the run user's own"},
+		{"in a system tree", "/etc/app", "writable root /etc/app is not writable by the run user agent (uid 1000); pass --user with a user who may write it (not root: agents do not run as root), or give a directory of the run user's own"},
 		{"a file", "/etc/passwd", "--write: filesystem.write[0]: writable root /etc/passwd is not a directory; a writable root is a directory: give the one that holds it (/etc), or bind the file read-only with read:"},
 		{"a newline in the path", "/srv/a\nb", `--write: filesystem.write[0]: writable root "/srv/a\nb" does not exist; create it first (mkdir -p "/srv/a\nb") or remove it`},
 	} {
@@ -56,6 +56,28 @@ func TestRenderRootOwnedRootForNobody(t *testing.T) {
 	_, err := Render(in)
 	want := "writable root /srv/rootonly is owned by root, so the agent runs as nobody, who cannot write it (agents do not run as root): give it to the user the agent should run as (`chown -R USER: /srv/rootonly`) and pass --user USER, or work in a directory a normal user owns"
 	if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "65534:65534") {
+		t.Errorf("Render = %v\nwant %q", err, want)
+	}
+	// /var/tmp is no system tree of the kind that must not be chowned.
+	in = input(t, "tier1", "/var/tmp/proj")
+	in.Disk.(fstest.MapFS)["var/tmp"] = dir(0o1777, 0)
+	in.Disk.(fstest.MapFS)["var/tmp/proj"] = dir(0o755, 0)
+	in.User = User{UID: 65534, GID: 65534, Name: "nobody", Home: "/nonexistent", Why: "the owner of /var/tmp/proj is root"}
+	if _, err := Render(in); err == nil || !strings.Contains(err.Error(), "writable root /var/tmp/proj is owned by root, so the agent runs as nobody") {
+		t.Errorf("in /var/tmp: Render = %v", err)
+	}
+}
+
+// TestRenderRootNotWritableByTheOperator: without root the agent runs as
+// the operator, who can neither choose another user nor chown another's
+// directory: the fix says what they can do.
+func TestRenderRootNotWritableByTheOperator(t *testing.T) {
+	t.Parallel()
+	in := input(t, "tier1", "/srv/rootonly")
+	in.User = User{UID: 1000, GID: 1000, Name: "agent", Home: "/home/agent", Why: policy.WhyInvoker}
+	_, err := Render(in)
+	want := "writable root /srv/rootonly is not writable by you (agent, uid 1000), as whom the agent runs: give a directory of your own, or have its owner let you write it"
+	if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "--user") || strings.Contains(err.Error(), "chown") {
 		t.Errorf("Render = %v\nwant %q", err, want)
 	}
 }

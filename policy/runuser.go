@@ -15,6 +15,10 @@ type Invocation struct {
 	Dir      string // the start directory
 }
 
+// WhyInvoker is UserChoice.Why when agentjail runs without root: the agent
+// runs as the operator.
+const WhyInvoker = "the invoking user"
+
 // UserChoice is the outcome of the run-user rule, before the user database
 // is asked: Spec is a name or a uid, GID an optional group id.
 type UserChoice struct {
@@ -37,7 +41,7 @@ func PickRunUser(p Policy, in Invocation) UserChoice {
 	case p.User != "":
 		return UserChoice{Spec: p.User, Why: "user: at " + p.Origins.Of("user")}
 	case in.UID != 0:
-		return UserChoice{Spec: strconv.Itoa(in.UID), Why: "the invoking user"}
+		return UserChoice{Spec: strconv.Itoa(in.UID), Why: WhyInvoker}
 	case in.SudoUID != "" && in.SudoUID != "0":
 		return UserChoice{Spec: in.SudoUID, GID: in.SudoGID, Why: "$SUDO_UID"}
 	case in.DirOwner > 0:

@@ -150,6 +150,19 @@ func TestNoCommand(t *testing.T) {
 	}
 }
 
+// TestMissingStartDirectorySaidAlone: a --chdir that does not exist is the
+// one mistake said, not preceded by what the run user it leaves (nobody,
+// the owner of no directory) cannot write.
+func TestMissingStartDirectorySaidAlone(t *testing.T) {
+	t.Parallel()
+	p := visibleDirOrTemp(t)
+	r := aj(t, "run", "--write", p, "--chdir", p+"/missing", "--", "true")
+	wantCode(t, r, 125)
+	if want := "agentjail: start directory " + p + "/missing does not exist or is not a directory; pass --chdir with an existing directory\n"; r.stderr != want {
+		t.Errorf("stderr %q, want %q", r.stderr, want)
+	}
+}
+
 // visibleDirOrTemp is visibleDir as root and a temporary directory
 // otherwise (the bad-input tests need no root).
 func visibleDirOrTemp(t *testing.T) string {
