@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -88,6 +90,20 @@ func TestJSONOutputs(t *testing.T) {
 		if err != nil || p.Limits.Rlimits["nofile"] != want.Limits.Rlimits["nofile"] || p.Filesystem.Tmpfs["/tmp"] != want.Filesystem.Tmpfs["/tmp"] ||
 			!slices.Equal(p.Environment.Allow, want.Environment.Allow) {
 			t.Errorf("profiles show --json %s does not read back: %v", name, err)
+		}
+	}
+	// A profile a run would refuse is refused, as the run refuses it:
+	// what show prints is a profile a run takes.
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte("extends: tier1\nfilesystem:\n  protect_depth: 99\n"), 0o644)
+	for _, json := range []bool{false, true} {
+		args := []string{"profiles", "show", bad}
+		if json {
+			args = []string{"profiles", "show", "--json", bad}
+		}
+		out, errOut, code := agentjailRun(t, args...)
+		if code != 125 || out != "" || !strings.Contains(errOut, bad+":3:3: filesystem.protect_depth: must be between 0 and 16") {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, out, errOut)
 		}
 	}
 	out, _, _ = agentjailRun(t, "profiles", "show", "tier1")

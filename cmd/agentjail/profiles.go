@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/agentjail/agentjail/launch"
+	"github.com/agentjail/agentjail/policy"
 	"github.com/goccy/go-yaml"
 	"github.com/urfave/cli/v3"
 )
@@ -47,6 +48,10 @@ func (e appEnv) profilesShowAction(ctx context.Context, cmd *cli.Command) error 
 	}
 	p, err := launch.Loader(nil).Load(cmd.Args().First())
 	if err != nil {
+		return err
+	}
+	// Checked as a run checks it: what is shown is a profile a run takes.
+	if err := policy.Validate(p); err != nil {
 		return err
 	}
 	// Shown as it applies: no mode is host.
