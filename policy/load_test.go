@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -256,6 +257,28 @@ func TestQuotedNumbersAndTheRest(t *testing.T) {
 	for _, want := range []string{"p.yaml:2:9: limits.pids: expected a whole number, got a string", "p.yaml:3:9: limits.wall: expected a duration", "p.yaml:5:18: filesystem.protect_depth: expected a whole number, got a string"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Decode = %v\nwant it to say %q", err, want)
+		}
+	}
+}
+
+// TestTmpfsEntriesMergeFieldByField: a child's tmpfs entry for a mount
+// point its parent has keeps what it does not set (maps merge, to the
+// field): a new size keeps the mode, a new mode the size.
+func TestTmpfsEntriesMergeFieldByField(t *testing.T) {
+	t.Parallel()
+	l := testLoader(map[string]string{
+		"base.yaml": "filesystem:\n  tmpfs:\n    /tmp: {size: 1G, mode: \"1777\"}\n",
+		"size.yaml": "extends: base\nfilesystem:\n  tmpfs:\n    /tmp: {size: 128M}\n",
+		"mode.yaml": "extends: base\nfilesystem:\n  tmpfs:\n    /tmp: {mode: \"0700\"}\n",
+	})
+	for name, want := range map[string]string{"size": "134217728 1777", "mode": "1073741824 700"} {
+		p, err := l.Load(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tm := p.Filesystem.Tmpfs["/tmp"]
+		if got := fmt.Sprintf("%d %o", tm.Size, tm.Mode); got != want {
+			t.Errorf("%s: /tmp is %s, want %s", name, got, want)
 		}
 	}
 }

@@ -59,7 +59,16 @@ func mergeValue(dst, src reflect.Value, path string, offsets map[string]int) {
 			dst.Set(reflect.MakeMap(src.Type()))
 		}
 		for _, k := range src.MapKeys() {
-			dst.SetMapIndex(k, src.MapIndex(k))
+			v := src.MapIndex(k)
+			if old := dst.MapIndex(k); old.IsValid() && v.Kind() == reflect.Struct {
+				// An entry the parent has too (a tmpfs) merges field by
+				// field: a child's /tmp: {size: 1G} keeps the mode.
+				merged := reflect.New(v.Type()).Elem()
+				merged.Set(old)
+				mergeValue(merged, v, path, offsets)
+				v = merged
+			}
+			dst.SetMapIndex(k, v)
 		}
 	default:
 		if !src.IsZero() {
