@@ -217,7 +217,7 @@ func Find(dir, procRoot, id string) (State, error) {
 	}
 	switch len(match) {
 	case 0:
-		return State{}, fmt.Errorf("%w: %q", ErrUnknownRun, id)
+		return State{}, fmt.Errorf("%w: %q among uid %d's (ps and stop see only the runs of the user who asks: stop another user's as that user)", ErrUnknownRun, id, os.Getuid())
 	case 1:
 		return match[0], nil
 	}

@@ -40,11 +40,8 @@ func (e appEnv) profilesAction(ctx context.Context, cmd *cli.Command) error {
 }
 
 func (e appEnv) profilesShowAction(ctx context.Context, cmd *cli.Command) error {
-	switch n := cmd.Args().Len(); {
-	case n == 0:
-		return launch.UsageError("write `agentjail profiles show NAME|FILE`")
-	case n > 1:
-		return launch.UsageError(fmt.Sprintf("`agentjail profiles show` shows one profile, and got %d (%s): run it once for each", n, strings.Join(cmd.Args().Slice(), ", ")))
+	if err := oneArgument(cmd, "write `agentjail profiles show NAME|FILE`", "`agentjail profiles show` shows one profile"); err != nil {
+		return err
 	}
 	p, err := launch.Loader(nil).Load(cmd.Args().First())
 	if err != nil {
@@ -67,4 +64,16 @@ func (e appEnv) profilesShowAction(ctx context.Context, cmd *cli.Command) error 
 	}
 	_, err = e.stdout.Write(out)
 	return err
+}
+
+// oneArgument refuses a command line without exactly one argument: none
+// gets usage, several that the command (does) takes one.
+func oneArgument(cmd *cli.Command, usage, does string) error {
+	switch n := cmd.Args().Len(); {
+	case n == 0:
+		return launch.UsageError(usage)
+	case n > 1:
+		return launch.UsageError(fmt.Sprintf("%s, and got %d (%s): run it once for each", does, n, strings.Join(cmd.Args().Slice(), ", ")))
+	}
+	return nil
 }

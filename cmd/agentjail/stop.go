@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/agentjail/agentjail/launch"
 	"github.com/agentjail/agentjail/runstate"
 	"github.com/agentjail/agentjail/runstate/live"
 	"github.com/urfave/cli/v3"
@@ -15,8 +14,8 @@ import (
 // jail, the grace, SIGKILL; the run ends with reason stopped and exit 124.
 // It waits until the run has ended. ID may be a unique prefix.
 func (e appEnv) stopAction(ctx context.Context, cmd *cli.Command) error {
-	if cmd.Args().Len() != 1 {
-		return launch.UsageError("write `agentjail stop ID` (see `agentjail ps`)")
+	if err := oneArgument(cmd, "write `agentjail stop ID` (see `agentjail ps`)", "`agentjail stop` stops one run"); err != nil {
+		return err
 	}
 	id := cmd.Args().First()
 	if err := runstate.CheckRunDir(false); err != nil {
