@@ -38,6 +38,7 @@ func TestUsageHintsNameTheCommand(t *testing.T) {
 		{[]string{"profiles", "show", "--bogus", "tier1"}, "(see `agentjail profiles show --help`)"},
 		{[]string{"ps", "--bogus"}, "(see `agentjail ps --help`)"},
 		{[]string{"seccomp", "export", "--bogus"}, "(see `agentjail seccomp export --help`)"},
+		{[]string{"stop", "a", "b"}, "`agentjail stop` stops one run, and got 2 (a, b): run it once for each"},
 	} {
 		_, errOut, code := agentjailRun(t, c.args...)
 		if code != 125 || !strings.Contains(errOut, c.hint) || strings.Count(errOut, "\n") != 1 {
