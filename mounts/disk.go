@@ -165,14 +165,18 @@ func (u User) can(fi fs.FileInfo, want uint32) bool {
 
 // reachable reports whether u can traverse to abs: search permission on
 // every directory above it.
-func (u User) reachable(d Disk, abs string) bool {
+func (u User) reachable(d Disk, abs string) bool { return u.closedAbove(d, abs) == "" }
+
+// closedAbove is the outermost directory above abs that u may not search,
+// "" where there is none.
+func (u User) closedAbove(d Disk, abs string) string {
+	closed := ""
 	for dir := path.Dir(abs); ; dir = path.Dir(dir) {
-		fi, err := lstat(d, dir)
-		if err != nil || !u.can(fi, mayExec) {
-			return false
+		if fi, err := lstat(d, dir); err != nil || !u.can(fi, mayExec) {
+			closed = dir
 		}
 		if dir == "/" {
-			return true
+			return closed
 		}
 	}
 }

@@ -171,6 +171,23 @@ func Render(in Input) (Plan, error) {
 	r.home()
 	for i, p := range in.Policy.Filesystem.Read {
 		if exists(in.Disk, p) {
+			field := fmt.Sprintf("filesystem.read[%d]", i)
+			t, err := resolve(in.Disk, p)
+			switch closed := in.User.closedAbove(in.Disk, t); {
+			case err != nil || closed == "":
+			case strings.HasPrefix(in.Policy.Origins.Of(field), "profiles/"):
+				// A built-in's list names tools that may be there; one
+				// the run user cannot reach is no tool of theirs.
+				r.plan.Warnings = append(r.plan.Warnings, fmt.Sprintf("%s: %s is out of the run user %s's reach (%s is closed to that user); nothing is bound",
+					in.Policy.Origins.Of(field), policy.Quote(p), in.User.Name, policy.Quote(closed)))
+				continue
+			default:
+				// bwrap, as the run user, would say only "Can't find
+				// source path ...: Permission denied".
+				r.fail(field, "%s is out of the run user %s's reach (uid %d): %s is closed to that user; bind a path that user can reach, or choose the run user with --user",
+					policy.Quote(p), in.User.Name, in.User.UID, policy.Quote(closed))
+				continue
+			}
 			r.mount("--ro-bind-try", p, p)
 		} else if o := in.Policy.Origins.Of(fmt.Sprintf("filesystem.read[%d]", i)); o == "--read" {
 			// A profile's list names tools that may or may not be

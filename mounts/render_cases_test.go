@@ -938,3 +938,31 @@ func TestIgnoreName(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderReadOutOfReach: a read entry the run user cannot reach (a
+// directory above it closed to that user) is refused, naming the
+// directory, where bwrap would say only "Permission denied".
+func TestRenderReadOutOfReach(t *testing.T) {
+	t.Parallel()
+	in := input(t, "tier1", "/srv/proj")
+	d := in.Disk.(fstest.MapFS)
+	d["opt"] = dir(0o755, 0)
+	d["opt/private"] = dir(0o700, 0)
+	d["opt/private/tool"] = node(0o755, 0, 0, "")
+	in.Policy = policy.Merge(in.Policy, policy.Policy{Filesystem: policy.Filesystem{Read: []string{"/opt/private/tool"}}, Origins: policy.Origins{"filesystem.read[0]": "--read"}})
+	_, err := Render(in)
+	want := "--read: filesystem.read[0]: /opt/private/tool is out of the run user agent's reach (uid 1000): /opt/private is closed to that user"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Render = %v\nwant %q", err, want)
+	}
+	// A built-in's entry names a tool that may be there: one out of
+	// reach is left out, and said.
+	in = input(t, "tier1", "/srv/proj")
+	in.Disk.(fstest.MapFS)["home/agent/.local"] = dir(0o700, 0)
+	plan, err := Render(in)
+	if err != nil || !slices.ContainsFunc(plan.Warnings, func(w string) bool {
+		return strings.Contains(w, "/home/agent/.local/bin is out of the run user agent's reach (/home/agent/.local is closed to that user); nothing is bound")
+	}) || slices.Contains(plan.Args, "/home/agent/.local/bin") {
+		t.Errorf("Render = %v, warnings %q", err, plan.Warnings)
+	}
+}

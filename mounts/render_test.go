@@ -61,6 +61,7 @@ func host() fstest.MapFS {
 		"home":                                dir(0o755, 0),
 		"home/agent":                          dir(0o750, 1000),
 		"home/agent/.gnupg":                   dir(0o700, 1000),
+		"home/agent/.local":                   dir(0o755, 1000),
 		"home/agent/.local/bin":               dir(0o755, 1000),
 		"home/op":                             dir(0o755, 1001),
 		"home/op/.ssh":                        dir(0o700, 1001),
