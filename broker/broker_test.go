@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -260,6 +262,18 @@ func TestBrokerAPIRoute(t *testing.T) {
 		resp.Body.Close()
 		if want := "plain POST /base/v1/messages " + c.want; string(body) != want {
 			t.Errorf("%s: %s: upstream saw %q, want %q", c.header, c.value, body, want)
+		}
+	}
+	// A TRACE would come back with the real key in it.
+	req, _ := http.NewRequest("TRACE", "http://"+w.addr+"/anthropic/v1/messages", nil)
+	req.Header.Set("X-Api-Key", "placeholder-key")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("TRACE: %v %v", resp, err)
+	} else {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(body), "REAL-KEY") {
+			t.Errorf("TRACE answered with the key: %q", body)
 		}
 	}
 	// Through the proxy variables too (absolute form, for the broker).
@@ -1000,5 +1014,94 @@ func TestBrokerSaysUnreachableOnce(t *testing.T) {
 	// host that cannot be reached.
 	if s := unreachable(record.Connection{Host: "up.test", Port: 443}, fmt.Errorf("dial tcp: %w", context.Canceled)); s != "" {
 		t.Errorf("a canceled request is said: %q", s)
+	}
+}
+
+// TestBrokerBoundsIdleUpstreams: a jail that closes its side after each
+// plain HTTP request, each to a new host (a wildcard entry), leaves at
+// most maxIdle connections to upstreams open for reuse, not one a host.
+func TestBrokerBoundsIdleUpstreams(t *testing.T) {
+	t.Parallel()
+	var open atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) { fmt.Fprint(rw, "ok") }))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			open.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			open.Add(-1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	w := newWorld(t, func(c *Config) {
+		// The loopback address each name resolves to is named by an
+		// entry of its own, as loop.test's is.
+		c.Rules = append(c.Rules, mustRule(t, "*.many.test:"+port(srv)), mustRule(t, "127.0.0.1:"+port(srv)))
+		resolve := c.Resolve
+		c.Resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			if strings.HasSuffix(host, ".many.test") {
+				return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+			}
+			return resolve(ctx, host)
+		}
+	})
+	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: w.addr}), DisableKeepAlives: true}}
+	for i := range 100 {
+		if code, body := get(t, c, fmt.Sprintf("http://h%d.many.test:%s/", i, port(srv))); code != 200 {
+			t.Fatalf("request %d: %d %q", i, code, body)
+		}
+	}
+	// Well before idleWait, when idle ones close anyway.
+	waitUntil(t, idleWait/3, func() bool { return open.Load() <= maxIdle }, "the upstream connections to drop to %d, at %d", maxIdle, open.Load)
+}
+
+func mustRule(t *testing.T, e string) policy.NetRule {
+	t.Helper()
+	r, err := policy.ParseNetRule(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// waitUntil polls cond for up to d, failing t with what (and now's value)
+// if it never holds.
+func waitUntil(t *testing.T, d time.Duration, cond func() bool, what string, limit int, now func() int64) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for "+what, d, limit, now())
+		}
+	}
+}
+
+// TestBrokerClipsWhatTheJailNames: a malformed host of 60 KB is refused
+// and recorded, and said, cut to a host name's length; and nothing an
+// upstream sends reaches the operator's stderr through net/http's own
+// logging (the standard logger, which the broker silences).
+func TestBrokerClipsWhatTheJailNames(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil)
+	c, err := net.Dial("tcp", w.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("a", 60000) + "!"
+	fmt.Fprintf(c, "CONNECT %s:443 HTTP/1.1\r\nHost: x\r\n\r\n", long)
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	io.Copy(io.Discard, c)
+	c.Close()
+	rec := w.b.Close()
+	if len(rec.Connections) != 1 || len(rec.Connections[0].Host) > maxHostName+len("…") || rec.Connections[0].Rule != Malformed {
+		t.Fatalf("recorded %+v", rec.Connections)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.refused) != 1 || len(w.refused[0]) > 1000 {
+		t.Errorf("said %d lines, the first of %d bytes", len(w.refused), len(w.refused[0]))
+	}
+	if log.Writer() != io.Discard {
+		t.Error("the standard logger writes to stderr")
 	}
 }

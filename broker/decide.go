@@ -134,7 +134,7 @@ func (b *Broker) decide(ctx context.Context, scheme, host string, port int) verd
 	if err != nil && !policy.IsHostName(host) || port < 1 || port > 65535 {
 		// Quoted: the name is the jail's, and the why goes to the
 		// operator's terminal.
-		return verdict{rule: Malformed, why: fmt.Sprintf("%s is not a host name or address and a port", policy.Quote(hostPort(host, port)))}
+		return verdict{rule: Malformed, why: fmt.Sprintf("%s is not a host name or address and a port", policy.Quote(hostPort(clipHost(host), port)))}
 	}
 	if err == nil {
 		a = a.WithZone("")

@@ -438,6 +438,12 @@ func (b *Broker) route(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("agentjail: the broker serves the API routes %s here, not %s; for other hosts set HTTP_PROXY", strings.Join(names, ", "), r.URL.Path), http.StatusNotFound)
 		return
 	}
+	if r.Method == http.MethodTrace {
+		// A TRACE is answered with the request as the upstream got it:
+		// with the operator's credential in it.
+		http.Error(w, fmt.Sprintf("agentjail: the API route /%s/ does not take TRACE, which would echo the credential it adds", rt.Name), http.StatusMethodNotAllowed)
+		return
+	}
 	if dotSegments(r.URL.EscapedPath()) {
 		http.Error(w, fmt.Sprintf("agentjail: the API route /%s/ takes no . or .. in its path, got %s", rt.Name, strconv.Quote(r.URL.EscapedPath())), http.StatusBadRequest)
 		return
