@@ -130,7 +130,11 @@ func outputError(flag, p string, err error, fix string) error {
 	case errors.Is(err, hostfs.ErrNotOwn):
 		fix = "remove it (agentjail creates the file itself), or choose another path"
 	case flag == "--record" && errors.As(err, &pe):
-		err = fmt.Errorf("cannot create a file in %s: %w", pe.Path, pe.Err)
+		dir := pe.Path
+		if filepath.Clean(dir) == filepath.Clean(p) {
+			dir = filepath.Dir(p) // the error is the file's: its directory is what refuses
+		}
+		err = fmt.Errorf("cannot create a file in %s: %w", dir, pe.Err)
 	case flag == "--log" && errors.As(err, &pe):
 		return fmt.Errorf("--log: open %s: %w; %s", p, pe.Err, fix)
 	}

@@ -298,7 +298,7 @@ func TestRenderRefusesARootInAProtectedPath(t *testing.T) {
 		in.Disk = d
 		in.Policy.Filesystem.Write = append(in.Policy.Filesystem.Write, nested)
 		_, err := Render(in)
-		if err == nil || !strings.Contains(err.Error(), "filesystem.write[1]: writable root "+nested+" is ") && !strings.Contains(err.Error(), "filesystem.write[1]: writable root "+nested+" lies in ") || !strings.Contains(err.Error(), "it would stay read-only") {
+		if err == nil || !strings.Contains(err.Error(), "filesystem.write[1]: writable root "+nested+" is a path agentjail protects in the writable root /srv/proj") && !strings.Contains(err.Error(), "filesystem.write[1]: writable root "+nested+" lies in ") || !strings.Contains(err.Error(), "in the writable root /srv/proj (") || !strings.Contains(err.Error(), "it would stay read-only") {
 			t.Errorf("--write %s: Render = %v", nested, err)
 		}
 	}

@@ -726,11 +726,15 @@ func (r *renderer) rootsInProtected(pr protection) {
 		w = path.Clean(w)
 		for _, p := range covers {
 			if w == p || under(w, p) {
-				where := "lies in " + policy.Quote(p)
+				where := "lies in " + policy.Quote(p) + ", which agentjail protects"
 				if w == p {
-					where = "is " + policy.Quote(p)
+					where = "is a path agentjail protects"
 				}
-				r.fail(fmt.Sprintf("filesystem.write[%d]", i), "writable root %s %s, which agentjail protects (filesystem.protect, or the files git reads configuration from or runs): it would stay read-only; drop it, or write somewhere else",
+				// The root whose protection it is.
+				if j := slices.IndexFunc(r.p.Filesystem.Write, func(o string) bool { o = path.Clean(o); return o != w && under(p, o) }); j >= 0 {
+					where += " in the writable root " + policy.Quote(path.Clean(r.p.Filesystem.Write[j]))
+				}
+				r.fail(fmt.Sprintf("filesystem.write[%d]", i), "writable root %s %s (filesystem.protect, or the files git reads configuration from or runs): it would stay read-only; drop it, or write somewhere else",
 					policy.Quote(w), where)
 				break
 			}
