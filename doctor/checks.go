@@ -190,10 +190,13 @@ func cgroupCheck(h Host) Check {
 		c.Detail = fmt.Sprintf("cgroup v2 only in hybrid mode at %s (%s %s; controllers: %s)", mp, dir, writable, ctrl)
 		c.Cause = "in hybrid mode the resource controllers stay on cgroup v1: a run's cgroup v2 can be killed as a whole (cgroup.kill) where writable; " + v1Limits(h)
 		c.Fix = "boot with systemd.unified_cgroup_hierarchy=1 for the unified layout"
+		if !h.Root {
+			c.Fix += ", or run agentjail as root, which may write the cgroup v1 controllers"
+		}
 	case !h.CgroupWritable:
 		c.Status = Warn
 		c.Detail = fmt.Sprintf("cgroup v2 at %s; this process's cgroup %s is not writable (controllers: %s)", mp, dir, ctrl)
-		c.Cause = "a run cannot get a cgroup of its own: not root, or a container's read-only /sys/fs/cgroup"
+		c.Cause = "a run cannot get a cgroup of its own (not root, or a container's read-only /sys/fs/cgroup): " + noLimits
 		c.Fix = "run agentjail as root, or delegate a cgroup subtree to it (systemd: Delegate=yes; Docker: --cgroupns=private with a writable cgroup mount)"
 	default:
 		c.Status = Pass
@@ -201,6 +204,9 @@ func cgroupCheck(h Host) Check {
 	}
 	return c
 }
+
+// noLimits is what a run loses without a cgroup it may write.
+const noLimits = "limits.memory is not enforced and limits.pids becomes the rlimit nproc"
 
 // v1Limits says where limits.pids and limits.memory go on a host that
 // keeps its controllers on cgroup v1.
@@ -212,7 +218,10 @@ func v1Limits(h Host) string {
 		}
 	}
 	if len(found) == 0 {
-		return "no cgroup v1 hierarchy holds the pids or memory controller either: limits.memory is not enforced and limits.pids becomes the rlimit nproc"
+		return "no cgroup v1 hierarchy holds the pids or memory controller either: " + noLimits
+	}
+	if !h.Root {
+		return fmt.Sprintf("cgroup v1 offers the controllers (%s), but only root may write them, and agentjail runs without root here: %s", strings.Join(found, ", "), noLimits)
 	}
 	return fmt.Sprintf("limits.pids and limits.memory are set in cgroup v1 where it offers the controller (here: %s) and agentjail may write it (as root)", strings.Join(found, ", "))
 }

@@ -81,7 +81,7 @@ func healthy() (Host, bwrap.Info, Jail) {
 			{ID: 41, Parent: 31, Root: "/", Point: "/sys/fs/cgroup/unified", Options: []string{"rw", "relatime"}, FSType: "cgroup2"},
 		},
 		Cgroup: "/", CgroupWritable: true,
-		InitBinary: "/usr/local/bin/agentjail-init", KernelReaps: true,
+		InitBinary: "/usr/local/bin/agentjail-init", KernelReaps: true, Root: true,
 	}
 	b := bwrap.Info{Path: "/usr/bin/bwrap", Version: bwrap.Version{Major: 0, Minor: 8}}
 	ok := Probe{Exit: 0}
@@ -124,6 +124,14 @@ func TestDiagnose(t *testing.T) {
 			h.Mounts = append(h.Mounts, procs.Mount{ID: 38, Parent: 30, Root: "/", Point: "/sys/fs/cgroup/pids", FSType: "cgroup", Super: []string{"rw", "pids"}},
 				procs.Mount{ID: 34, Parent: 30, Root: "/", Point: "/sys/fs/cgroup/memory", FSType: "cgroup", Super: []string{"rw", "memory"}})
 		}, true, CheckCgroup, Warn, []string{"hybrid mode", "set in cgroup v1 where it offers the controller (here: pids, memory)"}},
+		{"hybrid cgroup, limits on v1, without root", func(h *Host, _ *bwrap.Info, _ *error, _ *Jail) {
+			h.Mounts = append(h.Mounts, procs.Mount{ID: 38, Parent: 30, Root: "/", Point: "/sys/fs/cgroup/pids", FSType: "cgroup", Super: []string{"rw", "pids"}},
+				procs.Mount{ID: 34, Parent: 30, Root: "/", Point: "/sys/fs/cgroup/memory", FSType: "cgroup", Super: []string{"rw", "memory"}})
+			h.Root = false
+		}, true, CheckCgroup, Warn, []string{"only root may write them, and agentjail runs without root here: limits.memory is not enforced"}},
+		{"cgroup v2 not writable", func(h *Host, _ *bwrap.Info, _ *error, _ *Jail) {
+			h.Mounts[1].Point, h.CgroupWritable = "/sys/fs/cgroup", false
+		}, true, CheckCgroup, Warn, []string{"not writable", "limits.memory is not enforced and limits.pids becomes the rlimit nproc"}},
 		{"no bwrap", func(_ *Host, b *bwrap.Info, e *error, j *Jail) {
 			*b, *e = bwrap.Info{}, bwrap.ErrNotFound
 			*j = Jail{Profile: "tier1", Err: bwrap.ErrNotFound}

@@ -45,6 +45,9 @@ type Host struct {
 	// over to; InitWhyNot, when InitBinary is "", says why it would run
 	// init itself (both filled in by the caller: initcmd.Binary).
 	InitBinary, InitWhyNot string
+	// Root: agentjail runs as root (filled in by the caller), which the
+	// cgroup v1 controllers' files need.
+	Root bool
 	// KernelReaps: the kernel keeps a released process's status for its
 	// pidfd, so init lets the kernel reap (filled in by the caller:
 	// reaper.KernelReaps).

@@ -35,6 +35,7 @@ func (e appEnv) doctorAction(ctx context.Context, cmd *cli.Command) error {
 		h.InitWhyNot = err.Error()
 	}
 	h.KernelReaps = reaper.KernelReaps()
+	h.Root = os.Geteuid() == 0
 	info, bErr := bwrap.Detect(launch.CacheDir())
 	j := probeJail(cmd)
 	// A profile or flag mistake is bad input (125), not a finding.
