@@ -39,7 +39,7 @@ func agentCheck(name, agent, probe string, j Jail) (c Check, found, done bool) {
 	found = ok && p.Exit == 0
 	switch {
 	case !j.Started:
-		c.Status, c.Detail = Fail, "not probed: the jail did not start (see jail)"
+		c.Status, c.Detail = Skip, notProbed
 		c.Cause, c.Fix = "the jail itself does not start", "fix what the jail check names"
 		return c, found, true
 	case !ok:

@@ -18,7 +18,12 @@ const (
 	Pass Status = "pass"
 	Warn Status = "warn" // worth knowing; nothing breaks
 	Fail Status = "fail"
+	Skip Status = "skip" // not probed: what it needs failed (the jail did not start)
 )
+
+// notProbed is the detail of a check skipped because the jail did not
+// start.
+const notProbed = "not probed: the jail did not start (see jail)"
 
 // Check is one verdict with its evidence, cause and fix (cause and fix are
 // empty for a pass).
@@ -282,9 +287,13 @@ func jailCheck(h Host, j Jail) Check {
 	c := Check{Name: CheckJail}
 	switch {
 	case j.Err != nil:
-		c.Status, c.Detail = Fail, "the "+j.Profile+" profile does not make a jail here: "+j.Err.Error()
-		c.Cause = "see the message: it names what is wrong"
-		c.Fix = "fix what the message names, then run `agentjail doctor` again"
+		// agentjail's own messages end with their fix, after "; ".
+		msg := j.Err.Error()
+		c.Status, c.Detail = Fail, "the "+j.Profile+" profile does not make a jail here"
+		c.Cause, c.Fix = msg, "fix what the cause names, then run `agentjail doctor` again"
+		if i := strings.LastIndex(msg, "; "); i > 0 {
+			c.Cause, c.Fix = msg[:i], msg[i+2:]
+		}
 	case !j.Started:
 		c.Status, c.Detail = Fail, "the "+j.Profile+" jail does not start as "+j.User+": "+oneLine(j.Stderr)
 		c.Cause, c.Fix = explain(j.Stderr, h, j, true)
@@ -307,7 +316,7 @@ func networkCheck(j Jail) Check {
 	p, ok := j.Probes[ProbeBroker]
 	switch {
 	case !j.Started:
-		c.Status, c.Detail = Fail, "not probed: the jail did not start (see jail)"
+		c.Status, c.Detail = Skip, notProbed
 		c.Cause, c.Fix = "the jail itself does not start", "fix what the jail check names"
 	case j.NetMode != "proxy":
 		c.Status, c.Detail = Pass, "the "+j.Profile+" jail's network is "+j.NetMode+": no broker to reach"
@@ -342,8 +351,9 @@ func innerChecks(h Host, j Jail) []Check {
 		p, ok := j.Probes[w.probe]
 		switch {
 		case !j.Started:
-			c.Status, c.Detail = Fail, "not probed: the jail did not start (see jail)"
+			c.Status, c.Detail = Skip, notProbed
 			c.Cause, c.Fix = "the jail itself does not start", "fix what the jail check names"
+		c.Cause, c.Fix = "the jail itself does not start", "fix what the jail check names"
 		case !ok:
 			c.Status, c.Detail = Fail, "not probed: the probe script reported nothing for "+w.probe
 			c.Cause, c.Fix = "the probe script did not run to its end in the jail", "run `agentjail run --profile "+j.Profile+" -- sh` and try the commands of `agentjail doctor` by hand"
@@ -441,21 +451,26 @@ func (r Report) WriteText(w io.Writer) {
 	for _, c := range r.Checks {
 		width = max(width, len(c.Name))
 	}
-	fails, warns := 0, 0
+	fails, warns, skips := 0, 0, 0
 	for _, c := range r.Checks {
 		fmt.Fprintf(w, "%-4s  %-*s  %s\n", c.Status, width, c.Name, c.Detail)
-		if c.Status == Pass {
+		switch c.Status {
+		case Pass:
 			continue
-		}
-		if c.Status == Fail {
+		case Skip:
+			skips++
+			continue
+		case Fail:
 			fails++
-		} else {
+		default:
 			warns++
 		}
 		pad := strings.Repeat(" ", width+8)
 		fmt.Fprintf(w, "%scause: %s\n%sfix:   %s\n", pad, c.Cause, pad, c.Fix)
 	}
 	switch {
+	case fails > 0 && skips > 0:
+		fmt.Fprintf(w, "%d failed, %s, %d not probed: the agent's jail or its own sandbox will not work as promised here\n", fails, plural(warns, "warning"), skips)
 	case fails > 0:
 		fmt.Fprintf(w, "%d failed, %s: the agent's jail or its own sandbox will not work as promised here\n", fails, plural(warns, "warning"))
 	default:

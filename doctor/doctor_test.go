@@ -145,7 +145,7 @@ func TestDiagnose(t *testing.T) {
 		{"host network", func(_ *Host, _ *bwrap.Info, _ *error, j *Jail) { j.NetMode, j.Broker = "host", "" }, true, CheckNetwork, Pass, []string{"network is host: no broker"}},
 		{"no jail, no network mode", func(_ *Host, _ *bwrap.Info, _ *error, j *Jail) {
 			*j = Jail{Profile: "tier1", Err: errors.New("agentjail's run directory /tmp/agentjail-1000: read-only file system")}
-		}, false, CheckNetwork, Fail, []string{"not probed: the jail did not start"}},
+		}, false, CheckNetwork, Skip, []string{"not probed: the jail did not start"}},
 		{"no listener", func(_ *Host, _ *bwrap.Info, _ *error, j *Jail) { j.Broker = "" }, false, CheckNetwork, Fail, []string{"no listener of the exec stage reached the broker", "read its warnings"}},
 		{"broker silent", func(_ *Host, _ *bwrap.Info, _ *error, j *Jail) {
 			j.Probes[ProbeBroker] = Probe{7, "curl: (7) Failed to connect to 127.0.0.1 port 3128"}
@@ -243,7 +243,8 @@ func TestDiagnose(t *testing.T) {
 		}, true, CheckClaude, Pass, []string{"cannot start in the sealed profile, as intended"}},
 		{"bad profile", func(h *Host, _ *bwrap.Info, _ *error, j *Jail) {
 			*j = Jail{Profile: "x.yaml", Err: errors.New("x.yaml:1:1: unknown field")}
-		}, false, CheckInnerNet, Fail, []string{"not probed: the jail did not start"}},
+		}, false, CheckInnerNet, Skip, []string{"not probed: the jail did not start"}},
+
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -306,5 +307,24 @@ func TestSchemaRefuses(t *testing.T) {
 		if testutil.Validate(s, []byte(bad)) == nil {
 			t.Errorf("schema accepts %s", bad)
 		}
+	}
+}
+
+// TestJailRefusedSaysCauseAndFix: agentjail's own message ends with its
+// fix; a jail refused before its launch shows the two parts as the check's
+// cause and fix, and the checks that needed the jail as not probed.
+func TestJailRefusedSaysCauseAndFix(t *testing.T) {
+	t.Parallel()
+	h, b, j := healthy()
+	j = Jail{Profile: "tier1", Err: errors.New("writable root /srv/x is not writable by you (op, uid 1000), as whom the agent runs; give a directory of your own")}
+	r := Diagnose(h, b, nil, j)
+	c := checkOf(t, r, CheckJail)
+	if c.Status != Fail || c.Cause != "writable root /srv/x is not writable by you (op, uid 1000), as whom the agent runs" || c.Fix != "give a directory of your own" {
+		t.Errorf("jail check %+v", c)
+	}
+	var out strings.Builder
+	r.WriteText(&out)
+	if !strings.Contains(out.String(), "1 failed, 1 warning, 6 not probed") {
+		t.Errorf("summary:\n%s", out.String())
 	}
 }
