@@ -353,7 +353,7 @@ func innerChecks(h Host, j Jail) []Check {
 		case !j.Started:
 			c.Status, c.Detail = Skip, notProbed
 			c.Cause, c.Fix = "the jail itself does not start", "fix what the jail check names"
-		c.Cause, c.Fix = "the jail itself does not start", "fix what the jail check names"
+			c.Cause, c.Fix = "the jail itself does not start", "fix what the jail check names"
 		case !ok:
 			c.Status, c.Detail = Fail, "not probed: the probe script reported nothing for "+w.probe
 			c.Cause, c.Fix = "the probe script did not run to its end in the jail", "run `agentjail run --profile "+j.Profile+" -- sh` and try the commands of `agentjail doctor` by hand"

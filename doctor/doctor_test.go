@@ -244,7 +244,6 @@ func TestDiagnose(t *testing.T) {
 		{"bad profile", func(h *Host, _ *bwrap.Info, _ *error, j *Jail) {
 			*j = Jail{Profile: "x.yaml", Err: errors.New("x.yaml:1:1: unknown field")}
 		}, false, CheckInnerNet, Skip, []string{"not probed: the jail did not start"}},
-
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
