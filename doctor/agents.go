@@ -39,8 +39,7 @@ func agentCheck(name, agent, probe string, j Jail) (c Check, found, done bool) {
 	found = ok && p.Exit == 0
 	switch {
 	case !j.Started:
-		c.Status, c.Detail = Skip, notProbed
-		c.Cause, c.Fix = "the jail itself does not start", "fix what the jail check names"
+		c.skip()
 		return c, found, true
 	case !ok:
 		c.Status, c.Detail = Fail, "not probed: the probe script reported nothing for "+probe

@@ -21,9 +21,11 @@ const (
 	Skip Status = "skip" // not probed: what it needs failed (the jail did not start)
 )
 
-// notProbed is the detail of a check skipped because the jail did not
-// start.
-const notProbed = "not probed: the jail did not start (see jail)"
+// skip makes c a check not probed because the jail did not start.
+func (c *Check) skip() {
+	c.Status, c.Detail = Skip, "not probed: the jail did not start (see jail)"
+	c.Cause, c.Fix = "the jail itself does not start", "fix what the jail check names"
+}
 
 // Check is one verdict with its evidence, cause and fix (cause and fix are
 // empty for a pass).
@@ -316,8 +318,7 @@ func networkCheck(j Jail) Check {
 	p, ok := j.Probes[ProbeBroker]
 	switch {
 	case !j.Started:
-		c.Status, c.Detail = Skip, notProbed
-		c.Cause, c.Fix = "the jail itself does not start", "fix what the jail check names"
+		c.skip()
 	case j.NetMode != "proxy":
 		c.Status, c.Detail = Pass, "the "+j.Profile+" jail's network is "+j.NetMode+": no broker to reach"
 	case j.Broker == "":
@@ -351,9 +352,7 @@ func innerChecks(h Host, j Jail) []Check {
 		p, ok := j.Probes[w.probe]
 		switch {
 		case !j.Started:
-			c.Status, c.Detail = Skip, notProbed
-			c.Cause, c.Fix = "the jail itself does not start", "fix what the jail check names"
-			c.Cause, c.Fix = "the jail itself does not start", "fix what the jail check names"
+			c.skip()
 		case !ok:
 			c.Status, c.Detail = Fail, "not probed: the probe script reported nothing for "+w.probe
 			c.Cause, c.Fix = "the probe script did not run to its end in the jail", "run `agentjail run --profile "+j.Profile+" -- sh` and try the commands of `agentjail doctor` by hand"
