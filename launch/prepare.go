@@ -106,6 +106,11 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 	if err != nil {
 		return nil, UsageError(err.Error())
 	}
+	if req.Net == policy.NetHost && base.NetMode() != policy.NetHost {
+		// The operator means it; said so that a pasted command line does
+		// not open the network unseen.
+		j.warnings = append(j.warnings, fmt.Sprintf("--net host: the %s profile's %s network is replaced by the host's, unfiltered: the agent can reach any host, the host's loopback services and cloud metadata, and can read its API key", j.Profile, base.NetMode()))
+	}
 	p := interactiveLimits(policy.Merge(base, over), req)
 	p.Limits.Rlimits = callerRlimits(p.Limits.Rlimits, req.CallerRlimits, currentLimit)
 	if err := policy.Validate(p); err != nil {

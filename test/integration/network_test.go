@@ -255,6 +255,26 @@ func TestNetworkQuietRefusal(t *testing.T) {
 	}
 }
 
+// TestNetworkHostFlagSaid: --net host replacing a profile's filtered
+// network is said (a pasted command line must not open it unseen); on a
+// profile whose network is the host's already, nothing is.
+func TestNetworkHostFlagSaid(t *testing.T) {
+	jailed(t)
+	for _, c := range []struct {
+		profile, want string
+	}{
+		{"tier1", "agentjail: warning: --net host: the tier1 profile's proxy network is replaced by the host's, unfiltered"},
+		{"sealed", "agentjail: warning: --net host: the sealed profile's none network is replaced by the host's, unfiltered"},
+		{"tier3", ""},
+	} {
+		r := aj(t, "run", "--profile", c.profile, "--net", "host", "--", "true")
+		wantCode(t, r, 0)
+		if said := strings.Contains(r.stderr, "--net host: the "); said != (c.want != "") || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("--profile %s --net host: stderr %q", c.profile, r.stderr)
+		}
+	}
+}
+
 // TestNetworkHostSockets: a proxy jail reaches neither the host's abstract
 // Unix sockets (they belong to the network namespace) nor a name
 // resolver's socket (hidden); a jail with the host's network reaches both,
