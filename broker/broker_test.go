@@ -264,16 +264,28 @@ func TestBrokerAPIRoute(t *testing.T) {
 			t.Errorf("%s: %s: upstream saw %q, want %q", c.header, c.value, body, want)
 		}
 	}
-	// A TRACE would come back with the real key in it.
-	req, _ := http.NewRequest("TRACE", "http://"+w.addr+"/anthropic/v1/messages", nil)
-	req.Header.Set("X-Api-Key", "placeholder-key")
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
-		t.Errorf("TRACE: %v %v", resp, err)
-	} else {
+	// A TRACE would come back with the real key in it, in any spelling.
+	for _, m := range []string{"TRACE", "trace", "TRACK"} {
+		req, _ := http.NewRequest(m, "http://"+w.addr+"/anthropic/v1/messages", nil)
+		req.Header.Set("X-Api-Key", "placeholder-key")
+		if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Errorf("%s: %v %v", m, resp, err)
+		} else {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if strings.Contains(string(body), "REAL-KEY") {
+				t.Errorf("%s answered with the key: %q", m, body)
+			}
+		}
+	}
+	// Nor through a method override header.
+	req, _ := http.NewRequest("POST", "http://"+w.addr+"/anthropic/v1/messages", strings.NewReader("{}"))
+	req.Header.Set("X-HTTP-Method-Override", "TRACE")
+	if resp, err := http.DefaultClient.Do(req); err == nil {
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if strings.Contains(string(body), "REAL-KEY") {
-			t.Errorf("TRACE answered with the key: %q", body)
+		if !strings.HasPrefix(string(body), "plain POST ") {
+			t.Errorf("an override header: %q", body)
 		}
 	}
 	// Through the proxy variables too (absolute form, for the broker).
@@ -299,7 +311,7 @@ func TestBrokerAPIRoute(t *testing.T) {
 		t.Errorf("an upstream without a path: %d %q", code, body)
 	}
 	rec := w.b.Close()
-	if rec.Totals.Connections != 6 || rec.Connections[0].Proto != "api" || rec.Connections[0].Rule != "api:anthropic" || rec.Connections[0].Status != 200 || rec.Connections[0].BytesUp != 2 {
+	if rec.Totals.Connections != 7 || rec.Connections[0].Proto != "api" || rec.Connections[0].Rule != "api:anthropic" || rec.Connections[0].Status != 200 || rec.Connections[0].BytesUp != 2 {
 		t.Errorf("record: %+v", rec)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -417,6 +418,13 @@ func (b *Broker) forwardHTTP(w http.ResponseWriter, r *http.Request) {
 	}, b.forward, v.proxy == nil)
 }
 
+// apiMethods are what an API route forwards: what the agents' APIs use.
+var apiMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
+
+// methodOverrides are the headers some servers take for the method; an
+// API route drops them, or a TRACE would go through as a POST.
+var methodOverrides = []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override"}
+
 // route serves a request for the broker itself: an API route, or the ping.
 func (b *Broker) route(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == PingPath {
@@ -438,11 +446,14 @@ func (b *Broker) route(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("agentjail: the broker serves the API routes %s here, not %s; for other hosts set HTTP_PROXY", strings.Join(names, ", "), r.URL.Path), http.StatusNotFound)
 		return
 	}
-	if r.Method == http.MethodTrace {
-		// A TRACE is answered with the request as the upstream got it:
-		// with the operator's credential in it.
-		http.Error(w, fmt.Sprintf("agentjail: the API route /%s/ does not take TRACE, which would echo the credential it adds", rt.Name), http.StatusMethodNotAllowed)
+	if !slices.Contains(apiMethods, r.Method) {
+		// A TRACE (TRACK, trace, ...) is answered with the request as
+		// the upstream got it: with the operator's credential in it.
+		http.Error(w, fmt.Sprintf("agentjail: the API route /%s/ takes the methods %s, not %s (TRACE would echo the credential it adds)", rt.Name, strings.Join(apiMethods, ", "), strconv.Quote(r.Method)), http.StatusMethodNotAllowed)
 		return
+	}
+	for _, h := range methodOverrides {
+		r.Header.Del(h)
 	}
 	if dotSegments(r.URL.EscapedPath()) {
 		http.Error(w, fmt.Sprintf("agentjail: the API route /%s/ takes no . or .. in its path, got %s", rt.Name, strconv.Quote(r.URL.EscapedPath())), http.StatusBadRequest)

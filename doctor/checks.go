@@ -21,6 +21,35 @@ const (
 	Skip Status = "skip" // not probed: what it needs failed (the jail did not start)
 )
 
+// lastFixAt is where the fix of one of agentjail's own messages begins:
+// its last "; " outside quotes ("...", '...', $'...', `...`: a path or a
+// command may hold one), -1 for none or a message of several lines.
+func lastFixAt(msg string) int {
+	at := -1
+	var quote byte // the quote open ('$' for $'...'), 0 for none
+	for i := 0; i < len(msg); i++ {
+		b := msg[i]
+		switch {
+		case b == '\n':
+			return -1
+		case quote == 0 && b == '\'' && i > 0 && msg[i-1] == '$':
+			quote = '$'
+		case quote == 0 && (b == '"' || b == '\'' || b == '`'):
+			quote = b
+		case quote == 0 && b == ';' && i+1 < len(msg) && msg[i+1] == ' ':
+			at = i
+		case (quote == '"' || quote == '$') && b == '\\':
+			i++ // escaped
+		case b == quote || quote == '$' && b == '\'':
+			quote = 0
+		}
+	}
+	if quote != 0 {
+		return -1
+	}
+	return at
+}
+
 // skip makes c a check not probed because the jail did not start.
 func (c *Check) skip() {
 	c.Status, c.Detail = Skip, "not probed: the jail did not start (see jail)"
@@ -289,11 +318,10 @@ func jailCheck(h Host, j Jail) Check {
 	c := Check{Name: CheckJail}
 	switch {
 	case j.Err != nil:
-		// agentjail's own messages end with their fix, after "; ".
 		msg := j.Err.Error()
 		c.Status, c.Detail = Fail, "the "+j.Profile+" profile does not make a jail here"
 		c.Cause, c.Fix = msg, "fix what the cause names, then run `agentjail doctor` again"
-		if i := strings.LastIndex(msg, "; "); i > 0 {
+		if i := lastFixAt(msg); i > 0 {
 			c.Cause, c.Fix = msg[:i], msg[i+2:]
 		}
 	case !j.Started:

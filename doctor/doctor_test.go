@@ -327,3 +327,27 @@ func TestJailRefusedSaysCauseAndFix(t *testing.T) {
 		t.Errorf("summary:\n%s", out.String())
 	}
 }
+
+// TestLastFixAt: the fix of a message begins at its last "; " outside
+// quotes; a "; " in a quoted path or a command is the cause's.
+func TestLastFixAt(t *testing.T) {
+	t.Parallel()
+	for msg, want := range map[string]string{
+		"root /x is not writable; give another":                     "give another",
+		`root "/home/u/notes; draft" is not writable; give another`: "give another",
+		"a; b; fix with `rm 'a; b' && cp -a x y`":                   "fix with `rm 'a; b' && cp -a x y`",
+		`path "a\"; b" is bad; fix it`:                              "fix it",
+		"no fix here":                                               "",
+		"first; fix\nsecond; fix":                                   "",
+		`unclosed "quote; x`:                                        "",
+		"the fix is $'a\\'; b'; run it":                             "run it",
+	} {
+		got := ""
+		if i := lastFixAt(msg); i >= 0 {
+			got = msg[i+2:]
+		}
+		if got != want {
+			t.Errorf("lastFixAt(%q): fix %q, want %q", msg, got, want)
+		}
+	}
+}

@@ -146,7 +146,7 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 	switch fi, err := os.Stat(ownerDir); {
 	case err == nil && fi.IsDir():
 		inv.DirOwner = int(fi.Sys().(*syscall.Stat_t).Uid)
-	case opt.UserDir == "":
+	case opt.UserDir == "" && (err == nil || errors.Is(err, fs.ErrNotExist)):
 		// Said alone: the run user the rule would pick without its
 		// owner (nobody) is no mistake of the operator's.
 		return nil, fmt.Errorf("start directory %s does not exist or is not a directory; pass --chdir with an existing directory", policy.Quote(dir))
@@ -158,6 +158,9 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 	if inv.UID != 0 && j.User.UID != inv.UID {
 		return nil, fmt.Errorf("cannot run as %s (uid %d, chosen by %s): agentjail was started by uid %d without root; run it as root, or as that user",
 			j.User.Name, j.User.UID, choice.Why, inv.UID)
+	}
+	if inv.UID != 0 {
+		j.User.Why = policy.WhyInvoker // --user naming oneself included: no other is to be had
 	}
 
 	// The operator's homes: $SUDO_USER's, then the invoking user's ($HOME
@@ -253,6 +256,7 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 		CodexDir:        agents["codex"],
 		RunDir:          runstate.RunDir(),
 		IsPlaceholder:   view.IsMask,
+		IsBuiltinOrigin: l.IsBuiltinOrigin,
 		Seccomp:         len(j.Seccomp),
 		Pty:             req.TTY == TTYOn,
 		Listen:          listen,

@@ -49,16 +49,21 @@ func (f *finder) skippedLinks(g, top string) {
 		hashLen = 32
 	}
 	wanted := func(name []byte) bool {
-		return len(name) <= maxGitlinkName && (skipped || slices.ContainsFunc(strings.Split(string(name), "/"), func(e string) bool { return slices.Contains(skipDirs, e) }))
+		return len(name) <= maxGitlinkName && (skipped || slices.ContainsFunc(strings.Split(string(name), "/"), func(e string) bool { return slices.Contains(skipDirs, e) })) &&
+			underAny(path.Join(top, string(name)), f.roots)
 	}
 	var links, candidates []string
+	kept := map[string]bool{}
 	replaced, over := false, false
 	keep := func(list *[]string, name []byte) {
-		if len(links)+len(candidates) == maxGitlinks {
+		switch {
+		case kept[string(name)]:
+		case len(kept) == maxGitlinks:
 			over = true
-			return
+		default:
+			kept[string(name)] = true
+			*list = append(*list, string(name))
 		}
-		*list = append(*list, string(name))
 	}
 	gitlink := func(mode uint32, name []byte) {
 		switch {
@@ -89,14 +94,14 @@ func (f *finder) skippedLinks(g, top string) {
 		})
 	}
 	if over {
-		f.pr.errs = append(f.pr.errs, fmt.Errorf("%w: the index of %s names more than %d submodules where the search does not go (node_modules); if it is not yours, remove it",
-			ErrGitFile, policy.Quote(g), maxGitlinks))
+		// The index is the agent's to write: the fix keeps the project.
+		idx := path.Join(g, "index")
+		f.pr.errs = append(f.pr.errs, fmt.Errorf("%w: the git index %s names more than %d submodules where the search does not go (node_modules); if they are not the project's, remove the index and let git rebuild it from HEAD: `rm -f %s %s; git reset`",
+			ErrGitFile, policy.Quote(idx), maxGitlinks, policy.ShellQuote(idx), policy.ShellQuote(path.Join(g, "sharedindex."))+"*"))
 		return
 	}
 	for _, l := range append(links, candidates...) {
-		if p := path.Join(top, l); underAny(p, f.roots) {
-			f.repo(p)
-		}
+		f.repo(path.Join(top, l))
 	}
 }
 

@@ -3,6 +3,7 @@ package mounts
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -283,25 +284,30 @@ func TestIndexHostileShapes(t *testing.T) {
 		protects(t, d, "node_modules/x")
 	})
 	t.Run("a long name repeated by version 4", func(t *testing.T) {
-		// 20 000 entries of a few bytes each, every one the same
-		// 4000-byte gitlink: bounded, and said.
+		// 20 000 entries of a few bytes each, every one a 4000-byte
+		// gitlink, each another (its last digits changed): bounded, and
+		// said with a fix that keeps the project.
 		long := "node_modules/" + strings.Repeat("x", 4000)
 		data := []byte("DIRC\x00\x00\x00\x04")
 		data = binary.BigEndian.AppendUint32(data, 20000)
+		prev := ""
 		for i := range 20000 {
 			e := make([]byte, 62)
 			binary.BigEndian.PutUint32(e[24:28], 0o160000)
 			binary.BigEndian.PutUint16(e[60:62], 0xfff)
-			e = append(e, 0) // strip nothing
+			suffix := fmt.Sprint(i)
 			if i == 0 {
-				e = append(e, long...)
+				e = append(append(e, 0), long+suffix...)
+			} else {
+				e = append(append(e, byte(len(prev))), suffix...)
 			}
+			prev = suffix
 			data = append(append(data, e...), 0)
 		}
 		d := gitTree()
 		d["srv/proj/.git/index"] = node(0o644, 1000, 1000, string(data))
-		if got := findIn(t, d); !strings.Contains(got, "more than 10000 submodules") {
-			t.Errorf("no error says the index names too many:\n%.2000s", got)
+		if got := findIn(t, d); !strings.Contains(got, "the git index /srv/proj/.git/index names more than 10000 submodules") || !strings.Contains(got, "rm -f /srv/proj/.git/index /srv/proj/.git/sharedindex.*; git reset") {
+			t.Errorf("no error says the index names too many, with the fix:\n%.2000s", got)
 		}
 	})
 }

@@ -84,6 +84,10 @@ type Input struct {
 	// placeholder of another (live or killed) run; such paths count as
 	// missing. Nil: none are.
 	IsPlaceholder func(path string) bool
+	// IsBuiltinOrigin reports whether an origin (policy.Origins) is a
+	// built-in profile's (policy.Loader.IsBuiltinOrigin): what the
+	// operator does not edit. Nil: none is.
+	IsBuiltinOrigin func(origin string) bool
 	Seccomp       int // number of seccomp filters passed as fds
 	// Listen are addresses the exec stage listens on inside the jail and
 	// hands back over its control channel (execstage.Args.Listen): the
@@ -175,7 +179,7 @@ func Render(in Input) (Plan, error) {
 			t, err := resolve(in.Disk, p)
 			switch closed := in.User.closedAbove(in.Disk, t); {
 			case err != nil || closed == "":
-			case strings.HasPrefix(in.Policy.Origins.Of(field), "profiles/"):
+			case r.builtin(in.Policy.Origins.Of(field)):
 				// A built-in's list names tools that may be there; one
 				// the run user cannot reach is no tool of theirs.
 				r.plan.Warnings = append(r.plan.Warnings, fmt.Sprintf("%s: %s is out of the run user %s's reach (%s is closed to that user); nothing is bound",
@@ -283,10 +287,15 @@ func (r *renderer) inDenied(p, d string) string {
 // not edit; then other, what else to do.
 func (r *renderer) denyFix(j int, other string) string {
 	o := r.p.Origins.Of(fmt.Sprintf("filesystem.deny[%d]", j))
-	if strings.HasPrefix(o, "profiles/") {
+	if r.builtin(o) {
 		return fmt.Sprintf("%s: the denial is the built-in profile's (%s)", other, o)
 	}
 	return "remove one of them"
+}
+
+// builtin reports whether origin is a built-in profile's (Input.IsBuiltinOrigin).
+func (r *renderer) builtin(origin string) bool {
+	return r.in.IsBuiltinOrigin != nil && r.in.IsBuiltinOrigin(origin)
 }
 
 func (r *renderer) fail(field, format string, a ...any) {

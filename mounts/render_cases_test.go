@@ -955,6 +955,13 @@ func TestRenderReadOutOfReach(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("Render = %v\nwant %q", err, want)
 	}
+	// An operator's file that only looks like a built-in's path is
+	// theirs: refused too.
+	in.Policy.Origins = maps.Clone(in.Policy.Origins)
+	in.Policy.Origins[fmt.Sprintf("filesystem.read[%d]", slices.Index(in.Policy.Filesystem.Read, "/opt/private/tool"))] = "profiles/team/x.yaml:3:7"
+	if _, err := Render(in); err == nil || !strings.Contains(err.Error(), "profiles/team/x.yaml:3:7: filesystem.read[") {
+		t.Errorf("an operator's profiles/team/x.yaml: Render = %v", err)
+	}
 	// A built-in's entry names a tool that may be there: one out of
 	// reach is left out, and said.
 	in = input(t, "tier1", "/srv/proj")

@@ -124,6 +124,7 @@ func input(t *testing.T, profile string, write ...string) Input {
 		listen = []string{"127.0.0.1:3128", "[::1]:3128"} // launch's broker addresses
 	}
 	return Input{
+		IsBuiltinOrigin: l.IsBuiltinOrigin,
 		Listen:          listen,
 		Policy:          p,
 		Disk:            host(),

@@ -139,7 +139,8 @@ func (m *Masks) Release() error {
 		names[i] = registryName(m.dir, p)
 	}
 	if !anyUnheld(names) {
-		return nil // other live runs hold them all: nothing to remove
+		m.paths = nil
+		return nil // other live runs hold them all: the last one out removes them
 	}
 	lock, err := lockRegistry(m.dir, unix.LOCK_EX)
 	if err != nil {
@@ -164,8 +165,11 @@ func SweepMasks(dir string) error {
 	// A first look, without the registry's lock, that finds every entry
 	// held (by live runs) spares the wait for other runs' views.
 	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
+	switch {
+	case errors.Is(err, os.ErrNotExist):
 		return nil
+	case err != nil:
+		return fmt.Errorf("mask registry: %w", err)
 	}
 	var all []string
 	for _, e := range entries {
