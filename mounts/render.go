@@ -88,7 +88,7 @@ type Input struct {
 	// built-in profile's (policy.Loader.IsBuiltinOrigin): what the
 	// operator does not edit. Nil: none is.
 	IsBuiltinOrigin func(origin string) bool
-	Seccomp       int // number of seccomp filters passed as fds
+	Seccomp         int // number of seccomp filters passed as fds
 	// Listen are addresses the exec stage listens on inside the jail and
 	// hands back over its control channel (execstage.Args.Listen): the
 	// network broker's.
