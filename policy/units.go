@@ -52,7 +52,7 @@ func ParseDuration(s string) (time.Duration, error) {
 		}
 	}
 	if d < 0 {
-		return 0, fmt.Errorf("duration %q is negative (use 0 for none)", s)
+		return 0, fmt.Errorf("duration %q is negative: give 0 or more (0 turns a limit off; a grace of 0 kills at once)", s)
 	}
 	return d, nil
 }

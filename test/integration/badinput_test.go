@@ -89,7 +89,7 @@ func TestBadInput(t *testing.T) {
 		{"bwrap too old", []string{"AGENTJAIL_BWRAP=" + f("old-bwrap")}, nil, []string{"bubblewrap is too old: " + f("old-bwrap") + " is 0.6.1, agentjail needs >= 0.8.0", "apt-get install bubblewrap"}},
 		{"bad duration", nil, []string{"--timeout", "soon"}, []string{`invalid value "soon" for flag --timeout: invalid duration "soon"`}},
 		{"negative duration", nil, []string{"--idle-timeout", "-5"}, []string{`invalid value "-5" for flag --idle-timeout: duration "-5" is negative`}},
-		{"negative grace", nil, []string{"--grace", "-1s"}, []string{`invalid value "-1s" for flag --grace: duration "-1s" is negative (use 0 for none)`}},
+		{"negative grace", nil, []string{"--grace", "-1s"}, []string{`invalid value "-1s" for flag --grace: duration "-1s" is negative: give 0 or more (0 turns a limit off; a grace of 0 kills at once)`}},
 		{"empty timeout", nil, []string{"--timeout="}, []string{`invalid value "" for flag --timeout: empty duration`}},
 		{"negative duration in a profile", nil, []string{"--profile", f("neg-idle.yaml")}, []string{f("neg-idle.yaml") + `:3:9: limits.idle: duration "-5" is negative`}},
 		{"bad duration in a profile", nil, []string{"--profile", f("bad-grace.yaml")}, []string{f("bad-grace.yaml") + `:3:10: limits.grace: invalid duration "10 minutes"`}},
