@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -101,19 +102,33 @@ func (v *MaskView) Close() {
 // for missing, or one it is about to rely on.
 func (v *MaskView) Hold(paths []string) (*Masks, error) {
 	m := &Masks{dir: v.dir, paths: paths}
+	var made []*os.File // the entries this Hold created
 	for _, p := range paths {
-		f, err := hostfs.LockEntry(registryName(v.dir, p), os.O_RDWR|os.O_CREATE, unix.LOCK_SH)
+		name := registryName(v.dir, p)
+		f, err := hostfs.LockEntry(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, unix.LOCK_SH)
 		if err == nil {
+			made = append(made, f)
+		} else if errors.Is(err, fs.ErrExist) {
+			f, err = hostfs.LockEntry(name, os.O_RDWR|os.O_CREATE, unix.LOCK_SH)
+		}
+		if err == nil {
+			m.held = append(m.held, f)
 			_, err = f.WriteAt([]byte(p), 0)
 		}
 		if err != nil {
-			// Only let go: removing takes the registry's lock
-			// exclusively, which the caller's view holds shared. What
-			// was registered is the next sweep's.
+			// No placeholder was made for these: the entries this Hold
+			// created and no other run holds go (their own lock taken
+			// exclusively; the registry's, which the caller's view
+			// holds shared, is not needed for an entry with no
+			// placeholder). The rest only let go.
+			for _, f := range made {
+				if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+					os.Remove(f.Name())
+				}
+			}
 			m.let()
 			return nil, fmt.Errorf("mask registry entry for %s: %w", p, err)
 		}
-		m.held = append(m.held, f)
 	}
 	return m, nil
 }

@@ -270,25 +270,30 @@ func returns(t *testing.T, what string, f func() error) error {
 }
 
 // TestMaskHoldFailsWithoutWaiting: a Hold that cannot register an entry
-// fails at once, inside the view it was called in (its release would wait
-// for the view's own lock), and what it registered is the next sweep's.
+// fails at once, inside the view it was called in (a release would wait
+// for the view's own lock), and takes back the entries it created, which
+// name no placeholder; another live run's entry stays.
 func TestMaskHoldFailsWithoutWaiting(t *testing.T) {
 	t.Parallel()
 	reg, root := t.TempDir(), t.TempDir()
-	ok, bad := filepath.Join(root, ".env"), filepath.Join(root, ".npmrc")
+	ok, bad, shared := filepath.Join(root, ".env"), filepath.Join(root, ".npmrc"), filepath.Join(root, ".mcp.json")
+	other, err := holdMasks(reg, []string{shared})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Release()
 	os.Mkdir(registryName(reg, bad), 0o700) // no entry can be opened there
 	v, err := ViewMasks(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := returns(t, "Hold", func() error { _, err := v.Hold([]string{ok, bad}); return err }); err == nil {
+	if err := returns(t, "Hold", func() error { _, err := v.Hold([]string{ok, shared, bad}); return err }); err == nil {
 		t.Fatal("Hold registered an entry it cannot open")
 	}
-	v.Close()
-	os.Remove(registryName(reg, bad))
-	if err := SweepMasks(reg); err != nil || isMask(reg, ok) {
-		t.Errorf("the sweep after: %v; entry left: %v", err, isMask(reg, ok))
+	if v.IsMask(ok) || !v.IsMask(shared) {
+		t.Errorf("after the failed Hold: %s registered %v (want false), %s %v (want true)", ok, v.IsMask(ok), shared, v.IsMask(shared))
 	}
+	v.Close()
 }
 
 // TestSweepMasksSkipsWhatLiveRunsHold: a sweep that finds every entry
