@@ -257,7 +257,7 @@ func v1Limits(h Host) string {
 		return "no cgroup v1 hierarchy holds the pids or memory controller either: " + noLimits
 	}
 	if !h.Root {
-		return fmt.Sprintf("cgroup v1 offers the controllers (%s), but only root may write them, and agentjail runs without root here: %s", strings.Join(found, ", "), noLimits)
+		return fmt.Sprintf("cgroup v1 offers the controllers (%s), but agentjail runs without root here, which may write them only where a cgroup v1 subtree is delegated to this user; elsewhere %s (the run's record says which)", strings.Join(found, ", "), noLimits)
 	}
 	return fmt.Sprintf("limits.pids and limits.memory are set in cgroup v1 where it offers the controller (here: %s) and agentjail may write it (as root)", strings.Join(found, ", "))
 }

@@ -128,7 +128,7 @@ func TestDiagnose(t *testing.T) {
 			h.Mounts = append(h.Mounts, procs.Mount{ID: 38, Parent: 30, Root: "/", Point: "/sys/fs/cgroup/pids", FSType: "cgroup", Super: []string{"rw", "pids"}},
 				procs.Mount{ID: 34, Parent: 30, Root: "/", Point: "/sys/fs/cgroup/memory", FSType: "cgroup", Super: []string{"rw", "memory"}})
 			h.Root = false
-		}, true, CheckCgroup, Warn, []string{"only root may write them, and agentjail runs without root here: limits.memory is not enforced"}},
+		}, true, CheckCgroup, Warn, []string{"agentjail runs without root here, which may write them only where a cgroup v1 subtree is delegated to this user; elsewhere limits.memory is not enforced"}},
 		{"cgroup v2 not writable", func(h *Host, _ *bwrap.Info, _ *error, _ *Jail) {
 			h.Mounts[1].Point, h.CgroupWritable = "/sys/fs/cgroup", false
 		}, true, CheckCgroup, Warn, []string{"not writable", "limits.memory is not enforced and limits.pids becomes the rlimit nproc"}},
