@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,19 +37,31 @@ func RunClock() unix.Timespec {
 // find(1) does, so a link is never followed, even one swapped in during
 // the walk, and no path is resolved twice.
 func StripSetID(roots []string, since unix.Timespec) ([]record.Note, error) {
-	notes, _, err := ScanAfterRun(roots, since)
-	return notes, err
+	scan, err := ScanAfterRun(roots, since)
+	return scan.Notes, err
+}
+
+// Scan is what ScanAfterRun found.
+type Scan struct {
+	// Notes are the set-id bits stripped and the device nodes removed.
+	Notes []record.Note
+	// Born are the .git entries born since the run started.
+	Born []string
+	// Changed are the older .git entries that changed since, themselves
+	// or anything they hold (a directory renamed to .git keeps its birth
+	// time, and gets a new change time).
+	Changed []string
 }
 
 // ScanAfterRun is StripSetID, and also returns every .git (a directory, a
 // file or a link) under the roots born since the run started (statx's
 // birth time; where a file system keeps none, a .git that is no directory
-// and changed since): the same walk sees the places the search for
-// protected paths does not go (node_modules, what a directory that looks
-// like a git directory holds), where a repository of the agent's, reached
-// by git through a gitlink in the index or in a commit, would otherwise
-// stay.
-func ScanAfterRun(roots []string, since unix.Timespec) ([]record.Note, []string, error) {
+// and changed since), and every older one that changed since: the same
+// walk sees the places the search for protected paths does not go
+// (node_modules, what a directory that looks like a git directory holds),
+// where a repository of the agent's, reached by git through a gitlink in
+// the index or in a commit, would otherwise stay.
+func ScanAfterRun(roots []string, since unix.Timespec) (Scan, error) {
 	w := setIDWalk{since: since}
 	for _, root := range roots {
 		fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -58,22 +71,39 @@ func ScanAfterRun(roots []string, since unix.Timespec) ([]record.Note, []string,
 			}
 			continue // a file as a writable root: its directory is not walked
 		}
-		w.dir(fd, root)
+		w.dir(fd, root, "")
 	}
 	// Directory order is the file system's; the record's is by path.
 	slices.SortFunc(w.notes, func(a, b record.Note) int { return strings.Compare(a.Detail, b.Detail) })
 	slices.Sort(w.newGit)
+	changed := slices.Sorted(maps.Keys(w.changed))
+	scan := Scan{Notes: w.notes, Born: w.newGit, Changed: changed}
 	if len(w.errs) > 0 {
-		return w.notes, w.newGit, fmt.Errorf("set-id scan of the writable roots: %w", errors.Join(w.errs...))
+		return scan, fmt.Errorf("set-id scan of the writable roots: %w", errors.Join(w.errs...))
 	}
-	return w.notes, w.newGit, nil
+	return scan, nil
 }
 
 type setIDWalk struct {
-	since  unix.Timespec
-	notes  []record.Note
-	newGit []string
-	errs   []error
+	since   unix.Timespec
+	notes   []record.Note
+	newGit  []string
+	changed map[string]bool // older .git entries changed since
+	errs    []error
+}
+
+// changedSinceAt reports whether name in dirfd changed since the run
+// started (its change time).
+func (w *setIDWalk) changedSinceAt(dirfd int, name string) bool {
+	var st unix.Stat_t
+	return unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && changedSince(st.Ctim, w.since)
+}
+
+func (w *setIDWalk) change(git string) {
+	if w.changed == nil {
+		w.changed = map[string]bool{}
+	}
+	w.changed[git] = true
 }
 
 // bornSince reports whether name in dirfd came to be since the run
@@ -91,14 +121,15 @@ func (w *setIDWalk) bornSince(dirfd int, name string) bool {
 	return stx.Mode&unix.S_IFMT != unix.S_IFDIR && changedSince(unix.Timespec{Sec: stx.Ctime.Sec, Nsec: int64(stx.Ctime.Nsec)}, w.since)
 }
 
-// dir walks the directory open as fd (named p), and closes fd.
-func (w *setIDWalk) dir(fd int, p string) {
+// dir walks the directory open as fd (named p), and closes fd. git is
+// the older .git p lies in, "" for none.
+func (w *setIDWalk) dir(fd int, p, git string) {
 	f := os.NewFile(uintptr(fd), p)
 	defer f.Close()
 	for {
 		entries, err := f.ReadDir(1024)
 		for _, e := range entries {
-			w.entry(fd, p, e)
+			w.entry(fd, p, git, e)
 		}
 		if err != nil {
 			if err != io.EOF {
@@ -109,11 +140,22 @@ func (w *setIDWalk) dir(fd int, p string) {
 	}
 }
 
-func (w *setIDWalk) entry(dirfd int, dir string, e fs.DirEntry) {
+func (w *setIDWalk) entry(dirfd int, dir, git string, e fs.DirEntry) {
 	name, p := e.Name(), filepath.Join(dir, e.Name())
 	t := e.Type()
-	if name == ".git" && w.bornSince(dirfd, name) {
+	switch {
+	case git != "":
+		if !w.changed[git] && w.changedSinceAt(dirfd, name) {
+			w.change(git) // what it holds changed
+		}
+	case name != ".git":
+	case w.bornSince(dirfd, name):
 		w.newGit = append(w.newGit, p)
+	default:
+		git = p // older: its change time, and what it holds, tell
+		if w.changedSinceAt(dirfd, name) {
+			w.change(git)
+		}
 	}
 	if t.IsDir() {
 		fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -121,7 +163,7 @@ func (w *setIDWalk) entry(dirfd int, dir string, e fs.DirEntry) {
 			w.errs = append(w.errs, fmt.Errorf("%s: %w", p, err))
 			return
 		}
-		w.dir(fd, p)
+		w.dir(fd, p, git)
 		return
 	}
 	if t&^(fs.ModeCharDevice|fs.ModeDevice) != 0 {

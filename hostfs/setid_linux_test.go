@@ -108,26 +108,35 @@ func TestChangedSince(t *testing.T) {
 
 // TestScanAfterRunFindsNewGit: every .git born since the run started is
 // returned, a directory or a file, wherever it lies (node_modules, below
-// a directory's objects); one that was there before is not, whatever
-// happened inside it.
+// a directory's objects); one that was there before is returned as
+// changed when it, or anything it holds, changed since (a directory
+// renamed to .git keeps its birth time), and not at all when untouched.
 func TestScanAfterRunFindsNewGit(t *testing.T) {
 	root := t.TempDir()
-	os.MkdirAll(filepath.Join(root, "old/.git/objects"), 0o755)
+	for _, d := range []string{"old/.git/objects", "quiet/.git/objects", "node_modules/pkg/prepared/hooks"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	os.WriteFile(filepath.Join(root, "node_modules/pkg/prepared/config"), nil, 0o644)
 	time.Sleep(20 * time.Millisecond) // the coarse clock moves (no timing is asserted)
 	since := RunClock()
 	time.Sleep(20 * time.Millisecond)
 	os.WriteFile(filepath.Join(root, "old/.git/objects/new"), nil, 0o644) // the old .git changes
+	// A directory made before the run, renamed to .git during it.
+	os.Rename(filepath.Join(root, "node_modules/pkg/prepared"), filepath.Join(root, "node_modules/pkg/.git"))
 	for _, d := range []string{"node_modules/x/.git", "vendor/objects/y/.git"} {
 		os.MkdirAll(filepath.Join(root, d), 0o755)
 	}
 	os.MkdirAll(filepath.Join(root, "sub"), 0o755)
 	os.WriteFile(filepath.Join(root, "sub/.git"), []byte("gitdir: ../elsewhere\n"), 0o644)
-	_, born, err := ScanAfterRun([]string{root}, since)
+	scan, err := ScanAfterRun([]string{root}, since)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{filepath.Join(root, "node_modules/x/.git"), filepath.Join(root, "sub/.git"), filepath.Join(root, "vendor/objects/y/.git")}
-	if !slices.Equal(born, want) {
-		t.Errorf("born %q, want %q", born, want)
+	if !slices.Equal(scan.Born, want) {
+		t.Errorf("born %q, want %q", scan.Born, want)
+	}
+	if want := []string{filepath.Join(root, "node_modules/pkg/.git"), filepath.Join(root, "old/.git")}; !slices.Equal(scan.Changed, want) {
+		t.Errorf("changed %q, want %q", scan.Changed, want)
 	}
 }

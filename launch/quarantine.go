@@ -38,16 +38,26 @@ const QuarantineSuffix = ".agentjail-quarantine-"
 // included): a .git that held one of them was there before the run, even
 // when the snapshot holds nothing of it (its config and hooks were
 // missing, and masked).
-func quarantine(before, after mounts.Snapshot, protected []string, born []string, w hostfs.Walker, runID string) []record.Note {
+// gitFound is what the walk after the run found of .git entries
+// (hostfs.Scan): born during the run, and older ones that changed during
+// it where the search before it saw none.
+type gitFound struct{ born, changed []string }
+
+func quarantine(before, after mounts.Snapshot, protected []string, walked gitFound, w hostfs.Walker, runID string) []record.Note {
 	var notes []record.Note
 	rest := maps.Clone(after)
 	found := newGitEntries(before, after, protected, gitDirOn(w))
 	// Every .git born during the run, also where the search does not go
 	// (hostfs.ScanAfterRun): git reaches those through a gitlink (in the
 	// index, in a commit the operator checks out).
-	for _, p := range born {
-		if !slices.ContainsFunc(found, func(g gitEntry) bool { return p == g.path || strings.HasPrefix(p, g.path+"/") }) {
-			found = append(found, gitEntry{path: p})
+	for _, c := range []struct {
+		paths   []string
+		changed bool
+	}{{walked.born, false}, {walked.changed, true}} {
+		for _, p := range c.paths {
+			if !slices.ContainsFunc(found, func(g gitEntry) bool { return p == g.path || strings.HasPrefix(p, g.path+"/") }) {
+				found = append(found, gitEntry{path: p, changed: c.changed})
+			}
 		}
 	}
 	for _, g := range found {
@@ -65,7 +75,10 @@ func quarantine(before, after mounts.Snapshot, protected []string, born []string
 		}
 		detail := fmt.Sprintf("%s appeared during the run: git takes it for a git directory (%s)", g.path, path.Base(g.path))
 		move, what := g.path, ""
-		if g.bare {
+		switch {
+		case g.changed:
+			detail = fmt.Sprintf("%s changed during the run (it, or what it holds), where the search for protected paths did not see it before (node_modules, say; a directory renamed to .git keeps its birth time): git takes it for a git directory", g.path)
+		case g.bare:
 			// Its HEAD goes, and with it the repository; the directory
 			// and what else it holds stay.
 			detail = fmt.Sprintf("%s became a git directory during the run: it holds HEAD with objects and refs or a commondir, and config or hooks that git would use there", g.path)
@@ -139,6 +152,9 @@ func placeholderShaped(w hostfs.Walker, p string) bool {
 type gitEntry struct {
 	path string
 	bare bool
+	// changed: an older .git the search before the run did not see,
+	// which changed during it (hostfs.Scan.Changed).
+	changed bool
 }
 
 // newGitEntries returns the outermost new .git entries, the new commondir

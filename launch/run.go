@@ -305,14 +305,25 @@ func run(req Request, stdio IO) (int, error) {
 	}
 	after := make(chan mounts.Snapshot, 1)
 	go func() { after <- j.protectedSnapshot(view.IsMask) }()
-	notes, born, serr := hostfs.ScanAfterRun(mounts.WritableRoots(j.Policy), since)
-	born = slices.DeleteFunc(born, func(p string) bool { return view.IsMask(p) && placeholderShaped(j.walker(), p) })
-	rec.Violate(quarantine(before, <-after, j.Plan.Protected, born, j.walker(), j.RunID)...)
+	scan, serr := hostfs.ScanAfterRun(mounts.WritableRoots(j.Policy), since)
+	placeholder := func(p string) bool { return view.IsMask(p) && placeholderShaped(j.walker(), p) }
+	born := slices.DeleteFunc(scan.Born, placeholder)
+	// An older .git that changed during the run where the search before
+	// it did not see one (node_modules, what looks like a git directory's
+	// objects: a directory renamed to .git keeps its birth time) is the
+	// agent's as much as a new one.
+	var changed []string
+	for _, p := range scan.Changed {
+		if _, seen := before[p]; !seen && !placeholder(p) {
+			changed = append(changed, p)
+		}
+	}
+	rec.Violate(quarantine(before, <-after, j.Plan.Protected, gitFound{born: born, changed: changed}, j.walker(), j.RunID)...)
 	view.Close()
-	rec.Violate(notes...)
+	rec.Violate(scan.Notes...)
 	if serr != nil {
-		rec.Warnings = append(rec.Warnings, serr.Error())
-		PrintError(stdio.Stderr, serr)
+		// What the walk could not reach was not checked: no clean run.
+		rec.Violate(record.Note{What: record.ViolationUnchecked, Detail: clipLine(serr.Error(), 400) + "; what lies there was not checked for set-id bits, device nodes and new git directories: look at it, and make it readable (or shallower) for the next run"})
 	}
 	for _, v := range rec.Violations {
 		fmt.Fprintf(stdio.Stderr, "agentjail: violation: %s\n", policy.Printable(v.Detail))
@@ -528,4 +539,13 @@ func uint32s(in []int) []uint32 {
 		out[i] = uint32(v)
 	}
 	return out
+}
+
+// clipLine cuts s to about max bytes by its middle, where a path of
+// thousands of levels would be: its start and its end (the error) stay.
+func clipLine(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	return strings.ToValidUTF8(s[:max/2], "") + " … " + strings.ToValidUTF8(s[len(s)-max/2:], "")
 }

@@ -27,6 +27,7 @@ const (
 	ViolationProtected = "protected" // a protected path appeared, changed or went away
 	ViolationSetID     = "setid"     // set-user/group-id bits the run set (stripped)
 	ViolationDevice    = "device"    // a device node the run made (removed)
+	ViolationUnchecked = "unchecked" // what the checks after the run could not reach
 )
 
 // Exit codes of agentjail's own. The jailed command may exit with any of

@@ -383,6 +383,33 @@ true`, p, e.probe)
 	}
 }
 
+// TestEscapeTooDeepForTheCheck: the walk after the run holds a descriptor
+// per level; an agent that nests directories past agentjail's descriptor
+// limit left what lay below unchecked (a set-group-id file, a new .git),
+// and the run ended clean. What the walk cannot reach is a violation now.
+func TestEscapeTooDeepForTheCheck(t *testing.T) {
+	jailed(t)
+	prlimit, err := exec.LookPath("prlimit")
+	if err != nil {
+		t.Fatalf("prlimit (util-linux): %v", err)
+	}
+	p := workspace(t)
+	r := invocation{dir: p, wrap: []string{prlimit, "--nofile=400:400"}}.run(t, "run", "--net", "none", "--write", p, "--chdir", p, "--",
+		"python3", "-c", `import os
+for i in range(600): os.mkdir("a"); os.chdir("a")
+open("evil", "w").write("x"); os.chmod("evil", 0o2755); os.mkdir(".git")`)
+	wantCode(t, r, 123)
+	var unchecked string
+	for _, l := range strings.Split(r.stderr, "\n") {
+		if strings.Contains(l, "what lies there was not checked") {
+			unchecked = l
+		}
+	}
+	if !strings.Contains(unchecked, "too many open files") || len(unchecked) > 700 || !strings.Contains(r.stderr, "1 unchecked") {
+		t.Errorf("stderr (%d bytes):\n%.3000s", len(r.stderr), r.stderr)
+	}
+}
+
 // TestEscapeConcurrentRuns: two runs share a writable root that lacks a
 // protected path. The one that ends first must not remove the placeholder
 // the other still relies on (the other could then create the path), and

@@ -484,6 +484,16 @@ git update-ref refs/heads/agent-fix $c
 `), []string{"status"}, ""},
 		{"a submodule in node_modules", shellAgent(evilRepo("node_modules/x") + `git update-index --add --cacheinfo 160000,$h,node_modules/x
 `), []string{"status"}, ""},
+		// old/ is there before the run (the setup below): renamed, it
+		// keeps its birth time.
+		{"an older directory renamed to a .git in node_modules, in a commit", shellAgent(`rm -rf old/* && git init -q --bare old && git --git-dir=old config core.bare false
+printf '#!/bin/sh\ntouch MARK\n' > .fsm.sh; chmod +x .fsm.sh; git --git-dir=old config core.fsmonitor "$PWD/.fsm.sh"
+mkdir -p node_modules/pkg && mv old node_modules/pkg/.git
+h=$(git rev-parse HEAD); export GIT_INDEX_FILE=$PWD/.idx; git read-tree HEAD
+git update-index --add --cacheinfo 160000,$h,node_modules/pkg
+c=$(git -c user.email=a@b -c user.name=a commit-tree -p HEAD -m deps $(git write-tree)); unset GIT_INDEX_FILE
+git update-ref refs/heads/agent-deps $c
+`), []string{"checkout", "-q", "agent-deps"}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			home, p := workspace(t), workspace(t)
@@ -492,8 +502,12 @@ git update-ref refs/heads/agent-fix $c
 					t.Fatalf("git %v: %v\n%s", args, err, out)
 				}
 			}
-			os.Mkdir(filepath.Join(p, "src"), 0o755)
-			os.Chown(filepath.Join(p, "src"), runUID, runUID)
+			for _, d := range []string{"src", "old"} {
+				os.Mkdir(filepath.Join(p, d), 0o755)
+				os.Chown(filepath.Join(p, d), runUID, runUID)
+			}
+			write(t, p, map[string]string{"old/keep": "x"})
+			os.Chown(filepath.Join(p, "old/keep"), runUID, runUID)
 			marker := filepath.Join(marks, strings.ReplaceAll(c.name, " ", "-"))
 			agent := strings.ReplaceAll(c.agent, "MARK", marker)
 			write(t, p, map[string]string{".agent.py": agent})
