@@ -250,7 +250,7 @@ func run(req Request, stdio IO) (int, error) {
 		close(snapped)
 	}()
 	spec.Hold = snapped
-	if err := termIO.begin(); err != nil {
+	if err := termIO.begin(sigs); err != nil {
 		<-snapped
 		return failed(err)
 	}

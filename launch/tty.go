@@ -122,12 +122,14 @@ func (t *terminal) control(m execstage.Message, files []*os.File) {
 // own meanwhile, and may set its modes again after it has handed the
 // terminal back). In the background it is left alone: a run started
 // there (&) is never stopped on SIGTTOU, which it would meet again at each
-// SIGCONT, so that `kill %1` could never end it.
-func (t *terminal) begin() error {
+// SIGCONT, so that `kill %1` could never end it. Each time the run gets
+// the terminal back, resize hears of it: the kernel sends SIGWINCH only to
+// the foreground, so the operator may have resized it meanwhile.
+func (t *terminal) begin(resize chan<- os.Signal) error {
 	if t.pty == nil || t.saved == nil {
 		return nil
 	}
-	if err := t.rawInForeground(); err != nil {
+	if _, err := t.rawInForeground(); err != nil {
 		return fmt.Errorf("cannot make the terminal raw for the agent's own: %w", err)
 	}
 	t.watching, t.watched = make(chan struct{}), make(chan struct{})
@@ -139,7 +141,12 @@ func (t *terminal) begin() error {
 				return
 			case <-time.After(relayWait):
 			}
-			t.rawInForeground()
+			if back, _ := t.rawInForeground(); back {
+				select {
+				case resize <- unix.SIGWINCH:
+				default: // a resize is pending already
+				}
+			}
 		}
 	}()
 	return nil
@@ -149,29 +156,30 @@ func (t *terminal) begin() error {
 // foreground and it is not raw already: with SIGTTOU blocked on the thread
 // (never stopped for it), and set back should the job have left the
 // foreground meanwhile (the shell's terminal stays as the shell has it).
-func (t *terminal) rawInForeground() error {
+// It reports whether it made it raw (the run got the terminal back).
+func (t *terminal) rawInForeground() (bool, error) {
 	if !t.pty.Foreground() || t.saved.IsRaw() {
-		return nil
+		return false, nil
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	unblock, err := term.BlockOnThread(unix.SIGTTOU)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer unblock()
 	fd := t.saved.Fd()
 	before, err := unix.IoctlGetTermios(fd, unix.TCGETS)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if err := t.saved.MakeRaw(); err != nil {
-		return err
+		return false, err
 	}
 	if !t.pty.Foreground() {
-		return unix.IoctlSetTermios(fd, unix.TCSETS, before)
+		return false, unix.IoctlSetTermios(fd, unix.TCSETS, before)
 	}
-	return nil
+	return true, nil
 }
 
 // warn tells the person at the terminal, which is raw, that a limit

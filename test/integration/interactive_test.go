@@ -603,6 +603,27 @@ func TestInteractiveJobControl(t *testing.T) {
 		background(t, fmt.Sprintf("AGENTJAIL_LAUNCHER=%s %s --tty --user %d --write %s --chdir %s --", sock, clientBin(), runUID, ws, ws), "got-launcher", "")
 	})
 
+	// The kernel sends SIGWINCH only to the terminal's foreground: a
+	// resize while the run is in the background reaches the jail when it
+	// gets the terminal back (fg).
+	t.Run("resized in the background", func(t *testing.T) {
+		t.Parallel()
+		o := shell(t)
+		o.typed(t, aj+" sh -c 'while :; do echo size=$(stty size); sleep 0.2; done' &\r")
+		o.waitShown(t, "size=24 200")
+		if err := unix.IoctlSetWinsize(int(o.master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 30, Col: 100}); err != nil {
+			t.Fatal(err)
+		}
+		o.typed(t, "fg\r")
+		o.waitShown(t, "size=30 100")
+		o.typed(t, "\x03") // ^C, the agent's: the run ends
+		waitFor(t, func() bool { return len(childrenOf(o.cmd.Process.Pid)) == 0 })
+		o.typed(t, "echo code=$?\r")
+		o.waitShown(t, "code=130")
+		o.typed(t, "exit\r")
+		o.wait(t)
+	})
+
 	t.Run("stopped and continued", func(t *testing.T) {
 		t.Parallel()
 		o := shell(t)
