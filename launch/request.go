@@ -34,6 +34,10 @@ type Request struct {
 	ClaudeDir string
 	// TTY says whether the agent gets a terminal of its own (tty.go).
 	TTY TTYMode
+	// Typed: a person types at the run (its stdin is a terminal); Run
+	// sets it. A run with a terminal of its own gets the profile's
+	// interactive limits only then.
+	Typed bool
 	// AllowClipboard lets the agent's clipboard writes (OSC 52) reach the
 	// operator's terminal.
 	AllowClipboard bool

@@ -96,6 +96,7 @@ func run(req Request, stdio IO) (int, error) {
 	// on every path out of here.
 	tty := term.Save(stdio.Stdin)
 	defer tty.Restore()
+	req.Typed = tty != nil
 	if req.TTY = resolveTTY(req.TTY, stdio); req.TTY == TTYOn {
 		signal.Notify(sigs, syscall.SIGWINCH) // the operator's terminal's size, for the agent's
 	}

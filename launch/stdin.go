@@ -129,7 +129,14 @@ func (r *stdinRelay) run() {
 		case n == 0: // ^D at the start of a line
 			r.master.Write(eofOf(r.master))
 		default:
-			if _, err := r.master.Write(buf[:n]); err != nil {
+			out := buf[:n]
+			if !term.EndsLine(r.tty, out) {
+				// `part` then ^D: the operator's terminal passed the
+				// part on without the ^D, which the jail's terminal
+				// needs too, or its line waits for a third.
+				out = append(out, eofOf(r.master)...)
+			}
+			if _, err := r.master.Write(out); err != nil {
 				return
 			}
 		}
@@ -187,12 +194,7 @@ func ttyRdev(fd int) uint64 {
 }
 
 // eofOf is the end-of-file character of the pty whose master is m.
-func eofOf(m *os.File) []byte {
-	if t, err := unix.IoctlGetTermios(int(m.Fd()), unix.TCGETS); err == nil && t.Cc[unix.VEOF] != 0 {
-		return []byte{t.Cc[unix.VEOF]}
-	}
-	return []byte{4}
-}
+func eofOf(m *os.File) []byte { return []byte{term.EOFChar(int(m.Fd()))} }
 
 // openPty returns a new pty's master and slave, neither anyone's
 // controlling terminal.

@@ -45,8 +45,8 @@ func resolveTTY(mode TTYMode, stdio IO) TTYMode {
 // limits.interactive wall and idle limits, where set, instead of those
 // for unattended runs; --timeout and --idle-timeout still win.
 func interactiveLimits(p policy.Policy, req Request) policy.Policy {
-	if req.TTY != TTYOn {
-		return p
+	if req.TTY != TTYOn || !req.Typed {
+		return p // --tty with a pipe on stdin: no one at it
 	}
 	if w := p.Limits.Interactive.Wall; w != nil && req.Timeout == nil {
 		p.Limits.Wall = w

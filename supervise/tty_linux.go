@@ -295,6 +295,7 @@ func (t *typing) copy() {
 		defer unix.Close(t.fd)
 	}
 	buf := make([]byte, 4096)
+	last := byte('\n') // the last byte passed on
 	for {
 		var n int
 		var err error
@@ -338,11 +339,27 @@ func (t *typing) copy() {
 				out = append(out, buf[:n]...)
 			}
 			if len(out) > 0 {
+				last = out[len(out)-1]
 				select {
 				case t.queue <- out:
 				default:
 					t.dropped.Add(int64(len(out)))
 				}
+			}
+		}
+		if err == io.EOF && t.fg == nil {
+			// A stdin that is no terminal ended (--tty with a pipe, or
+			// /dev/null): the agent's terminal passes the end on, as
+			// script(1) does, its end-of-file character after a line
+			// left unfinished flushing that line first.
+			eof := []byte{t.eofChar()}
+			if last != '\n' {
+				eof = append(eof, eof[0])
+			}
+			select {
+			case t.queue <- eof:
+			default:
+				t.dropped.Add(int64(len(eof)))
 			}
 		}
 		if err != nil {
@@ -367,6 +384,15 @@ func (t *typing) write() {
 			t.mu.Unlock()
 		}
 	}
+}
+
+// eofChar is the agent's terminal's end-of-file character.
+func (t *typing) eofChar() byte {
+	c := byte(4)
+	if rc, err := t.master.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) { c = term.EOFChar(int(fd)) })
+	}
+	return c
 }
 
 // suspendKey is Ctrl-Z (VSUSP).

@@ -175,3 +175,26 @@ func (r *resetFirst) Write(p []byte) (int, error) {
 	}
 	return r.w.Write(p)
 }
+
+// EOFChar is the end-of-file character (VEOF) of the terminal fd is, ^D
+// where it has none.
+func EOFChar(fd int) byte {
+	if t, err := unix.IoctlGetTermios(fd, unix.TCGETS); err == nil && t.Cc[unix.VEOF] != 0 {
+		return t.Cc[unix.VEOF]
+	}
+	return 4
+}
+
+// EndsLine reports whether a read of a canonical terminal that returned p
+// ended at the end of a line (a newline, VEOL, VEOL2), not at an
+// end-of-file character typed after part of one, which the line
+// discipline passes on without itself (`part` then ^D); true for a
+// terminal that is not canonical, or unknown.
+func EndsLine(fd int, p []byte) bool {
+	t, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil || t.Lflag&unix.ICANON == 0 || len(p) == 0 {
+		return true
+	}
+	last := p[len(p)-1]
+	return last == '\n' || last != 0 && (last == t.Cc[unix.VEOL] || last == t.Cc[unix.VEOL2])
+}

@@ -495,6 +495,51 @@ func TestInteractiveLimits(t *testing.T) {
 	}
 }
 
+// TestTTYWithAPipe: --tty with a stdin that is no terminal (a script whose
+// tool wants a terminal) passes its end on, as script(1) does, a line left
+// unfinished included, and keeps the profile's own limits: no one types
+// at it. It hung until the interactive idle limit (30 minutes).
+func TestTTYWithAPipe(t *testing.T) {
+	jailed(t)
+	for _, c := range []struct{ name, stdin, want string }{
+		{"nothing", "", "read=[]\ngot-eof\n"},
+		{"a line", "one\n", "read=[one]\ngot-eof\n"},
+		{"a line left unfinished", "part", "read=[part]\ngot-eof\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			rec := recordPath(t)
+			r := invocation{stdin: c.stdin}.run(t, "run", "--tty", "--record", rec, "--", "sh", "-c", `echo "read=[$(cat)]"; echo got-eof`)
+			wantCode(t, r, 0)
+			// What the agent's terminal echoes of the input comes first.
+			if got := strings.ReplaceAll(r.stdout, "\r", ""); !strings.HasSuffix(got, c.want) {
+				t.Errorf("stdout %q, want %q", got, c.want)
+			}
+			if l := readRecord(t, rec, 0).Limits; l.WallMS != 600000 || l.IdleMS != 120000 {
+				t.Errorf("limits %+v, want tier1's own (10m, 2m)", l)
+			}
+		})
+	}
+}
+
+// TestPipesEndOfFileAfterPart: with the operator's terminal on stdin and
+// stdout a pipe, `part` then ^D ^D ends the agent's input as it ends
+// cat's at the terminal itself: the terminal passes `part` on without the
+// first ^D, which the jail's own terminal needs too (a third was needed).
+func TestPipesEndOfFileAfterPart(t *testing.T) {
+	jailed(t)
+	ws := workspace(t)
+	o := atTerminalEnv(t, 24, 200, []string{"PS1=OP$ ", "HOME=/"}, "bash", "--norc", "--noprofile", "-i")
+	o.waitShown(t, "OP$ ")
+	o.typed(t, fmt.Sprintf("%s run --user %d --write %s --chdir %s -- sh -c 'cat; echo EOF-seen' | cat\r", agentjail, runUID, ws, ws))
+	agentjailUnder(t, o.cmd.Process.Pid)
+	o.typed(t, "part\x04\x04")
+	o.waitShown(t, "EOF-seen")
+	waitFor(t, func() bool { return len(childrenOf(o.cmd.Process.Pid)) == 0 }) // what is typed is the shell's again
+	o.typed(t, "exit\r")
+	o.wait(t)
+}
+
 // TestInteractiveWallWarning: the wall limit a run at a terminal takes
 // (limits.interactive's, not the tier's) is announced on the terminal, on
 // a line of its own, while the run goes on: a quarter of the limit ahead
