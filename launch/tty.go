@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -202,7 +203,8 @@ func (t *terminal) end(rec *record.Record, abandoned [2]bool) {
 		close(t.watching)
 		<-t.watched
 	}
-	if _, err := t.saved.Restore(); err != nil {
+	if _, err := t.saved.Restore(); err != nil && !errors.Is(err, unix.EIO) {
+		// EIO: the terminal hung up; there is nothing to restore.
 		rec.Warnings = append(rec.Warnings, fmt.Sprintf("cannot restore the terminal's modes: %v; run `stty sane`", err))
 	}
 	if len(t.filters) == 0 && t.pty == nil {

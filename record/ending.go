@@ -26,6 +26,8 @@ func (r *Record) Ending() string {
 		what = fmt.Sprintf("wall limit %s reached (exit %d)", ms(r.Limits.WallMS), r.ExitCode)
 	case r.Reason == ReasonIdleTimeout:
 		what = fmt.Sprintf("idle limit %s reached: no output for that long (exit %d)", ms(r.Limits.IdleMS), r.ExitCode)
+	case r.Reason == ReasonStopped && r.Terminal != nil && r.Terminal.EndedByEscape:
+		what = fmt.Sprintf("ended by the operator's ~. (exit %d)", r.ExitCode)
 	case r.Reason == ReasonStopped:
 		what = fmt.Sprintf("stopped by agentjail stop (exit %d)", r.ExitCode)
 	case r.Reason == ReasonInterrupted && r.Signal != nil:

@@ -14,6 +14,7 @@ func TestEnding(t *testing.T) {
 		{Record{Reason: ReasonWallTimeout, ExitCode: 124, Limits: Limits{WallMS: 2000}}, "the run ended: wall limit 2s reached (exit 124)"},
 		{Record{Reason: ReasonIdleTimeout, ExitCode: 124, Limits: Limits{IdleMS: 120000}}, "the run ended: idle limit 2m0s reached: no output for that long (exit 124)"},
 		{Record{Reason: ReasonStopped, ExitCode: 124}, "the run ended: stopped by agentjail stop (exit 124)"},
+		{Record{Reason: ReasonStopped, ExitCode: 124, Terminal: &Terminal{EndedByEscape: true}}, "the run ended: ended by the operator's ~. (exit 124)"},
 		{Record{Reason: ReasonInterrupted, ExitCode: 143, Signal: &sig}, "the run ended: agentjail received SIGTERM (exit 143)"},
 		{Record{Reason: ReasonViolation, ExitCode: 123, Violations: []Note{{What: ViolationProtected}, {What: ViolationSetID}, {What: ViolationProtected}}},
 			"the run ended: the checks after it found the policy violated (2 protected, 1 setid, listed above) (exit 123)"},

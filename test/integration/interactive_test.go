@@ -460,7 +460,7 @@ func TestInteractiveEscape(t *testing.T) {
 	o.typed(t, "~.")
 	code, out := o.wait(t)
 	r := readRecord(t, rec, code)
-	if code != 124 || r.Reason != "stopped" || r.Terminal == nil || !r.Terminal.EndedByEscape {
+	if code != 124 || r.Reason != "stopped" || r.Terminal == nil || !r.Terminal.EndedByEscape || !strings.Contains(out, "agentjail: the run ended: ended by the operator's ~. (exit 124)") {
 		t.Errorf("exit %d, reason %s, terminal %+v; the terminal showed %q", code, r.Reason, r.Terminal, out)
 	}
 }
