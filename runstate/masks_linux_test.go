@@ -10,6 +10,18 @@ import (
 	"time"
 )
 
+// twoRuns are two runs holding the placeholder ph.
+func twoRuns(t *testing.T, reg, ph string) (a, b *Masks) {
+	t.Helper()
+	for _, m := range []**Masks{&a, &b} {
+		var err error
+		if *m, err = holdMasks(reg, []string{ph}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a, b
+}
+
 func holdMasks(reg string, paths []string) (*Masks, error) {
 	v, err := ViewMasks(reg)
 	defer v.Close()
@@ -118,14 +130,7 @@ func TestMasksLastRunOutRemovesPlaceholder(t *testing.T) {
 	t.Parallel()
 	reg, root := t.TempDir(), t.TempDir()
 	ph := filepath.Join(root, ".mcp.json")
-	a, err := holdMasks(reg, []string{ph})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := holdMasks(reg, []string{ph})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b := twoRuns(t, reg, ph)
 	os.WriteFile(ph, nil, 0o444) // what bwrap creates as the mount point
 	if !isMask(reg, ph) || isMask(reg, ph+"x") {
 		t.Fatalf("registry does not know %s", ph)
@@ -304,14 +309,7 @@ func TestSweepMasksSkipsWhatLiveRunsHold(t *testing.T) {
 	t.Parallel()
 	reg, root := t.TempDir(), t.TempDir()
 	ph := filepath.Join(root, ".env")
-	a, err := holdMasks(reg, []string{ph})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := holdMasks(reg, []string{ph})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b := twoRuns(t, reg, ph)
 	os.WriteFile(ph, nil, 0o444)
 	v, err := ViewMasks(reg)
 	if err != nil {
