@@ -106,19 +106,20 @@ func (w *setIDWalk) change(git string) {
 	w.changed[git] = true
 }
 
-// bornSince reports whether name in dirfd came to be since the run
-// started: its birth time, or, where the file system keeps none, the
-// change time of one that is no directory (a directory's changes with
-// what it holds).
-func (w *setIDWalk) bornSince(dirfd int, name string) bool {
+// sinceRun reports, of name in dirfd, whether it came to be since the run
+// started (its birth time, or, where the file system keeps none, the
+// change time of one that is no directory: a directory's changes with
+// what it holds), and whether it changed since: one statx.
+func (w *setIDWalk) sinceRun(dirfd int, name string) (born, changed bool) {
 	var stx unix.Statx_t
 	if unix.Statx(dirfd, name, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BTIME|unix.STATX_CTIME|unix.STATX_TYPE, &stx) != nil {
-		return false
+		return false, false
 	}
+	changed = changedSince(unix.Timespec{Sec: stx.Ctime.Sec, Nsec: int64(stx.Ctime.Nsec)}, w.since)
 	if stx.Mask&unix.STATX_BTIME != 0 {
-		return changedSince(unix.Timespec{Sec: stx.Btime.Sec, Nsec: int64(stx.Btime.Nsec)}, w.since)
+		return changedSince(unix.Timespec{Sec: stx.Btime.Sec, Nsec: int64(stx.Btime.Nsec)}, w.since), changed
 	}
-	return stx.Mode&unix.S_IFMT != unix.S_IFDIR && changedSince(unix.Timespec{Sec: stx.Ctime.Sec, Nsec: int64(stx.Ctime.Nsec)}, w.since)
+	return stx.Mode&unix.S_IFMT != unix.S_IFDIR && changed, changed
 }
 
 // dir walks the directory open as fd (named p), and closes fd. git is
@@ -145,15 +146,19 @@ func (w *setIDWalk) entry(dirfd int, dir, git string, e fs.DirEntry) {
 	t := e.Type()
 	switch {
 	case git != "":
-		if !w.changed[git] && w.changedSinceAt(dirfd, name) {
-			w.change(git) // what it holds changed
+		// What an older .git holds changed: a directory's change time
+		// says here, a file's where the set-id check below reads it.
+		if t.IsDir() && !w.changed[git] && w.changedSinceAt(dirfd, name) {
+			w.change(git)
 		}
-	case name != ".git":
-	case w.bornSince(dirfd, name):
-		w.newGit = append(w.newGit, p)
-	default:
+	case name == ".git":
+		born, changed := w.sinceRun(dirfd, name)
+		if born {
+			w.newGit = append(w.newGit, p)
+			break
+		}
 		git = p // older: its change time, and what it holds, tell
-		if w.changedSinceAt(dirfd, name) {
+		if changed {
 			w.change(git)
 		}
 	}
@@ -172,6 +177,9 @@ func (w *setIDWalk) entry(dirfd int, dir, git string, e fs.DirEntry) {
 	var st unix.Stat_t
 	if unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || !changedSince(st.Ctim, w.since) {
 		return
+	}
+	if git != "" {
+		w.change(git)
 	}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:

@@ -113,14 +113,16 @@ func TestChangedSince(t *testing.T) {
 // renamed to .git keeps its birth time), and not at all when untouched.
 func TestScanAfterRunFindsNewGit(t *testing.T) {
 	root := t.TempDir()
-	for _, d := range []string{"old/.git/objects", "quiet/.git/objects", "node_modules/pkg/prepared/hooks"} {
+	for _, d := range []string{"old/.git/objects", "quiet/.git/objects", "edited/.git", "node_modules/pkg/prepared/hooks"} {
 		os.MkdirAll(filepath.Join(root, d), 0o755)
 	}
+	os.WriteFile(filepath.Join(root, "edited/.git/config"), nil, 0o644)
 	os.WriteFile(filepath.Join(root, "node_modules/pkg/prepared/config"), nil, 0o644)
 	time.Sleep(20 * time.Millisecond) // the coarse clock moves (no timing is asserted)
 	since := RunClock()
 	time.Sleep(20 * time.Millisecond)
-	os.WriteFile(filepath.Join(root, "old/.git/objects/new"), nil, 0o644) // the old .git changes
+	os.WriteFile(filepath.Join(root, "old/.git/objects/new"), nil, 0o644)                               // the old .git changes
+	os.WriteFile(filepath.Join(root, "edited/.git/config"), []byte("[core]\n\tfsmonitor = x\n"), 0o644) // in place
 	// A directory made before the run, renamed to .git during it.
 	os.Rename(filepath.Join(root, "node_modules/pkg/prepared"), filepath.Join(root, "node_modules/pkg/.git"))
 	for _, d := range []string{"node_modules/x/.git", "vendor/objects/y/.git"} {
@@ -136,7 +138,7 @@ func TestScanAfterRunFindsNewGit(t *testing.T) {
 	if !slices.Equal(scan.Born, want) {
 		t.Errorf("born %q, want %q", scan.Born, want)
 	}
-	if want := []string{filepath.Join(root, "node_modules/pkg/.git"), filepath.Join(root, "old/.git")}; !slices.Equal(scan.Changed, want) {
+	if want := []string{filepath.Join(root, "edited/.git"), filepath.Join(root, "node_modules/pkg/.git"), filepath.Join(root, "old/.git")}; !slices.Equal(scan.Changed, want) {
 		t.Errorf("changed %q, want %q", scan.Changed, want)
 	}
 }

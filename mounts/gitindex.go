@@ -52,29 +52,29 @@ func (f *finder) skippedLinks(g, top string) {
 		return len(name) <= maxGitlinkName && (skipped || slices.ContainsFunc(strings.Split(string(name), "/"), func(e string) bool { return slices.Contains(skipDirs, e) })) &&
 			underAny(path.Join(top, string(name)), f.roots)
 	}
-	var links, candidates []string
+	var repos []string // in index order, each once
 	kept := map[string]bool{}
 	replaced, over := false, false
-	keep := func(list *[]string, name []byte) {
+	keep := func(name []byte) {
 		switch {
 		case kept[string(name)]:
 		case len(kept) == maxGitlinks:
 			over = true
 		default:
 			kept[string(name)] = true
-			*list = append(*list, string(name))
+			repos = append(repos, string(name))
 		}
 	}
 	gitlink := func(mode uint32, name []byte) {
 		switch {
-		case mode&0o170000 != 0o160000:
+		case !isGitlink(mode):
 		case len(name) == 0:
 			// A split index's entry that replaces one of its shared
 			// index's, which has the name (the replace bitmap says
 			// which: not read here).
 			replaced = true
 		case wanted(name):
-			keep(&links, name)
+			keep(name)
 		}
 	}
 	shared, ok := f.indexEntries(path.Join(g, "index"), hashLen, gitlink)
@@ -88,8 +88,8 @@ func (f *finder) skippedLinks(g, top string) {
 	if len(shared) >= hashLen {
 		f.indexEntries(path.Join(g, "sharedindex."+hex.EncodeToString(shared[:hashLen])), hashLen, func(mode uint32, name []byte) {
 			gitlink(mode, name)
-			if replaced && mode&0o170000 != 0o160000 && len(name) > 0 && wanted(name) && exists(f.d, path.Join(top, string(name), ".git")) {
-				keep(&candidates, name)
+			if replaced && !isGitlink(mode) && len(name) > 0 && wanted(name) && exists(f.d, path.Join(top, string(name), ".git")) {
+				keep(name)
 			}
 		})
 	}
@@ -100,10 +100,14 @@ func (f *finder) skippedLinks(g, top string) {
 			ErrGitFile, policy.Quote(idx), maxGitlinks, policy.ShellQuote(idx), policy.ShellQuote(path.Join(g, "sharedindex."))+"*"))
 		return
 	}
-	for _, l := range append(links, candidates...) {
+	for _, l := range repos {
 		f.repo(path.Join(top, l))
 	}
 }
+
+// isGitlink reports whether an index entry's mode is a gitlink's
+// (160000: a submodule's commit).
+func isGitlink(mode uint32) bool { return mode&0o170000 == 0o160000 }
 
 // indexEntries reads the index at p (Documentation/gitformat-index.txt,
 // versions 2 to 4, object ids of hashLen bytes) and calls each with every
@@ -134,7 +138,7 @@ func (f *finder) indexEntries(p string, hashLen int, each func(mode uint32, name
 // SHA-1 index read from r, and what its link extension holds.
 func gitlinks(r io.Reader) (links []string, shared []byte) {
 	shared = readIndex(r, 20, func(mode uint32, name []byte) {
-		if mode&0o170000 == 0o160000 {
+		if isGitlink(mode) {
 			links = append(links, string(name))
 		}
 	})
