@@ -86,14 +86,16 @@ func (f *finder) repository(dir string, names []string) bool {
 	return true
 }
 
-// IsGitDir reports whether a directory whose entries has reports is a git
-// directory to git (setup.c, is_git_directory): it holds HEAD, and objects
-// and refs, or a commondir naming the directory that holds them. Whatever
-// they are: git asks only access(X_OK) of objects and refs, which a link
-// to a directory passes (and an executable file), and the jail's agent
-// chooses what they are. HEAD's removal ends it.
+// IsGitDir reports whether a directory whose entries has reports may be a
+// git directory to git (setup.c, is_git_directory): it holds HEAD, and
+// refs, or a commondir naming the directory that holds them. git asks for
+// objects too, unless GIT_OBJECT_DIRECTORY names them elsewhere, which an
+// operator's environment may: so objects is not asked here. Whatever they
+// are: git asks only access(X_OK) of objects and refs, which a link to a
+// directory passes (and an executable file), and the jail's agent chooses
+// what they are. HEAD's removal ends it.
 func IsGitDir(has func(name string) bool) bool {
-	return has("HEAD") && (has("commondir") || has("objects") && has("refs"))
+	return has("HEAD") && (has("commondir") || has("refs"))
 }
 
 // bare is IsGitDir of a directory's entries, sorted.

@@ -310,3 +310,25 @@ func TestRenderRefusesARootInAProtectedPath(t *testing.T) {
 		t.Errorf("--write /srv/proj/tools: %v", err)
 	}
 }
+
+// TestIsGitDir holds IsGitDir to git's is_git_directory in every
+// environment an operator's git may run in: with GIT_OBJECT_DIRECTORY set,
+// git takes a directory without objects.
+func TestIsGitDir(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		names []string
+		want  bool
+	}{
+		{[]string{"HEAD", "objects", "refs"}, true},
+		{[]string{"HEAD", "refs"}, true}, // GIT_OBJECT_DIRECTORY=…
+		{[]string{"HEAD", "commondir"}, true},
+		{[]string{"HEAD", "objects"}, false},
+		{[]string{"objects", "refs"}, false},
+		{[]string{"HEAD"}, false},
+	} {
+		if got := bare(c.names); got != c.want {
+			t.Errorf("IsGitDir(%v) = %v, want %v", c.names, got, c.want)
+		}
+	}
+}
