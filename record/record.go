@@ -67,7 +67,7 @@ type Record struct {
 	Signal *string `json:"signal"`
 	// AgentExitCode is the agent's status as bwrap reports it (128+n after
 	// death by signal n); nil when the agent never ran or bwrap could not
-	// say. AgentSignal names n when the code is above 128; bwrap reports
+	// say (killed with the jail's cgroup at a pids cap). AgentSignal names n when the code is above 128; bwrap reports
 	// `exit 143` and death by SIGTERM alike, so AgentSignalAmbiguous is then
 	// true.
 	AgentExitCode        *int    `json:"agent_exit_code"`

@@ -106,6 +106,11 @@ func TestEscapeExhaustion(t *testing.T) {
 		if s := rec.SignalsSent; len(s) != 1 || s[0].Signal != "SIGKILL" || s[0].Target != "group" {
 			t.Errorf("signals sent %+v, want one SIGKILL to the jail's group, no grace", s)
 		}
+		// The cgroup's kill takes bubblewrap too, before it can report the
+		// agent's status (docs/supervision.md, agent_exit_code).
+		if rec.AgentExitCode != nil {
+			t.Errorf("agent_exit_code %d, want null: bubblewrap is killed with the jail", *rec.AgentExitCode)
+		}
 		lines := agentjailLines(r.stderr)
 		if len(lines) != 1 || !strings.HasPrefix(lines[0], "agentjail: the run ended: limits.pids reached (4096 tasks)") || !strings.Contains(lines[0], "exit 122") {
 			t.Errorf("agentjail's own lines on stderr %q, want the one about limits.pids", lines)
