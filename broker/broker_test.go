@@ -79,14 +79,26 @@ type world struct {
 	plain   *httptest.Server
 	tlsSrv  *httptest.Server
 	refused []string
+	saw     string // what plain was last sent, as it answers
 	mu      sync.Mutex
+}
+
+// lastSent is what the plain server was sent last.
+func (w *world) lastSent() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.saw
 }
 
 func newWorld(t testing.TB, extra func(*Config)) *world {
 	t.Helper()
 	w := &world{}
 	w.plain = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(rw, "plain %s %s key=%s auth=%s", r.Method, r.URL.Path, r.Header.Get("X-Api-Key"), r.Header.Get("Authorization"))
+		saw := fmt.Sprintf("plain %s %s key=%s auth=%s", r.Method, r.URL.Path, r.Header.Get("X-Api-Key"), r.Header.Get("Authorization"))
+		w.mu.Lock()
+		w.saw = saw
+		w.mu.Unlock()
+		io.WriteString(rw, saw) // an echo: an API route masks the credential in it
 	}))
 	w.tlsSrv = httptest.NewTLSServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(rw, "tls %s", r.Host)
@@ -260,8 +272,11 @@ func TestBrokerAPIRoute(t *testing.T) {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if want := "plain POST /base/v1/messages " + c.want; string(body) != want {
-			t.Errorf("%s: %s: upstream saw %q, want %q", c.header, c.value, body, want)
+		if want, saw := "plain POST /base/v1/messages "+c.want, w.lastSent(); saw != want {
+			t.Errorf("%s: %s: upstream saw %q, want %q", c.header, c.value, saw, want)
+		}
+		if strings.Contains(string(body), "REAL-") {
+			t.Errorf("%s: %s: the upstream's echo %q reached the jail", c.header, c.value, body)
 		}
 	}
 	// A TRACE would come back with the real key in it, in any spelling.

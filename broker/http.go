@@ -315,11 +315,21 @@ func (p *bufferPool) Get() []byte {
 
 func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
 
-// proxied runs one request through a reverse proxy and records it. With
-// bulk, a big body may leave the reverse proxy for the tunnels' path
-// (bulkBody).
-func (b *Broker) proxied(w http.ResponseWriter, r *http.Request, c record.Connection, rewrite func(*httputil.ProxyRequest), t http.RoundTripper, bulk bool) {
+// relay is how proxied forwards a request.
+type relay struct {
+	rewrite   func(*httputil.ProxyRequest)
+	transport http.RoundTripper
+	// bulk: a big body may leave the reverse proxy for the tunnels' path
+	// (bulkBody).
+	bulk bool
+	// redact: the credentials an API route adds, masked in its answers.
+	redact *redactor
+}
+
+// proxied runs one request through a reverse proxy and records it.
+func (b *Broker) proxied(w http.ResponseWriter, r *http.Request, c record.Connection, how relay) {
 	start := time.Now()
+	bulk, red := how.bulk, how.redact
 	var up, down tally
 	var failed error
 	var why string    // the upstream could not be reached: said once
@@ -330,16 +340,27 @@ func (b *Broker) proxied(w http.ResponseWriter, r *http.Request, c record.Connec
 		}))
 	}
 	rp := &httputil.ReverseProxy{
-		Transport: t,
+		Transport: how.transport,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			if pr.Out.Body != nil && pr.Out.Body != http.NoBody {
 				pr.Out.Body = counter{pr.Out.Body, &up}
 			}
 			pr.Out.Header.Del("Proxy-Authorization")
-			rewrite(pr)
+			how.rewrite(pr)
+			if red != nil {
+				// The transport asks for gzip and takes it off: the
+				// body is read plain.
+				pr.Out.Header.Del("Accept-Encoding")
+			}
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			c.Status = resp.StatusCode
+			if red != nil {
+				if err := readable(resp); err != nil {
+					return err
+				}
+				resp.Body = &redactedBody{ReadCloser: resp.Body, r: red}
+			}
 			resp.Body = counter{resp.Body, &down}
 			if bulk && bulky(r, resp, used) {
 				resp.Header.Set("Connection", "close")
@@ -350,7 +371,13 @@ func (b *Broker) proxied(w http.ResponseWriter, r *http.Request, c record.Connec
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			failed, why = err, unreachable(c, err)
 			c.Status = http.StatusBadGateway
-			http.Error(w, fmt.Sprintf("agentjail: cannot reach %s: %v", hostPort(c.Host, c.Port), err), http.StatusBadGateway)
+			msg := fmt.Sprintf("agentjail: cannot reach %s: %v", hostPort(c.Host, c.Port), err)
+			var u unreadable
+			if errors.As(err, &u) {
+				why = fmt.Sprintf("%s (%s): %v; the jail was answered 502", hostPort(c.Host, c.Port), c.Rule, err)
+				msg = fmt.Sprintf("agentjail: %s: %v", hostPort(c.Host, c.Port), err)
+			}
+			http.Error(w, msg, http.StatusBadGateway)
 		},
 		ErrorLog:   discardLog,
 		BufferPool: copyBuffers,
@@ -386,7 +413,12 @@ func (b *Broker) proxied(w http.ResponseWriter, r *http.Request, c record.Connec
 		finish(&c, start, failed)
 		b.note(c, why)
 	}()
-	rp.ServeHTTP(w, r)
+	if red == nil {
+		rp.ServeHTTP(w, r)
+	} else {
+		rp.ServeHTTP(&redactedWriter{ResponseWriter: w, r: red}, r)
+		red.header(w.Header()) // the trailers
+	}
 	cut = false
 }
 
@@ -412,10 +444,10 @@ func (b *Broker) forwardHTTP(w http.ResponseWriter, r *http.Request) {
 		c.Addr = v.addrs[0].String()
 	}
 	r = r.WithContext(context.WithValue(r.Context(), verdictKey{}, v))
-	b.proxied(w, r, c, func(pr *httputil.ProxyRequest) {
+	b.proxied(w, r, c, relay{rewrite: func(pr *httputil.ProxyRequest) {
 		pr.Out.URL = pr.In.URL
 		pr.Out.Host = pr.In.Host
-	}, b.forward, v.proxy == nil)
+	}, transport: b.forward, bulk: v.proxy == nil})
 }
 
 // apiMethods are what an API route forwards: what the agents' APIs use.
@@ -455,6 +487,10 @@ func (b *Broker) route(w http.ResponseWriter, r *http.Request) {
 	for _, h := range methodOverrides {
 		r.Header.Del(h)
 	}
+	if up := r.Header.Get("Upgrade"); up != "" {
+		http.Error(w, fmt.Sprintf("agentjail: the API route /%s/ takes no protocol upgrade (Upgrade: %s): agentjail reads each answer for the credential it adds", rt.Name, strconv.Quote(up)), http.StatusBadRequest)
+		return
+	}
 	if dotSegments(r.URL.EscapedPath()) {
 		http.Error(w, fmt.Sprintf("agentjail: the API route /%s/ takes no . or .. in its path, got %s", rt.Name, strconv.Quote(r.URL.EscapedPath())), http.StatusBadRequest)
 		return
@@ -464,13 +500,13 @@ func (b *Broker) route(w http.ResponseWriter, r *http.Request) {
 	if b.proxyFor(up.Scheme, up.Hostname(), portOf(up)) != nil {
 		c.Via = "upstream-proxy"
 	}
-	b.proxied(w, r, c, func(pr *httputil.ProxyRequest) {
+	b.proxied(w, r, c, relay{rewrite: func(pr *httputil.ProxyRequest) {
 		pr.SetURL(up)
 		pr.Out.URL.Path, pr.Out.URL.RawPath = joinPath(up, rest)
 		pr.Out.URL.RawQuery = pr.In.URL.RawQuery
 		pr.Out.Host = up.Host
 		swap(pr.Out.Header, rt.Secrets)
-	}, b.api, false)
+	}, transport: b.api, redact: newRedactor(rt.Secrets)})
 }
 
 // dotSegments says whether a request's escaped path holds a . or ..

@@ -1,0 +1,166 @@
+package broker
+
+import (
+	"compress/gzip"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"net/textproto"
+	"net/url"
+	"strings"
+	"testing"
+	"testing/iotest"
+	"time"
+)
+
+// TestBrokerAPIRouteMasksEchoedCredentials: an upstream that echoes what
+// it was sent (a debugging endpoint, a gateway's error page) had handed
+// the jail the credential the route adds, in a header, a 1xx answer, a
+// trailer or the body, plain or compressed. Each is masked now, the body
+// keeping its length, and an answer that could not be read is refused.
+func TestBrokerAPIRouteMasksEchoedCredentials(t *testing.T) {
+	t.Parallel()
+	var sawEncoding string
+	up := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("X-Api-Key") + r.Header.Get("Authorization")
+		sawEncoding = r.Header.Get("Accept-Encoding")
+		f := http.NewResponseController(rw)
+		switch r.URL.Path {
+		case "/base/headers":
+			rw.Header().Set("X-Echo", "you sent "+key)
+			rw.Header().Set("X-"+strings.TrimPrefix(key, "Bearer "), "as a name")
+			rw.Header().Set("Trailer", "X-Trailer")
+			rw.Header().Add("Link", key) // in the 103 too
+			rw.WriteHeader(http.StatusEarlyHints)
+			rw.Header().Del("Link")
+			rw.WriteHeader(http.StatusOK)
+			io.WriteString(rw, "ok")
+			rw.Header().Set("X-Trailer", key)
+		case "/base/split":
+			// The key in two writes, flushed apart: two reads here.
+			rw.Header().Set("Content-Length", fmt.Sprint(len("key: ")+len(key)+len(" end")))
+			io.WriteString(rw, "key: "+key[:3])
+			f.Flush()
+			time.Sleep(20 * time.Millisecond)
+			io.WriteString(rw, key[3:]+" end")
+		case "/base/gzip":
+			rw.Header().Set("Content-Encoding", "gzip")
+			z := gzip.NewWriter(rw)
+			io.WriteString(z, "zipped "+key)
+			z.Close()
+		case "/base/br":
+			rw.Header().Set("Content-Encoding", "br")
+			io.WriteString(rw, "not really br "+key)
+		}
+	}))
+	t.Cleanup(up.Close)
+	w := newWorld(t, nil)
+	w.b.cfg.Routes[0].Upstream, _ = url.Parse(up.URL + "/base")
+	client := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	do := func(path string, hdr ...string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "http://"+w.addr+"/anthropic"+path, nil)
+		req.Header.Set("X-Api-Key", "placeholder-key")
+		req.Header.Set("Accept-Encoding", "br")
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(body)
+	}
+	leaks := func(what string, s ...string) {
+		t.Helper()
+		for _, x := range s {
+			if strings.Contains(x, "REAL-KEY") {
+				t.Errorf("%s: the credential reached the jail: %q", what, x)
+			}
+		}
+	}
+
+	resp, body := do("/headers")
+	leaks("headers", strings.ToUpper(fmt.Sprint(resp.Header)), fmt.Sprint(resp.Trailer), body)
+	if got := resp.Header.Get("X-Echo"); got != "you sent xxxxxxxx" || resp.Header.Get("X-xxxxxxxx") != "as a name" || resp.Trailer.Get("X-Trailer") != "xxxxxxxx" {
+		t.Errorf("headers %v, trailers %v: want each credential masked", resp.Header, resp.Trailer)
+	}
+	var hints []string
+	req, _ := http.NewRequest("GET", "http://"+w.addr+"/anthropic/headers", nil)
+	req.Header.Set("X-Api-Key", "placeholder-key")
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+			hints = append(hints, fmt.Sprint(code, h))
+			return nil
+		}}))
+	if resp, err := client.Do(req); err == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	if len(hints) != 1 || !strings.Contains(hints[0], "xxxxxxxx") {
+		t.Errorf("103 headers %q, want one with the credential masked", hints)
+	}
+	leaks("103", hints...)
+
+	resp, body = do("/split")
+	if body != "key: xxxxxxxx end" || resp.ContentLength != int64(len(body)) {
+		t.Errorf("split: %q (Content-Length %d), want the key masked across the reads, the length kept", body, resp.ContentLength)
+	}
+	resp, body = do("/gzip")
+	if body != "zipped xxxxxxxx" || sawEncoding != "gzip" || resp.Header.Get("Content-Encoding") != "" {
+		t.Errorf("gzip: %q (upstream asked for %q, answered in %q), want it asked in gzip and read plain", body, sawEncoding, resp.Header.Get("Content-Encoding"))
+	}
+	resp, body = do("/br")
+	leaks("br", body)
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, `Content-Encoding "br", which agentjail does not read`) {
+		t.Errorf("an answer in a coding not asked for: %d %q, want 502 saying why", resp.StatusCode, body)
+	}
+	resp, body = do("/headers", "Connection", "Upgrade", "Upgrade", "websocket")
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "takes no protocol upgrade") {
+		t.Errorf("an upgrade: %d %q, want 400", resp.StatusCode, body)
+	}
+}
+
+// TestRedactedBody reads bodies in every size of read, a credential
+// across each boundary, and one that only begins like one.
+func TestRedactedBody(t *testing.T) {
+	t.Parallel()
+	r := newRedactor(map[string]string{"a": "sk-ant-0123456789abcdefghijklmnop", "b": "sk-ant-0123"})
+	long, short := "sk-ant-0123456789abcdefghijklmnop", "sk-ant-0123"
+	for _, c := range []struct{ in, want string }{
+		{"x " + long + " y " + long, "x agentjail-redacted-xxxxxxxxxxxxxx y agentjail-redacted-xxxxxxxxxxxxxx"},
+		{short + "!", "xxxxxxxxxxx!"},
+		{"sk-ant-01", "sk-ant-01"}, // held to the end, then given
+		{"sk-sk-ant-0123", "sk-xxxxxxxxxxx"},
+		{"", ""},
+	} {
+		for _, size := range []int{1, 2, 7, 4096} {
+			in := io.NopCloser(iotest.OneByteReader(strings.NewReader(c.in)))
+			if size > 1 {
+				in = io.NopCloser(iotest.HalfReader(strings.NewReader(c.in)))
+			}
+			got, err := io.ReadAll(&limitedReads{&redactedBody{ReadCloser: in, r: r}, size})
+			if err != nil || string(got) != c.want {
+				t.Errorf("%q in reads of %d: %q %v, want %q", c.in, size, got, err, c.want)
+			}
+		}
+	}
+	if b := []byte("data: x\n\n"); r.mask(b, false) != len(b) {
+		t.Error("an event's end was held")
+	}
+	if newRedactor(map[string]string{"p": ""}) != nil {
+		t.Error("a redactor of no credential")
+	}
+}
+
+// limitedReads reads at most n bytes a call.
+type limitedReads struct {
+	r io.Reader
+	n int
+}
+
+func (l *limitedReads) Read(p []byte) (int, error) { return l.r.Read(p[:min(len(p), l.n)]) }
