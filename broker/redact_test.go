@@ -1,9 +1,11 @@
 package broker
 
 import (
+	"bufio"
 	"compress/gzip"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
@@ -119,6 +121,40 @@ func TestBrokerAPIRouteMasksEchoedCredentials(t *testing.T) {
 	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, `Content-Encoding "br", which agentjail does not read`) {
 		t.Errorf("an answer in a coding not asked for: %d %q, want 502 saying why", resp.StatusCode, body)
 	}
+	// An echo that is no HTTP server: the transport's error quotes the
+	// line it could not read.
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close() })
+	go func() {
+		for {
+			c, err := raw.Accept()
+			if err != nil {
+				return
+			}
+			br := bufio.NewReader(c)
+			for {
+				line, err := br.ReadString('\n')
+				if err != nil || line == "\r\n" {
+					break
+				}
+				if k, ok := strings.CutPrefix(line, "X-Api-Key: "); ok {
+					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nkey %s", k)
+				}
+			}
+			c.Close()
+		}
+	}()
+	w.b.cfg.Routes[0].Upstream, _ = url.Parse("http://" + raw.Addr().String())
+	resp, body = do("/echo")
+	leaks("a malformed answer", body)
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, "xxxxxxxx") {
+		t.Errorf("an echo that is no HTTP: %d %q, want 502 quoting the masked line", resp.StatusCode, body)
+	}
+	w.b.cfg.Routes[0].Upstream, _ = url.Parse(up.URL + "/base")
+
 	resp, body = do("/headers", "Connection", "Upgrade", "Upgrade", "websocket")
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "takes no protocol upgrade") {
 		t.Errorf("an upgrade: %d %q, want 400", resp.StatusCode, body)
