@@ -326,3 +326,18 @@ func TestSweepMasksSkipsWhatLiveRunsHold(t *testing.T) {
 		t.Error("the last run out left its placeholder")
 	}
 }
+
+// TestSweepMasksSaysWhatItCannotRead: a registry that is missing is
+// nothing to sweep; one that cannot be read is said, not taken for empty.
+func TestSweepMasksSaysWhatItCannotRead(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := SweepMasks(filepath.Join(dir, "none")); err != nil {
+		t.Errorf("a missing registry: %v, want nothing to do", err)
+	}
+	notDir := filepath.Join(dir, "file")
+	os.WriteFile(notDir, nil, 0o600)
+	if err := SweepMasks(notDir); err == nil || !strings.HasPrefix(err.Error(), "mask registry: ") {
+		t.Errorf("a registry that is a file: %v, want an error naming the mask registry", err)
+	}
+}
