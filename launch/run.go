@@ -288,6 +288,7 @@ func run(req Request, stdio IO) (int, error) {
 	}
 	j.degraded(notices, rec.Degradations[len(spec.Record.Degradations):]...)
 	if merr := sess.endJail(); merr != nil {
+		rec.Warnings = append(rec.Warnings, merr.Error())
 		PrintError(stdio.Stderr, merr)
 	}
 	if runErr != nil {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -63,6 +64,52 @@ func lockRegistry(dir string, how int) (*os.File, error) {
 		return nil, fmt.Errorf("mask registry lock: %w", err)
 	}
 	return f, nil
+}
+
+// ErrRegistryBusy is a removal that did not get the registry within its
+// wait: another run's look at it lasts (the checks after a run walk the
+// writable roots in one look, as long as the agent made them to take).
+// The placeholders stay, registered, for a later run to remove: a run that
+// ends must not wait on another's walk, nor a run that starts.
+var ErrRegistryBusy = errors.New("the mask registry is busy")
+
+// Waits for the registry's exclusive lock: a release, then a sweep, which
+// the next run repeats anyway.
+var (
+	releaseWait = 5 * time.Second
+	sweepWait   = 500 * time.Millisecond
+)
+
+// lockRegistryWithin is lockRegistry that waits at most wait for how,
+// else returns ErrRegistryBusy. A request given up on is left to finish
+// and then let go.
+func lockRegistryWithin(dir string, how int, wait time.Duration) (*os.File, error) {
+	f, err := lockRegistry(dir, how|unix.LOCK_NB)
+	if !errors.Is(err, unix.EWOULDBLOCK) {
+		return f, err
+	}
+	f, err = os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, fmt.Errorf("mask registry lock: %w", err)
+	}
+	got := make(chan error, 1)
+	go func() { got <- unix.Flock(int(f.Fd()), how) }()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case err := <-got:
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("mask registry lock: %w", err)
+		}
+		return f, nil
+	case <-timer.C:
+		go func() {
+			<-got
+			f.Close()
+		}()
+		return nil, fmt.Errorf("%w: another run's look at it lasted over %v", ErrRegistryBusy, wait)
+	}
 }
 
 // MaskView is a look at the registry that no removal interrupts: until
@@ -157,7 +204,16 @@ func (m *Masks) Release() error {
 		m.paths = nil
 		return nil // other live runs hold them all: the last one out removes them
 	}
-	lock, err := lockRegistry(m.dir, unix.LOCK_EX)
+	lock, err := lockRegistryWithin(m.dir, unix.LOCK_EX, releaseWait)
+	if errors.Is(err, ErrRegistryBusy) {
+		left := m.paths
+		m.paths = nil
+		some := strings.Join(left[:min(len(left), 3)], ", ")
+		if len(left) > 3 {
+			some += ", …"
+		}
+		return fmt.Errorf("%d mask placeholders left in place (%s): %w; the next run removes them (every start sweeps the registry)", len(left), some, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -195,7 +251,10 @@ func SweepMasks(dir string) error {
 	if !anyUnheld(all) {
 		return nil
 	}
-	lock, err := lockRegistry(dir, unix.LOCK_EX)
+	lock, err := lockRegistryWithin(dir, unix.LOCK_EX, sweepWait)
+	if errors.Is(err, ErrRegistryBusy) {
+		return nil // the next run sweeps
+	}
 	if err != nil {
 		return err
 	}

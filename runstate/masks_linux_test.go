@@ -1,6 +1,7 @@
 package runstate
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -339,5 +340,35 @@ func TestSweepMasksSaysWhatItCannotRead(t *testing.T) {
 	os.WriteFile(notDir, nil, 0o600)
 	if err := SweepMasks(notDir); err == nil || !strings.HasPrefix(err.Error(), "mask registry: ") {
 		t.Errorf("a registry that is a file: %v, want an error naming the mask registry", err)
+	}
+}
+
+// TestReleaseGivesUpOnABusyRegistry: a look that lasts (another run's
+// checks over millions of files) keeps a release waiting a few seconds
+// at most; its placeholders stay, registered, and the next sweep removes
+// them. Not parallel: it shortens the wait.
+func TestReleaseGivesUpOnABusyRegistry(t *testing.T) {
+	defer func(w time.Duration) { releaseWait = w }(releaseWait)
+	releaseWait = 50 * time.Millisecond
+	reg, root := t.TempDir(), t.TempDir()
+	ph := filepath.Join(root, ".env")
+	m, err := holdMasks(reg, []string{ph})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(ph, nil, 0o444)
+	v, err := ViewMasks(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Release(); !errors.Is(err, ErrRegistryBusy) || !strings.Contains(err.Error(), "1 mask placeholders left in place ("+ph+")") {
+		t.Errorf("Release = %v, want ErrRegistryBusy naming the placeholder left", err)
+	}
+	if !fileExists(ph) || !v.IsMask(ph) {
+		t.Error("the placeholder or its entry went during the look")
+	}
+	v.Close()
+	if err := SweepMasks(reg); err != nil || fileExists(ph) {
+		t.Errorf("the sweep after the look: %v; placeholder left: %v", err, fileExists(ph))
 	}
 }
