@@ -57,6 +57,26 @@ type Route struct {
 	// a placeholder gets its value; any other credential header is
 	// dropped: the route never carries a credential of the agent's own.
 	Secrets map[string]string
+	// Headers are the operator's, added to every request in place of the
+	// jail's of those names (ANTHROPIC_CUSTOM_HEADERS: a gateway's key).
+	// Their values are kept out of the answers as the credentials are.
+	Headers http.Header
+	// Paths are where below its upstream the route goes: each a path
+	// (v1/messages) that the request's, after the route's name, is or lies
+	// below. Nil: anywhere.
+	Paths []string
+}
+
+// secretValues are what the route adds that the jail must not see.
+func (r *Route) secretValues() []string {
+	var out []string
+	for _, v := range r.Secrets {
+		out = append(out, v)
+	}
+	for _, vv := range r.Headers {
+		out = append(out, vv...)
+	}
+	return out
 }
 
 // Config is one broker.

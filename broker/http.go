@@ -458,9 +458,30 @@ func (b *Broker) forwardHTTP(w http.ResponseWriter, r *http.Request) {
 // apiMethods are what an API route forwards: what the agents' APIs use.
 var apiMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 
-// methodOverrides are the headers some servers take for the method; an
-// API route drops them, or a TRACE would go through as a POST.
-var methodOverrides = []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override"}
+// apiHeaders are the headers an API route forwards, by name and by
+// prefix (lower case): what Claude Code and Codex send (measured with
+// their stand-ins: TestClaudeJailed, TestCodexJailed), what any HTTP
+// client does. Others are dropped: a gateway upstream may route by a
+// header (Helicone-Target-Url, x-portkey-custom-host, X-Original-URL),
+// which would take the credential the route adds to a host of the
+// jail's choosing, and some servers take a method from one
+// (X-HTTP-Method-Override: TRACE would echo the credential).
+var (
+	apiHeaders = []string{"accept", "accept-language", "cache-control", "content-type", "user-agent",
+		"x-api-key", "authorization", "idempotency-key", "x-app", "originator", "version",
+		"session-id", "session_id", "thread-id", "conversation-id", "conversation_id", "x-client-request-id"}
+	apiHeaderPrefixes = []string{"anthropic-", "x-stainless-", "x-claude-code-", "openai-", "x-openai-", "x-codex-"}
+)
+
+// keepAPIHeaders drops from h what an API route does not forward.
+func keepAPIHeaders(h http.Header) {
+	for k := range h {
+		l := strings.ToLower(k)
+		if !slices.Contains(apiHeaders, l) && !slices.ContainsFunc(apiHeaderPrefixes, func(p string) bool { return strings.HasPrefix(l, p) }) {
+			delete(h, k)
+		}
+	}
+}
 
 // route serves a request for the broker itself: an API route, or the ping.
 func (b *Broker) route(w http.ResponseWriter, r *http.Request) {
@@ -489,15 +510,19 @@ func (b *Broker) route(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("agentjail: the API route /%s/ takes the methods %s, not %s (TRACE would echo the credential it adds)", rt.Name, strings.Join(apiMethods, ", "), strconv.Quote(r.Method)), http.StatusMethodNotAllowed)
 		return
 	}
-	for _, h := range methodOverrides {
-		r.Header.Del(h)
-	}
 	if up := r.Header.Get("Upgrade"); up != "" {
 		http.Error(w, fmt.Sprintf("agentjail: the API route /%s/ takes no protocol upgrade (Upgrade: %s): agentjail reads each answer for the credential it adds", rt.Name, strconv.Quote(up)), http.StatusBadRequest)
 		return
 	}
 	if dotSegments(r.URL.EscapedPath()) {
 		http.Error(w, fmt.Sprintf("agentjail: the API route /%s/ takes no . or .. in its path, got %s", rt.Name, strconv.Quote(r.URL.EscapedPath())), http.StatusBadRequest)
+		return
+	}
+	if rt.Paths != nil && !slices.ContainsFunc(rt.Paths, func(p string) bool { return rest == p || strings.HasPrefix(rest, p+"/") }) {
+		// The credential is good for more than the API (an OAuth login
+		// for the account's settings, its cloud sessions, minting API
+		// keys): the route goes where the agents' inference does.
+		http.Error(w, fmt.Sprintf("agentjail: the API route /%s/ serves %s, not %s: the credential it adds is for the agent's model API only; for more, run with --net host", rt.Name, "/"+rt.Name+"/"+strings.Join(rt.Paths, ", /"+rt.Name+"/"), strconv.Quote(r.URL.Path)), http.StatusForbidden)
 		return
 	}
 	up := rt.Upstream
@@ -510,8 +535,12 @@ func (b *Broker) route(w http.ResponseWriter, r *http.Request) {
 		pr.Out.URL.Path, pr.Out.URL.RawPath = joinPath(up, rest)
 		pr.Out.URL.RawQuery = pr.In.URL.RawQuery
 		pr.Out.Host = up.Host
+		keepAPIHeaders(pr.Out.Header)
 		swap(pr.Out.Header, rt.Secrets)
-	}, transport: b.api, redact: newRedactor(rt.Secrets)})
+		for k, vv := range rt.Headers {
+			pr.Out.Header[k] = slices.Clone(vv)
+		}
+	}, transport: b.api, redact: newRedactor(rt.secretValues())})
 }
 
 // dotSegments says whether a request's escaped path holds a . or ..

@@ -24,9 +24,8 @@ type redactor struct {
 	secrets, masks [][]byte // longest first, so that one inside another is masked whole
 }
 
-// newRedactor is a redactor of the values of secrets (placeholder to
-// credential), nil for none.
-func newRedactor(secrets map[string]string) *redactor {
+// newRedactor is a redactor of secrets, nil for none.
+func newRedactor(secrets []string) *redactor {
 	var vals []string
 	for _, v := range secrets {
 		if v != "" && !slices.Contains(vals, v) {

@@ -165,7 +165,7 @@ func TestBrokerAPIRouteMasksEchoedCredentials(t *testing.T) {
 // across each boundary, and one that only begins like one.
 func TestRedactedBody(t *testing.T) {
 	t.Parallel()
-	r := newRedactor(map[string]string{"a": "sk-ant-0123456789abcdefghijklmnop", "b": "sk-ant-0123"})
+	r := newRedactor([]string{"sk-ant-0123456789abcdefghijklmnop", "sk-ant-0123"})
 	long, short := "sk-ant-0123456789abcdefghijklmnop", "sk-ant-0123"
 	for _, c := range []struct{ in, want string }{
 		{"x " + long + " y " + long, "x agentjail-redacted-xxxxxxxxxxxxxx y agentjail-redacted-xxxxxxxxxxxxxx"},
@@ -188,7 +188,7 @@ func TestRedactedBody(t *testing.T) {
 	if b := []byte("data: x\n\n"); r.mask(b, false) != len(b) {
 		t.Error("an event's end was held")
 	}
-	if newRedactor(map[string]string{"p": ""}) != nil {
+	if newRedactor([]string{""}) != nil {
 		t.Error("a redactor of no credential")
 	}
 }
@@ -200,3 +200,69 @@ type limitedReads struct {
 }
 
 func (l *limitedReads) Read(p []byte) (int, error) { return l.r.Read(p[:min(len(p), l.n)]) }
+
+// TestBrokerAPIRouteGoesOnlyWhereTheAPIIs: a gateway upstream that
+// routes by a request header (Helicone-Target-Url) sent the credential the
+// route adds to a host the jail named, and the route took an OAuth login
+// anywhere on the API's host (minting keys, the account's cloud
+// sessions). Now a route forwards the headers the agents' APIs use, adds
+// the operator's own (ANTHROPIC_CUSTOM_HEADERS), masked in the answers
+// like the credentials, and serves only its API's paths.
+func TestBrokerAPIRouteGoesOnlyWhereTheAPIIs(t *testing.T) {
+	t.Parallel()
+	var got http.Header
+	var gotPath string
+	up := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		got, gotPath = r.Header.Clone(), r.URL.Path
+		fmt.Fprintf(rw, "gateway key %s", r.Header.Get("X-Portkey-Api-Key"))
+	}))
+	t.Cleanup(up.Close)
+	w := newWorld(t, nil)
+	rt := &w.b.cfg.Routes[0]
+	rt.Upstream, _ = url.Parse(up.URL)
+	rt.Headers = http.Header{"X-Portkey-Api-Key": {"GW-SECRET"}}
+	rt.Paths = []string{"v1/messages", "v1/models"}
+	send := func(path string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", "http://"+w.addr+"/anthropic"+path, strings.NewReader("{}"))
+		for k, v := range map[string]string{"X-Api-Key": "placeholder-key", "Anthropic-Beta": "b1", "Anthropic-Version": "2023-06-01",
+			"X-Stainless-Os": "Linux", "X-App": "cli", "Content-Type": "application/json",
+			"Helicone-Target-Url": "http://evil.test/", "X-Original-URL": "/evil", "X-Forwarded-Host": "evil.test",
+			"X-HTTP-Method-Override": "TRACE", "X-Portkey-Api-Key": "the-agents-own"} {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(body)
+	}
+	code, body := send("/v1/messages")
+	if code != 200 || body != "gateway key xxxxxxxxx" {
+		t.Errorf("answer %d %q, want 200 with the gateway's key masked", code, body)
+	}
+	for _, k := range []string{"Anthropic-Beta", "Anthropic-Version", "X-Stainless-Os", "X-App", "Content-Type"} {
+		if got.Get(k) == "" {
+			t.Errorf("the upstream did not get %s", k)
+		}
+	}
+	for _, k := range []string{"Helicone-Target-Url", "X-Original-Url", "X-Forwarded-Host", "X-Http-Method-Override"} {
+		if v := got.Get(k); v != "" {
+			t.Errorf("the upstream got %s: %s", k, v)
+		}
+	}
+	if got.Get("X-Api-Key") != "REAL-KEY" || fmt.Sprint(got["X-Portkey-Api-Key"]) != "[GW-SECRET]" {
+		t.Errorf("the upstream got key %q and gateway key %q, want the operator's", got.Get("X-Api-Key"), got["X-Portkey-Api-Key"])
+	}
+	if code, _ := send("/v1/messages/count_tokens"); code != 200 || gotPath != "/v1/messages/count_tokens" {
+		t.Errorf("below an API path: %d %s", code, gotPath)
+	}
+	gotPath = ""
+	for _, p := range []string{"/api/oauth/claude_cli/create_api_key", "/v1/code/triggers", "/v1/messagesx", "/", "/v1"} {
+		if code, body := send(p); code != http.StatusForbidden || !strings.Contains(body, "serves /anthropic/v1/messages, /anthropic/v1/models") || gotPath != "" {
+			t.Errorf("%s: %d %q (upstream saw %q), want 403 naming the paths served", p, code, body, gotPath)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"os"
@@ -50,6 +51,12 @@ type apiRoute struct {
 	// creds are the credential variables, each with the prefix of its
 	// placeholder (a placeholder looks like what it stands for).
 	creds []credVar
+	// headersVar holds headers the operator adds to the API's requests
+	// ("Name: Value" lines), which the broker adds instead of the jail.
+	headersVar string
+	// paths are where below the upstream the agent's inference goes
+	// (broker.Route.Paths): the credential is good for more.
+	paths []string
 }
 
 type credVar struct{ name, prefix string }
@@ -60,12 +67,55 @@ var apiRoutes = []apiRoute{
 		{"ANTHROPIC_API_KEY", "sk-ant-api03-agentjail-"},
 		{"ANTHROPIC_AUTH_TOKEN", "agentjail-"},
 		{"CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-agentjail-"},
-	}},
+	}, headersVar: "ANTHROPIC_CUSTOM_HEADERS",
+		paths: []string{"v1/messages", "v1/models", "v1/complete"}},
 	{name: "openai", baseVar: "OPENAI_BASE_URL", upstream: "https://api.openai.com/v1", creds: []credVar{
 		{"OPENAI_API_KEY", "sk-agentjail-"},
 		{"CODEX_API_KEY", "sk-agentjail-"},
 		{"CODEX_ACCESS_TOKEN", "agentjail-"},
-	}},
+	}, paths: []string{"responses", "chat/completions", "completions", "models", "embeddings"}},
+}
+
+// agentNamespaces are the prefixes of the agents' own variables, which
+// the profiles let in by prefix (ANTHROPIC_*, CLAUDE_CODE_*).
+var agentNamespaces = []string{"ANTHROPIC_", "CLAUDE_CODE_", "CLAUDE_", "OPENAI_", "CODEX_"}
+
+// secretParts are the words of a variable's name (split at _) that make
+// it a credential: Claude Code 2.1.197 alone reads ANTHROPIC_AWS_API_KEY,
+// ANTHROPIC_FOUNDRY_API_KEY, ANTHROPIC_BEDROCK_MANTLE_API_KEY,
+// ANTHROPIC_IDENTITY_TOKEN, ANTHROPIC_CUSTOM_HEADERS,
+// CLAUDE_CODE_OAUTH_REFRESH_TOKEN, CLAUDE_CODE_SESSION_ACCESS_TOKEN,
+// CLAUDE_CODE_CLIENT_KEY_PASSPHRASE, and a release adds more. TOKENS
+// (CLAUDE_CODE_MAX_OUTPUT_TOKENS) is a count.
+var secretParts = []string{"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSPHRASE", "CREDENTIAL", "CREDENTIALS", "HEADERS", "COOKIE", "JWT"}
+
+// isAgentSecret reports whether name is an agent's variable shaped like
+// a credential: a jail whose API credentials the broker holds, or that
+// has no network, gets none of them (the routes' own, replaced by
+// placeholders, aside).
+func isAgentSecret(name string) bool {
+	if !slices.ContainsFunc(agentNamespaces, func(p string) bool { return strings.HasPrefix(name, p) }) {
+		return false
+	}
+	return slices.ContainsFunc(strings.Split(name, "_"), func(w string) bool { return slices.Contains(secretParts, w) })
+}
+
+// refreshTokens are never given to a jail, whatever its network: a
+// refresh token mints access for as long as the login lasts (the
+// operator's login files give a jail the access token alone).
+var refreshTokens = []string{"CLAUDE_CODE_OAUTH_REFRESH_TOKEN"}
+
+// parseHeaders reads "Name: Value" lines (ANTHROPIC_CUSTOM_HEADERS, as
+// Claude Code does: a line without a colon is skipped).
+func parseHeaders(s string) http.Header {
+	h := http.Header{}
+	for _, line := range strings.Split(s, "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if k = strings.TrimSpace(k); ok && k != "" {
+			h.Add(k, strings.TrimSpace(v))
+		}
+	}
+	return h
 }
 
 // quietAgents are set in a proxy jail unless the profile or the operator
@@ -90,6 +140,9 @@ type netPlan struct {
 	// picks it for a URL.
 	upstream string
 	proxy    func(*url.URL) (*url.URL, error)
+	// dropped are the agents' credentials the jail does not get and the
+	// broker does not hold (isAgentSecret).
+	dropped []string
 }
 
 // secrets are the real credentials the broker holds, for redaction.
@@ -99,8 +152,21 @@ func (n *netPlan) secrets() []string {
 		for _, v := range r.Secrets {
 			out = append(out, v)
 		}
+		for _, vv := range r.Headers {
+			out = append(out, vv...)
+		}
 	}
 	return out
+}
+
+// isPlaceholder reports whether v is one of the routes' placeholders.
+func (n *netPlan) isPlaceholder(v string) bool {
+	for _, r := range n.routes {
+		if _, ok := r.Secrets[v]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // proxyEnv turns the jail's environment env into a proxy jail's: the
@@ -127,7 +193,7 @@ func proxyEnv(env []string, p policy.Policy, apiKey string) ([]string, *netPlan,
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, nil, UsageError(fmt.Sprintf("%s=%s is not an http:// or https:// URL; the broker's API route cannot forward to it", a.baseVar, base))
 		}
-		rt := broker.Route{Name: a.name, Upstream: u, Secrets: map[string]string{}}
+		rt := broker.Route{Name: a.name, Upstream: u, Secrets: map[string]string{}, Paths: a.paths}
 		rep := record.APIRoute{Name: a.name, Upstream: u.Redacted(), Credentials: []string{}}
 		for _, c := range a.creds {
 			if v := vars[c.name]; v != "" {
@@ -136,6 +202,10 @@ func proxyEnv(env []string, p policy.Policy, apiKey string) ([]string, *netPlan,
 				vars[c.name] = ph
 				rep.Credentials = append(rep.Credentials, c.name)
 			}
+		}
+		if v := vars[a.headersVar]; a.headersVar != "" && v != "" {
+			rt.Headers = parseHeaders(v)
+			rep.Credentials = append(rep.Credentials, a.headersVar)
 		}
 		vars[a.baseVar] = BrokerURL + "/" + a.name
 		n.routes, n.report = append(n.routes, rt), append(n.report, rep)
@@ -154,6 +224,15 @@ func proxyEnv(env []string, p policy.Policy, apiKey string) ([]string, *netPlan,
 			vars[k] = v
 		}
 	}
+	for k, v := range vars {
+		if isAgentSecret(k) && !n.isPlaceholder(v) {
+			delete(vars, k) // the broker holds it (a route's), or nothing uses it
+			if !slices.ContainsFunc(apiRoutes, func(a apiRoute) bool { return a.headersVar == k }) {
+				n.dropped = append(n.dropped, k)
+			}
+		}
+	}
+	slices.Sort(n.dropped)
 	cfg := httpproxy.FromEnvironment()
 	n.proxy = cfg.ProxyFunc()
 	for _, s := range []string{cfg.HTTPSProxy, cfg.HTTPProxy} {
@@ -169,18 +248,22 @@ func proxyEnv(env []string, p policy.Policy, apiKey string) ([]string, *netPlan,
 	return out, n, nil
 }
 
-// withoutAPICredentials is env without the agents' API credentials (those
-// a proxy jail replaces with placeholders): a jail with no network holds
-// none of them, since nothing in it could reach an API.
+// withoutAPICredentials is env without the agents' credentials (those a
+// proxy jail replaces with placeholders, and every other isAgentSecret): a
+// jail with no network holds none of them, since nothing in it could
+// reach an API.
 func withoutAPICredentials(env []string) []string {
 	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
 		k, _, _ := strings.Cut(kv, "=")
-		for _, a := range apiRoutes {
-			if slices.ContainsFunc(a.creds, func(c credVar) bool { return c.name == k }) {
-				return true
-			}
-		}
-		return false
+		return isAgentSecret(k)
+	})
+}
+
+// withoutRefreshTokens is env without refreshTokens.
+func withoutRefreshTokens(env []string) []string {
+	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		return slices.Contains(refreshTokens, k)
 	})
 }
 

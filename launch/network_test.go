@@ -71,6 +71,56 @@ func TestProxyEnvKeepsCredentialsOut(t *testing.T) {
 	}
 }
 
+// TestAgentSecretsStayOut: the agents read credentials from more
+// variables than the routes' (found by a tester with Claude Code's own
+// list): every one passed the ANTHROPIC_* and CLAUDE_CODE_* allowlist into
+// a proxy jail, and a sealed one, verbatim; a refresh token into any.
+// A proxy jail now gets none the broker does not hold (said), the broker
+// adds ANTHROPIC_CUSTOM_HEADERS itself, a jail with no network gets none,
+// and no jail a refresh token.
+func TestAgentSecretsStayOut(t *testing.T) {
+	secrets := map[string]string{
+		"ANTHROPIC_AWS_API_KEY": "s1", "ANTHROPIC_FOUNDRY_API_KEY": "s2", "ANTHROPIC_BEDROCK_MANTLE_API_KEY": "s3",
+		"ANTHROPIC_IDENTITY_TOKEN": "s4", "CLAUDE_CODE_SESSION_ACCESS_TOKEN": "s5", "CLAUDE_CODE_CLIENT_KEY_PASSPHRASE": "s6",
+		"CLAUDE_CODE_HFI_BEARER_TOKEN": "s7", "CLAUDE_CODE_OAUTH_REFRESH_TOKEN": "s8",
+		"ANTHROPIC_CUSTOM_HEADERS": "x-portkey-api-key: gw-secret\nx-other:  two ",
+	}
+	kept := []string{"CLAUDE_CODE_MAX_OUTPUT_TOKENS=9000", "ANTHROPIC_MODEL=m", "CLAUDE_CODE_USE_BEDROCK=0", "PATH=/bin"}
+	env := slices.Clone(kept)
+	for k, v := range secrets {
+		env = append(env, k+"="+v)
+	}
+	p := policy.Policy{Network: policy.Network{Mode: policy.NetProxy}}
+	out, n, err := proxyEnv(withoutRefreshTokens(env), p, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range out {
+		if k, _, _ := strings.Cut(kv, "="); secrets[k] != "" {
+			t.Errorf("a proxy jail gets %s", kv)
+		}
+	}
+	for _, kv := range kept {
+		if !slices.Contains(out, kv) {
+			t.Errorf("a proxy jail lacks %s", kv)
+		}
+	}
+	if h := n.routes[0].Headers; h.Get("X-Portkey-Api-Key") != "gw-secret" || h.Get("X-Other") != "two" || !slices.Contains(n.secrets(), "gw-secret") {
+		t.Errorf("the anthropic route's headers %v, secrets %q", h, n.secrets())
+	}
+	want := []string{"ANTHROPIC_AWS_API_KEY", "ANTHROPIC_BEDROCK_MANTLE_API_KEY", "ANTHROPIC_FOUNDRY_API_KEY", "ANTHROPIC_IDENTITY_TOKEN",
+		"CLAUDE_CODE_CLIENT_KEY_PASSPHRASE", "CLAUDE_CODE_HFI_BEARER_TOKEN", "CLAUDE_CODE_SESSION_ACCESS_TOKEN"}
+	if !slices.Equal(n.dropped, want) {
+		t.Errorf("dropped %q, want %q", n.dropped, want)
+	}
+	if got := withoutAPICredentials(env); !slices.Equal(got, kept) {
+		t.Errorf("a jail with no network gets %q, want %q", got, kept)
+	}
+	if got := withoutRefreshTokens(env); len(got) != len(env)-1 || slices.Contains(got, "CLAUDE_CODE_OAUTH_REFRESH_TOKEN=s8") {
+		t.Errorf("a host jail's environment %q keeps the refresh token", got)
+	}
+}
+
 // TestConfigKey: the API key of the operator's ~/.claude.json goes to the
 // broker, the jail gets a placeholder; not when the run has a credential.
 func TestConfigKey(t *testing.T) {

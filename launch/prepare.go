@@ -280,11 +280,16 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 		defaults["CODEX_HOME"] = j.Plan.Codex.Jail
 	}
 	j.Env = j.Policy.Environment.Apply(os.Environ(), defaults, map[string]string{"AGENTJAIL_RUN": j.RunID})
+	j.Env = withoutRefreshTokens(j.Env)
 	switch {
 	case j.Policy.NetMode() == policy.NetProxy:
 		if j.Env, j.net, err = proxyEnv(j.Env, j.Policy, apiKey); err != nil {
 			j.Release()
 			return nil, err
+		}
+		if d := j.net.dropped; len(d) > 0 {
+			j.warnings = append(j.warnings, fmt.Sprintf("%s not given to the jail: its network is agentjail's broker, which adds the agents' API credentials outside it (%s), and has no use for these; to pass them, run with --net host",
+				strings.Join(d, ", "), "ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, CLAUDE_CODE_OAUTH_TOKEN, ANTHROPIC_CUSTOM_HEADERS, OPENAI_API_KEY, CODEX_API_KEY, CODEX_ACCESS_TOKEN"))
 		}
 	case j.Policy.NetMode() == policy.NetNone:
 		j.Env = withoutAPICredentials(j.Env) // nothing there could use them
