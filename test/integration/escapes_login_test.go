@@ -271,13 +271,19 @@ ln -sf /etc/shadow "$CODEX_HOME/auth.json"`)
 func TestEscapeNoNetworkNoCredentials(t *testing.T) {
 	jailed(t)
 	chatgpt, access := chatGPTLogin(time.Now().Add(8 * time.Hour))
-	secrets := []string{"sk-ant-oat01-operator", access, "sk-env-anthropic-key", "sk-env-openai-key", "sk-ant-oat01-env-token"}
+	// More than the routes' credentials: the agents read others, which
+	// passed the ANTHROPIC_* and CLAUDE_CODE_* allowlist verbatim, and a
+	// refresh token entered every jail.
+	const refresh = "sk-ant-ort01-env-refresh"
+	secrets := []string{"sk-ant-oat01-operator", access, "sk-env-anthropic-key", "sk-env-openai-key", "sk-ant-oat01-env-token",
+		"sk-env-foundry", "sk-env-gateway", refresh}
 	for _, c := range []struct {
 		name string
 		args []string
 		hold bool // the control: the jail holds them
 	}{
 		{"host", []string{"--net", "host"}, true},
+		{"proxy", []string{"--net", "proxy"}, false},
 		{"none", []string{"--net", "none"}, false},
 		{"sealed", []string{"--profile", "sealed"}, false},
 	} {
@@ -291,7 +297,8 @@ func TestEscapeNoNetworkNoCredentials(t *testing.T) {
 			ws := workspace(t)
 			pattern := filepath.Join(ws, "pattern") // not on grep's command line
 			write(t, ws, map[string]string{"pattern": strings.Join(secrets, "\n") + "\n"})
-			env := []string{"HOME=" + home, "ANTHROPIC_API_KEY=sk-env-anthropic-key", "OPENAI_API_KEY=sk-env-openai-key", "CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-env-token"}
+			env := []string{"HOME=" + home, "ANTHROPIC_API_KEY=sk-env-anthropic-key", "OPENAI_API_KEY=sk-env-openai-key", "CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-env-token",
+				"ANTHROPIC_FOUNDRY_API_KEY=sk-env-foundry", "ANTHROPIC_CUSTOM_HEADERS=x-gw-key: sk-env-gateway", "CLAUDE_CODE_OAUTH_REFRESH_TOKEN=" + refresh}
 			rec := recordPath(t)
 			r := invocation{env: env, dir: ws}.run(t, append(append([]string{"run", "--user", "1000", "--write", ws, "--record", rec}, c.args...),
 				"--", "sh", "-c", `grep -arhoF -f `+pattern+` "$CLAUDE_CONFIG_DIR" "$CODEX_HOME" /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | sort -u`)...)
@@ -301,10 +308,19 @@ func TestEscapeNoNetworkNoCredentials(t *testing.T) {
 				if len(found) < 4 {
 					t.Fatalf("the control found only %q in a jail with the host's network: the search does not work", found)
 				}
+				if slices.Contains(found, refresh) {
+					t.Errorf("a jail with the host's network holds the refresh token")
+				}
 				return
 			}
 			if len(found) > 0 {
-				t.Errorf("a jail with no network holds %q", found)
+				t.Errorf("a %s jail holds %q", c.name, found)
+			}
+			if c.name == "proxy" {
+				if !strings.Contains(r.stderr, "ANTHROPIC_FOUNDRY_API_KEY not given to the jail") {
+					t.Errorf("stderr does not name the credential left out:\n%s", r.stderr)
+				}
+				return
 			}
 			got := readRecord(t, rec, 0)
 			if cl := got.Claude; cl == nil || cl.Credentials == nil || cl.Credentials.Copied || !strings.Contains(cl.Credentials.Detail, "no network") {
