@@ -50,29 +50,39 @@ func quarantine(before, after mounts.Snapshot, protected []string, walked gitFou
 	// Every .git born during the run, also where the search does not go
 	// (hostfs.ScanAfterRun): git reaches those through a gitlink (in the
 	// index, in a commit the operator checks out).
+	seen := mounts.NewPathSet()
+	for _, g := range found {
+		seen.Add(g.path)
+	}
 	for _, c := range []struct {
 		paths   []string
 		changed bool
 	}{{walked.born, false}, {walked.changed, true}} {
 		for _, p := range c.paths {
-			if !slices.ContainsFunc(found, func(g gitEntry) bool { return p == g.path || strings.HasPrefix(p, g.path+"/") }) {
+			if !seen.Covers(p) {
 				found = append(found, gitEntry{path: p, changed: c.changed})
+				seen.Add(p)
 			}
 		}
 	}
+	// Said by a note below: an entry and what it holds, or a bare git
+	// directory's config and hooks (what else it holds is a project's like
+	// any other, reported as such).
+	said := mounts.NewPathSet()
 	for _, g := range found {
-		// Said by the note: the entry and what it holds, or a bare git
-		// directory's config and hooks (what else it holds is a project's
-		// like any other, reported as such).
-		said := []string{g.path}
 		if g.bare {
-			said = []string{path.Join(g.path, "config"), path.Join(g.path, "hooks")}
+			said.Add(path.Join(g.path, "config"))
+			said.Add(path.Join(g.path, "hooks"))
+		} else {
+			said.Add(g.path)
 		}
-		for q := range rest {
-			if slices.ContainsFunc(said, func(p string) bool { return q == p || strings.HasPrefix(q, p+"/") }) {
-				delete(rest, q)
-			}
+	}
+	for q := range rest {
+		if said.Covers(q) {
+			delete(rest, q)
 		}
+	}
+	for _, g := range found {
 		detail := fmt.Sprintf("%s appeared during the run: git takes it for a git directory (%s)", g.path, path.Base(g.path))
 		move, what := g.path, ""
 		switch {
@@ -164,22 +174,19 @@ type gitEntry struct {
 // protected held them or anything below them.
 func newGitEntries(before, after mounts.Snapshot, protected []string, isGitDir func(string) bool) []gitEntry {
 	var found []gitEntry
-	seen := func(p string) bool {
-		return slices.ContainsFunc(found, func(f gitEntry) bool { return p == f.path || strings.HasPrefix(p, f.path+"/") })
+	seen := mounts.NewPathSet()
+	add := func(g gitEntry) {
+		found = append(found, g)
+		seen.Add(g.path)
 	}
-	isNew := func(p string) bool {
-		if _, ok := before[p]; ok {
-			return false
-		}
-		for q := range before {
-			if strings.HasPrefix(q, p+"/") {
-				return false
-			}
-		}
-		return !slices.ContainsFunc(protected, func(q string) bool { return q == p || strings.HasPrefix(q, p+"/") })
+	// What was there before: a path, or one above what was.
+	known := mounts.NewPathSet(protected...)
+	for q := range before {
+		known.Add(q)
 	}
+	isNew := func(p string) bool { return !known.Has(p) && !known.HasBelow(p) }
 	for _, q := range slices.Sorted(maps.Keys(after)) {
-		if _, ok := before[q]; ok || seen(q) {
+		if _, ok := before[q]; ok || seen.Covers(q) {
 			continue
 		}
 		parts := strings.Split(q, "/")
@@ -188,19 +195,19 @@ func newGitEntries(before, after mounts.Snapshot, protected []string, isGitDir f
 				continue
 			}
 			if p := strings.Join(parts[:i+1], "/"); isNew(p) {
-				found = append(found, gitEntry{path: p})
+				add(gitEntry{path: p})
 				break
 			}
 		}
-		if seen(q) {
+		if seen.Covers(q) {
 			continue
 		}
 		switch dir := path.Dir(q); path.Base(q) {
 		case "commondir":
-			found = append(found, gitEntry{path: q})
+			add(gitEntry{path: q})
 		case "config", "hooks":
 			if path.Base(dir) != ".git" && isNew(path.Join(dir, "config")) && isNew(path.Join(dir, "hooks")) && isGitDir(dir) {
-				found = append(found, gitEntry{path: dir, bare: true})
+				add(gitEntry{path: dir, bare: true})
 			}
 		}
 	}

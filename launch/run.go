@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -327,7 +328,16 @@ func run(req Request, stdio IO) (int, error) {
 		// What the walk could not reach was not checked: no clean run.
 		rec.Violate(record.Note{What: record.ViolationUnchecked, Detail: clipLine(serr.Error(), 400) + "; what lies there was not checked for set-id bits, device nodes and new git directories: look at it, and make it readable (or shallower) for the next run"})
 	}
-	for _, v := range rec.Violations {
+	for i, v := range rec.Violations {
+		if i == record.MaxPrinted {
+			more := len(rec.Violations) - i + rec.ViolationsDropped
+			where := "--record lists the first " + strconv.Itoa(record.MaxViolations)
+			if out.path != "" {
+				where = "the record lists the first " + strconv.Itoa(record.MaxViolations) + " and counts them all"
+			}
+			fmt.Fprintf(stdio.Stderr, "agentjail: violation: … and %d more (%s)\n", more, where)
+			break
+		}
 		fmt.Fprintf(stdio.Stderr, "agentjail: violation: %s\n", policy.Printable(v.Detail))
 	}
 	claudeAfter(j, sess, parser, results, &rec, spec.Secrets)

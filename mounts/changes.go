@@ -36,19 +36,24 @@ func ProtectedChanges(before, after Snapshot) []record.Note {
 			all = append(all, change{p, "went away"})
 		}
 	}
+	// A directory sorts before what it holds (its path is their prefix).
 	slices.SortFunc(all, func(x, y change) int { return strings.Compare(x.path, y.path) })
-	var notes []record.Note
-	var listed []string
+	changed := NewPathSet()
 	for _, c := range all {
-		if slices.ContainsFunc(listed, func(l string) bool { return strings.HasPrefix(c.path, l+"/") }) {
+		changed.Add(c.path)
+	}
+	var notes []record.Note
+	listed := NewPathSet()
+	for _, c := range all {
+		if listed.Covers(parent(c.path)) {
 			continue
 		}
 		// A directory that only changed because what is inside it did is
 		// told by its entries.
-		if c.how == "changed" && after[c.path].Mode.IsDir() && hasChangeBelow(all, c.path) {
+		if c.how == "changed" && after[c.path].Mode.IsDir() && changed.HasBelow(c.path) {
 			continue
 		}
-		listed = append(listed, c.path)
+		listed.Add(c.path)
 		detail := fmt.Sprintf("%s %s during the run (a protected path under a writable root); nothing was restored: check it before git, a shell or an agent uses it", c.path, c.how)
 		if c.how == unreadable {
 			detail = fmt.Sprintf("%s could not be read after the run (its mode keeps agentjail out), so nothing below it was checked: a repository made there would go unseen; make it readable (chmod u+rx) and check it before git runs there", c.path)
@@ -63,7 +68,3 @@ type change struct{ path, how string }
 // unreadable is the how of a directory the check after the run could not
 // read.
 const unreadable = "could not be read"
-
-func hasChangeBelow(all []change, dir string) bool {
-	return slices.ContainsFunc(all, func(c change) bool { return strings.HasPrefix(c.path, dir+"/") })
-}

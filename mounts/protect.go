@@ -138,20 +138,28 @@ func findProtected(d Disk, roots, patterns []string, depth int, homes []string) 
 	// would be a placeholder made and removed in the operator's directory
 	// around every run (~/.codex/auth.json, protected as a credential,
 	// inside a protected ~/.codex), which the snapshots then saw change.
-	f.pr.masks = slices.DeleteFunc(f.pr.masks, f.insideExisting)
-	f.pr.dirs = slices.DeleteFunc(f.pr.dirs, f.insideExisting)
-	f.pr.commondirs = slices.DeleteFunc(f.pr.commondirs, f.insideExisting)
+	inside := f.insideExisting()
+	f.pr.masks = slices.DeleteFunc(f.pr.masks, inside)
+	f.pr.dirs = slices.DeleteFunc(f.pr.dirs, inside)
+	f.pr.commondirs = slices.DeleteFunc(f.pr.commondirs, inside)
 	return f.pr
 }
 
-// insideExisting says whether p lies strictly inside a protected path
+// insideExisting says whether a path lies strictly inside a protected path
 // that exists, with no writable root between the two (there the mask is
 // kept: redundant under the read-only bind, which comes after every
-// root's, never unsafe).
-func (f *finder) insideExisting(p string) bool {
-	return slices.ContainsFunc(f.pr.existing, func(e string) bool {
-		return p != e && under(p, e) && !slices.ContainsFunc(f.roots, func(r string) bool { return r != e && under(r, e) && under(p, r) })
-	})
+// root's, never unsafe). It asks of each directory above the path, not
+// of each protected path (an agent's tree may hold 100 000).
+func (f *finder) insideExisting() func(p string) bool {
+	existing := NewPathSet(f.pr.existing...)
+	return func(p string) bool {
+		for e := parent(p); e != ""; e = parent(e) {
+			if existing.Has(e) && !slices.ContainsFunc(f.roots, func(r string) bool { return r != e && under(r, e) && under(p, r) }) {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // seen is one entry of one of a finder's lists.

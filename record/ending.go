@@ -2,10 +2,16 @@ package record
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 )
+
+// MaxPrinted is how many violations agentjail prints; the record lists
+// MaxViolations.
+const MaxPrinted = 50
 
 // Ending is the one line agentjail prints when it ended the run itself:
 // at a cap (pids_limit, memory_limit), a timeout (wall_timeout,
@@ -33,18 +39,34 @@ func (r *Record) Ending() string {
 	case r.Reason == ReasonInterrupted && r.Signal != nil:
 		what = fmt.Sprintf("agentjail received %s (exit %d)", *r.Signal, r.ExitCode)
 	case r.Reason == ReasonViolation:
-		kinds := map[string]int{}
-		var order []string
+		counts := r.ViolationCounts
+		if counts == nil { // a record made without Violate
+			counts = map[string]int{}
+			for _, v := range r.Violations {
+				counts[v.What]++
+			}
+		}
+		var order []string // as found; kinds only counted last
 		for _, v := range r.Violations {
-			if kinds[v.What] == 0 {
+			if !slices.Contains(order, v.What) {
 				order = append(order, v.What)
 			}
-			kinds[v.What]++
 		}
+		for _, k := range slices.Sorted(maps.Keys(counts)) {
+			if !slices.Contains(order, k) {
+				order = append(order, k)
+			}
+		}
+		total := 0
 		for i, k := range order {
-			order[i] = fmt.Sprintf("%d %s", kinds[k], k)
+			order[i] = fmt.Sprintf("%d %s", counts[k], k)
+			total += counts[k]
 		}
-		what = fmt.Sprintf("the checks after it found the policy violated (%s, listed above) (exit %d)", strings.Join(order, ", "), r.ExitCode)
+		listed := "listed above"
+		if total > MaxPrinted {
+			listed = fmt.Sprintf("the first %d listed above", MaxPrinted)
+		}
+		what = fmt.Sprintf("the checks after it found the policy violated (%s, %s) (exit %d)", strings.Join(order, ", "), listed, r.ExitCode)
 	default:
 		return ""
 	}

@@ -101,6 +101,11 @@ type Record struct {
 	Limits       Limits `json:"limits"`
 	Degradations []Note `json:"degradations"`
 	Violations   []Note `json:"violations"`
+	// ViolationsDropped counts the violations past the first
+	// MaxViolations, which are not listed; ViolationCounts counts them
+	// all by kind (an agent can make 100 000 of them).
+	ViolationsDropped int            `json:"violations_dropped"`
+	ViolationCounts   map[string]int `json:"violation_counts"`
 	// Warnings are other things worth knowing (a log that could not be
 	// written, output still held open after the jail ended).
 	Warnings []string `json:"warnings"`
@@ -295,6 +300,9 @@ func (r *Record) normalize() {
 	if r.Orphans == nil {
 		r.Orphans = []Orphan{}
 	}
+	if r.ViolationCounts == nil {
+		r.ViolationCounts = map[string]int{}
+	}
 	if r.Warnings == nil {
 		r.Warnings = []string{}
 	}
@@ -320,13 +328,27 @@ func (r *Record) Marshal() ([]byte, error) {
 	return append(data, '\n'), nil
 }
 
+// MaxViolations is how many violations a record lists.
+const MaxViolations = 1000
+
 // Violate adds violations to the record: any one ends the run with reason
-// violation and exit 123, unless the setup had failed (which wins).
+// violation and exit 123, unless the setup had failed (which wins). Past
+// MaxViolations they are only counted.
 func (r *Record) Violate(notes ...Note) {
 	if len(notes) == 0 {
 		return
 	}
-	r.Violations = append(r.Violations, notes...)
+	if r.ViolationCounts == nil {
+		r.ViolationCounts = map[string]int{}
+	}
+	for _, n := range notes {
+		r.ViolationCounts[n.What]++
+		if len(r.Violations) < MaxViolations {
+			r.Violations = append(r.Violations, n)
+		} else {
+			r.ViolationsDropped++
+		}
+	}
 	if r.Reason != ReasonSetupFailed {
 		r.Reason, r.ExitCode = ReasonViolation, ExitViolation
 	}

@@ -328,3 +328,27 @@ func TestLimitsWithoutACgroup(t *testing.T) {
 	}
 	wantDegradationsPrinted(t, r.stderr, rec, "cgroup.pids")
 }
+
+// TestManyViolationsAreCounted: an agent that makes protected names by
+// the hundred thousand (.env.1, .env.2, …; a few seconds of its run) made
+// agentjail print a line for each and write a record of tens of
+// megabytes, after checks that took minutes (they compared every finding
+// with every other). Now the checks are linear, the first 50 are
+// printed, the first 1000 listed, and all of them counted.
+func TestManyViolationsAreCounted(t *testing.T) {
+	jailed(t)
+	p := workspace(t)
+	rp := recordPath(t)
+	r := runWithin(t, exhaustionWait, "run", "--write", p, "--chdir", p, "--record", rp, "--", "python3", "-c",
+		`for i in range(20000): open(".env.%d" % i, "w").close()`)
+	wantCode(t, r, 123)
+	rec := readRecord(t, rp, 123)
+	if len(rec.Violations) != 1000 || rec.ViolationsDropped != 19000 || rec.ViolationCounts["protected"] != 20000 {
+		t.Errorf("violations listed %d, dropped %d, counts %v; want 1000, 19000, 20000 protected", len(rec.Violations), rec.ViolationsDropped, rec.ViolationCounts)
+	}
+	lines := agentjailLines(r.stderr)
+	if len(lines) != 52 || lines[50] != "agentjail: violation: … and 19950 more (the record lists the first 1000 and counts them all)" ||
+		!strings.HasPrefix(lines[51], "agentjail: the run ended: the checks after it found the policy violated (20000 protected, the first 50 listed above) (exit 123)") {
+		t.Errorf("%d lines of agentjail's, want 50 violations, a count of the rest and the ending; the last two: %q", len(lines), lines[max(0, len(lines)-2):])
+	}
+}

@@ -88,13 +88,15 @@ type runRecord struct {
 		PidsPeak    *int64            `json:"pids_peak"`
 		MemoryPeak  *int64            `json:"memory_peak"`
 	} `json:"limits"`
-	Degradations []note        `json:"degradations"`
-	Violations   []note        `json:"violations"`
-	Warnings     []string      `json:"warnings"`
-	Claude       *claudeRecord `json:"claude"`
-	Agent        *agentRecord  `json:"agent"`
-	Network      *netRecord    `json:"network"` // network_test.go
-	Error        string        `json:"error"`
+	Degradations      []note         `json:"degradations"`
+	Violations        []note         `json:"violations"`
+	ViolationsDropped int            `json:"violations_dropped"`
+	ViolationCounts   map[string]int `json:"violation_counts"`
+	Warnings          []string       `json:"warnings"`
+	Claude            *claudeRecord  `json:"claude"`
+	Agent             *agentRecord   `json:"agent"`
+	Network           *netRecord     `json:"network"` // network_test.go
+	Error             string         `json:"error"`
 }
 
 // agentRecord is the record's `agent` object (record_version 2).
@@ -171,7 +173,7 @@ type note struct {
 // recordKeys must be present in every record, null or empty if need be.
 var recordKeys = []string{"record_version", "io", "terminal", "run_id", "profile", "argv", "user", "started_at", "ended_at", "duration_ms",
 	"reason", "exit_code", "signal", "agent_exit_code", "agent_signal", "signals_sent", "orphans", "bytes",
-	"excerpt", "bwrap_version", "limits", "degradations", "violations"}
+	"excerpt", "bwrap_version", "limits", "degradations", "violations", "violations_dropped", "violation_counts"}
 
 const recordTime = "2006-01-02T15:04:05.000Z07:00"
 
