@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentjail/agentjail/claude"
 	"github.com/agentjail/agentjail/codex"
 	"github.com/agentjail/agentjail/hostfs"
@@ -296,37 +298,16 @@ func run(req Request, stdio IO) (int, error) {
 		PrintError(stdio.Stderr, runErr)
 	}
 	// What the read-only binds could not prevent is found now that
-	// nothing of the jail runs: protected paths that appeared or changed,
-	// set-id bits and device nodes made under the writable roots.
-	// The two walks are independent; each is about as costly as find(1)
-	// over the roots.
-	// Other live runs' mask placeholders are born since too: in one look
-	// at their registry, none goes until what is not one is moved aside.
-	view, verr := runstate.ViewMasks(runstate.MaskDir())
-	if verr != nil {
-		PrintError(stdio.Stderr, verr)
-	}
-	after := make(chan mounts.Snapshot, 1)
-	go func() { after <- j.protectedSnapshot(view.IsMask) }()
-	scan, serr := hostfs.ScanAfterRun(mounts.WritableRoots(j.Policy), since)
-	placeholder := func(p string) bool { return view.IsMask(p) && placeholderShaped(j.walker(), p) }
-	born := slices.DeleteFunc(scan.Born, placeholder)
-	// An older .git that changed during the run where the search before
-	// it did not see one (node_modules, what looks like a git directory's
-	// objects: a directory renamed to .git keeps its birth time) is the
-	// agent's as much as a new one.
-	var changed []string
-	for _, p := range scan.Changed {
-		if _, seen := before[p]; !seen && !placeholder(p) {
-			changed = append(changed, p)
-		}
-	}
-	rec.Violate(quarantine(before, <-after, j.Plan.Protected, gitFound{born: born, changed: changed}, j.walker(), j.RunID)...)
-	view.Close()
-	rec.Violate(scan.Notes...)
-	if serr != nil {
-		// What the walk could not reach was not checked: no clean run.
-		rec.Violate(record.Note{What: record.ViolationUnchecked, Detail: clipLine(serr.Error(), 400) + "; what lies there was not checked for set-id bits, device nodes and new git directories: look at it, and make it readable (or shallower) for the next run"})
+	// nothing of the jail runs (checkAfter), for as long as the agent made
+	// it to take; an ending signal or `agentjail stop` cuts it short.
+	checked, checking := make(chan []record.Note, 1), make(chan struct{})
+	go func() { checked <- j.checkAfter(before, since, stdio.Stderr) }()
+	select {
+	case notes := <-checked:
+		close(checking)
+		rec.Violate(notes...)
+	case by := <-cutShort(sigs, live.Stops(), checking):
+		rec.Violate(record.Note{What: record.ViolationUnchecked, Detail: fmt.Sprintf("the checks after the run were cut short by %s: the writable roots were not (all) checked for set-id bits, device nodes, new git directories and changed protected paths, and what they found was not all moved aside: check them before git, a shell or an agent uses them", by)})
 	}
 	for i, v := range rec.Violations {
 		if i == record.MaxPrinted {
@@ -364,6 +345,66 @@ func run(req Request, stdio IO) (int, error) {
 	}
 	live.Close(&rec)
 	return code, nil
+}
+
+// checkAfter looks at the writable roots after the run for what the
+// read-only binds could not prevent: protected paths that appeared or
+// changed (against before, taken at launch), set-id bits and device nodes
+// made since the run started, new git directories (moved aside). The two
+// walks are independent; each is about as costly as find(1) over the
+// roots. Other live runs' mask placeholders are born since too: in one
+// look at their registry, none goes until what is not one is moved aside.
+func (j *Jail) checkAfter(before mounts.Snapshot, since unix.Timespec, stderr io.Writer) []record.Note {
+	view, verr := runstate.ViewMasks(runstate.MaskDir())
+	if verr != nil {
+		PrintError(stderr, verr)
+	}
+	defer view.Close()
+	after := make(chan mounts.Snapshot, 1)
+	go func() { after <- j.protectedSnapshot(view.IsMask) }()
+	scan, serr := hostfs.ScanAfterRun(mounts.WritableRoots(j.Policy), since)
+	placeholder := func(p string) bool { return view.IsMask(p) && placeholderShaped(j.walker(), p) }
+	born := slices.DeleteFunc(scan.Born, placeholder)
+	// An older .git that changed during the run where the search before
+	// it did not see one (node_modules, what looks like a git directory's
+	// objects: a directory renamed to .git keeps its birth time) is the
+	// agent's as much as a new one.
+	var changed []string
+	for _, p := range scan.Changed {
+		if _, seen := before[p]; !seen && !placeholder(p) {
+			changed = append(changed, p)
+		}
+	}
+	notes := quarantine(before, <-after, j.Plan.Protected, gitFound{born: born, changed: changed}, j.walker(), j.RunID)
+	notes = append(notes, scan.Notes...)
+	if serr != nil {
+		// What the walk could not reach was not checked: no clean run.
+		notes = append(notes, record.Note{What: record.ViolationUnchecked, Detail: clipLine(serr.Error(), 400) + "; what lies there was not checked for set-id bits, device nodes and new git directories: look at it, and make it readable (or shallower) for the next run"})
+	}
+	return notes
+}
+
+// cutShort delivers what cuts the checks after a run short: the name of
+// an ending signal agentjail receives, or "agentjail stop"; until done.
+func cutShort(sigs <-chan os.Signal, stops, done <-chan struct{}) <-chan string {
+	by := make(chan string, 1)
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case sig := <-sigs:
+				if s, ok := sig.(syscall.Signal); ok && slices.Contains([]syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}, s) {
+					by <- procs.SignalName(s)
+					return
+				}
+			case <-stops:
+				by <- "agentjail stop"
+				return
+			}
+		}
+	}()
+	return by
 }
 
 // newlineFirst writes a newline before its first write when pending: the
