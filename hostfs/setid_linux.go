@@ -84,8 +84,16 @@ func ScanAfterRun(roots []string, since unix.Timespec) (Scan, error) {
 	return scan, nil
 }
 
+// maxWalkDepth is how deep below a root the walk after the run goes: each
+// level holds a descriptor and its path, so a chain of directories the
+// agent made as deep as the descriptor limit allows (a container's may be
+// 1 048 576) would take memory in the square of its depth. Deeper is not
+// checked (a violation, unchecked); no project nests so deep.
+const maxWalkDepth = 2048
+
 type setIDWalk struct {
 	since   unix.Timespec
+	depth   int // of the directory being walked, below its root
 	notes   []record.Note
 	newGit  []string
 	changed map[string]bool // older .git entries changed since
@@ -163,12 +171,18 @@ func (w *setIDWalk) entry(dirfd int, dir, git string, e fs.DirEntry) {
 		}
 	}
 	if t.IsDir() {
+		if w.depth == maxWalkDepth {
+			w.errs = append(w.errs, fmt.Errorf("%s: nested deeper than %d directories below its root", p, maxWalkDepth))
+			return
+		}
 		fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
 			w.errs = append(w.errs, fmt.Errorf("%s: %w", p, err))
 			return
 		}
+		w.depth++
 		w.dir(fd, p, git)
+		w.depth--
 		return
 	}
 	if t&^(fs.ModeCharDevice|fs.ModeDevice) != 0 {

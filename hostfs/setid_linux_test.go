@@ -142,3 +142,34 @@ func TestScanAfterRunFindsNewGit(t *testing.T) {
 		t.Errorf("changed %q, want %q", scan.Changed, want)
 	}
 }
+
+// TestScanAfterRunStopsAtItsDepth: a chain of directories as deep as the
+// descriptor limit allows (a container's may be 1 048 576) made the walk
+// hold a path per level, memory in the square of the depth (449 MB at
+// 20 000 levels). Below maxWalkDepth nothing is walked, and that is said.
+func TestScanAfterRunStopsAtItsDepth(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	since := RunClock()
+	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range maxWalkDepth + 1 {
+		if err := unix.Mkdirat(fd, "a", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		next, err := unix.Openat(fd, "a", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		unix.Close(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd = next
+	}
+	unix.Mkdirat(fd, ".git", 0o755) // below the cap: not seen
+	unix.Close(fd)
+	scan, err := ScanAfterRun([]string{root}, since)
+	if err == nil || !strings.Contains(err.Error(), "nested deeper than 2048 directories below its root") || len(scan.Born) != 0 {
+		t.Errorf("ScanAfterRun = %v, born %q; want the depth said", err, scan.Born)
+	}
+}
