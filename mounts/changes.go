@@ -18,11 +18,16 @@ import (
 // restores nothing. A path inside a listed one is not listed again.
 func ProtectedChanges(before, after Snapshot) []record.Note {
 	var all []change
+	var cuts []string // paths a snapshot stopped at (Entry.Cut)
 	for p, a := range after {
 		b, ok := before[p]
 		switch {
 		case a.Unreadable:
 			all = append(all, change{p, unreadable})
+		case a.Cut || b.Cut:
+			cuts = append([]string{p}, cuts...) // where it stopped, first
+		case a.Skipped || b.Skipped:
+			cuts = append(cuts, p)
 		case !ok:
 			all = append(all, change{p, "appeared"})
 		case a.Ino != b.Ino || a.Mode.Type() != b.Mode.Type():
@@ -60,7 +65,18 @@ func ProtectedChanges(before, after Snapshot) []record.Note {
 		}
 		notes = append(notes, record.Note{What: record.ViolationProtected, Detail: detail})
 	}
+	if len(cuts) > 0 {
+		notes = append(notes, record.Note{What: record.ViolationUnchecked, Detail: fmt.Sprintf("the protected paths under the writable roots hold more than agentjail compares before and after a run (%s of paths), so %d of them were not (all) checked, from %s on: remove what should not be there (files the agent planted by the thousand), and check them before git, a shell or an agent uses them", size(maxSnapshot), len(cuts), cuts[0])})
+	}
 	return notes
+}
+
+// size says n bytes in KiB or MiB.
+func size(n int) string {
+	if n >= 1<<20 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d KiB", n>>10)
 }
 
 type change struct{ path, how string }

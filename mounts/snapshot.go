@@ -29,6 +29,25 @@ type Entry struct {
 	// Unreadable: a directory the search could not read; what is below
 	// it is not in the snapshot.
 	Unreadable bool
+	// Cut: the path the snapshot stopped at, at its size (maxSnapshot):
+	// what follows in it is not in the snapshot; Skipped: a protected path
+	// after it, recorded alone.
+	Cut, Skipped bool
+}
+
+// maxSnapshot bounds what a snapshot holds, in bytes of paths (and a
+// little for each entry): an agent that planted 150 000 files with
+// 4 KB paths in a protected .vscode made agentjail hold a gigabyte, in
+// every later run's snapshots too.
+var maxSnapshot = 16 << 20 // a variable for the tests
+
+// budget is what is left of maxSnapshot.
+type budget struct{ left int }
+
+// take spends one entry of path p, and reports whether there was room.
+func (b *budget) take(p string) bool {
+	b.left -= len(p) + 64
+	return b.left >= 0
 }
 
 // TakeSnapshot records the protected paths under p's writable roots, as
@@ -48,9 +67,10 @@ func TakeSnapshot(d Disk, p policy.Policy, isPlaceholder func(string) bool) Snap
 	}
 	pr := findProtected(d, WritableRoots(p), p.Filesystem.Protect, depth, nil)
 	s := Snapshot{}
+	b := &budget{left: maxSnapshot}
 	for _, list := range [][]string{pr.existing, pr.links, pr.watched} {
 		for _, q := range list {
-			s.add(d, q)
+			s.add(d, q, b)
 		}
 	}
 	for _, q := range pr.gitDirs {
@@ -70,8 +90,9 @@ func TakeSnapshot(d Disk, p policy.Policy, isPlaceholder func(string) bool) Snap
 }
 
 // add records p if it exists and, for a directory (not a link to one),
-// everything below it.
-func (s Snapshot) add(d Disk, p string) {
+// everything below it, while b has room; the directory it stops in is
+// marked Cut.
+func (s Snapshot) add(d Disk, p string, b *budget) {
 	if _, done := s[p]; done {
 		return
 	}
@@ -79,8 +100,15 @@ func (s Snapshot) add(d Disk, p string) {
 	if err != nil {
 		return
 	}
-	s[p] = entryOf(fi)
-	if !fi.IsDir() {
+	e := entryOf(fi)
+	switch {
+	case b.left < 0:
+		e.Skipped = true
+	case !b.take(p):
+		e.Cut = true
+	}
+	s[p] = e
+	if e.Cut || e.Skipped || !fi.IsDir() {
 		return
 	}
 	_ = fs.WalkDir(d, rel(p), func(name string, e fs.DirEntry, err error) error {
@@ -96,6 +124,12 @@ func (s Snapshot) add(d Disk, p string) {
 				return fs.SkipDir
 			}
 			return nil
+		}
+		if !b.take("/" + name) {
+			top := s[p]
+			top.Cut = true
+			s[p] = top
+			return fs.SkipAll
 		}
 		s["/"+name] = entryOf(fi)
 		return nil

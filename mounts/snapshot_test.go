@@ -1,6 +1,7 @@
 package mounts
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -79,5 +80,27 @@ func TestProtectedDirAndWhatItHolds(t *testing.T) {
 	}
 	if strings.Contains(got, "mask /r/.codex/auth.json") {
 		t.Errorf("a mask inside a read-only directory:\n%s", got)
+	}
+}
+
+// TestSnapshotStopsAtItsSize: an agent that planted 150 000 files with
+// 4 KB paths in a protected directory made each snapshot hold a gigabyte.
+// A snapshot now stops at maxSnapshot, the directory it stopped in marked,
+// and the run is not clean (unchecked). Not parallel: it lowers the size.
+func TestSnapshotStopsAtItsSize(t *testing.T) {
+	defer func(m int) { maxSnapshot = m }(maxSnapshot)
+	maxSnapshot = 4 << 10
+	in := input(t, "tier1", "/srv/proj")
+	d := in.Disk.(fstest.MapFS)
+	for i := range 200 {
+		d[fmt.Sprintf("srv/proj/.vscode/planted-%03d", i)] = node(0o644, 1000, 1000, "")
+	}
+	before := TakeSnapshot(d, in.Policy, nil)
+	if e := before["/srv/proj/.vscode"]; !e.Cut || len(before) > 60 {
+		t.Fatalf(".vscode cut %v, %d entries; want it cut, the snapshot small", e.Cut, len(before))
+	}
+	notes := ProtectedChanges(before, TakeSnapshot(d, in.Policy, nil))
+	if len(notes) != 1 || notes[0].What != "unchecked" || !strings.Contains(notes[0].Detail, "(4 KiB of paths), so 5 of them were not (all) checked, from /srv/proj/.vscode on") {
+		t.Errorf("notes %v, want one unchecked for .vscode", notes)
 	}
 }
