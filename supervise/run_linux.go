@@ -460,8 +460,12 @@ func (s *supervisor) awaitDelivery(copied <-chan struct{}) {
 				continue
 			}
 			if w := st.writing.Load(); w != 0 && time.Since(st.activity.start)-time.Duration(w) >= limit {
-				s.rec.Warnings = append(s.rec.Warnings, fmt.Sprintf("agentjail's %s stopped taking output; gave up %s with %d bytes undelivered (--log has them)",
-					streamNames[i], why, st.n.Load()-st.written.Load()))
+				kept := "the record's excerpt has their head and tail; --log would have them all"
+				if s.spec.Log != nil {
+					kept = "--log has them"
+				}
+				s.rec.Warnings = append(s.rec.Warnings, fmt.Sprintf("agentjail's %s stopped taking output; gave up %s with %d bytes undelivered (%s)",
+					streamNames[i], why, st.n.Load()-st.written.Load(), kept))
 				s.abandoned[i] = true
 				continue
 			}

@@ -72,6 +72,9 @@ func TestStalledReaderDoesNotHangTheRun(t *testing.T) {
 			if !strings.Contains(warned, "agentjail's stdout stopped taking output") || !strings.Contains(warned, c.want) {
 				t.Errorf("warnings lack %q:\n%s", c.want, warned)
 			}
+			if !strings.Contains(warned, "--log would have them all") { // no --log here
+				t.Errorf("the warning does not say where the output went without --log:\n%s", warned)
+			}
 			// A stderr of its own still hears the ending (it was silenced
 			// with the stalled stdout).
 			if !strings.Contains(stderr.String(), "agentjail: the run ended: wall limit 1s reached (exit 124)") {
