@@ -263,6 +263,17 @@ func TestRenderRefusesTooManyArguments(t *testing.T) {
 	if !errors.Is(err, ErrTooManyArgs) || !strings.Contains(err.Error(), "where bubblewrap takes 9000; pass narrower writable roots") {
 		t.Fatalf("Render = %v, want ErrTooManyArgs", err)
 	}
+
+	// Files a run's agent planted by the thousand in one directory, which
+	// made every later run refuse, pointing at the roots: they are named.
+	in = input(t, "tier1", "/srv/proj")
+	d = in.Disk.(fstest.MapFS)
+	for i := range 5000 {
+		d[fmt.Sprintf("srv/proj/.env.%d", i)] = node(0o644, 1000, 1000, "")
+	}
+	if _, err := Render(in); !errors.Is(err, ErrTooManyArgs) || !strings.Contains(err.Error(), "of them are in /srv/proj (.env, .env.0, .env.1, …): remove those that should not be there (a run's agent may have made them)") {
+		t.Fatalf("Render = %v, want the crowded directory named", err)
+	}
 }
 
 // TestGitMetadataEnclosingRepository: a writable root inside a work tree

@@ -214,8 +214,8 @@ func Render(in Input) (Plan, error) {
 	r.network()
 	r.tail()
 	if n := len(r.plan.Args) + 1; n > bwrapMaxArgs {
-		r.errs = append(r.errs, fmt.Errorf("%w: %d, for %d protected paths under the writable roots, where bubblewrap takes %d; pass narrower writable roots",
-			ErrTooManyArgs, n, len(r.plan.Protected), bwrapMaxArgs))
+		r.errs = append(r.errs, fmt.Errorf("%w: %d, for %d protected paths under the writable roots, where bubblewrap takes %d; %s",
+			ErrTooManyArgs, n, len(r.plan.Protected), bwrapMaxArgs, crowdedFix(r.plan.Protected)))
 	}
 	// Emit only what the detected bwrap understands: an option it lacks
 	// would fail the launch with bwrap's "Unknown option", or worse, be
@@ -952,4 +952,28 @@ func systemDir(p string) bool {
 // agent run as its owner) but is never to be handed over with chown -R.
 func inSystemTree(p string) bool {
 	return p != "/" && slices.ContainsFunc(systemDirs, func(d string) bool { return d != "/" && under(p, d) })
+}
+
+// crowdedFix says what to do about too many protected paths: where most
+// of them are, which may be files an agent planted by the thousand
+// (.env.1, .env.2, …) to make every later run refuse; else narrower roots.
+func crowdedFix(protected []string) string {
+	in := map[string]int{}
+	dir := ""
+	for _, p := range protected {
+		d := path.Dir(p)
+		if in[d]++; in[d] > in[dir] {
+			dir = d
+		}
+	}
+	if in[dir] < len(protected)/2 {
+		return "pass narrower writable roots"
+	}
+	var some []string
+	for _, p := range protected {
+		if path.Dir(p) == dir && len(some) < 3 {
+			some = append(some, policy.Quote(path.Base(p)))
+		}
+	}
+	return fmt.Sprintf("%d of them are in %s (%s, …): remove those that should not be there (a run's agent may have made them), or pass narrower writable roots", in[dir], policy.Quote(dir), strings.Join(some, ", "))
 }
