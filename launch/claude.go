@@ -196,7 +196,7 @@ func claudeAfter(j *Jail, sess *session, parser *claude.Parser, results *hostfs.
 		sum = parser.Summary()
 		if sum.Result != nil {
 			// The excerpt may cut a secret at its end.
-			r, _ := record.RedactExcerpt(*sum.Result, "", int64(sum.ResultBytes-len(*sum.Result)), secrets)
+			r, _, _ := record.RedactExcerpt(*sum.Result, "", int64(sum.ResultBytes-len(*sum.Result)), secrets)
 			sum.Result = &r
 		}
 	}

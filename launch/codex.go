@@ -80,11 +80,11 @@ func agentAfter(j *Jail, parser *codex.Parser, rec *record.Record, secrets []str
 	case parser != nil:
 		a := parser.Summary()
 		if a.Result != nil {
-			r, _ := record.RedactExcerpt(*a.Result, "", int64(a.ResultBytes-len(*a.Result)), secrets)
+			r, _, _ := record.RedactExcerpt(*a.Result, "", int64(a.ResultBytes-len(*a.Result)), secrets)
 			a.Result = &r
 		}
 		if a.Error != nil {
-			e, _ := record.RedactExcerpt(*a.Error, "", 0, secrets)
+			e, _, _ := record.RedactExcerpt(*a.Error, "", 0, secrets)
 			a.Error = &e
 		}
 		a.Credentials = j.codexCredentials

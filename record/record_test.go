@@ -55,37 +55,38 @@ func TestRedactHidesSecretsButNotShortValues(t *testing.T) {
 
 // TestRedactExcerptMasksSecretsCutAtItsEdges: a secret the omitted bytes
 // cut leaves neither its start at the end of the head nor its end at the
-// start of the tail; one that straddles contiguous pieces is masked on
-// both sides; a stretch that merely resembles a secret's first bytes or
-// too little of one stays.
+// start of the tail: each gives up the longest secret's length but one at
+// the cut, whatever they hold (masking only what matched told a later run
+// whether its guess at a secret's first bytes was right); one that
+// straddles contiguous pieces is masked on both sides.
 func TestRedactExcerptMasksSecretsCutAtItsEdges(t *testing.T) {
 	t.Parallel()
-	const secret = "sk-ant-0123456789"
+	const secret = "sk-ant-0123456789" // 17 bytes: 16 go at a cut
 	secrets := []string{secret, "short", ""}
+	pad := strings.Repeat(".", 20)
 	for _, c := range []struct {
-		name, head, tail string
-		omitted          int64
-		wantHead         string
-		wantTail         string
+		name, head, tail   string
+		omitted            int64
+		wantHead, wantTail string
+		wantOmitted        int64
 	}{
-		{"cut by the omitted bytes", "output: sk-ant-01", "6789 done", 5, "output: [redacted]", "[redacted] done"},
-		{"straddling contiguous pieces", "key=sk-ant-01234", "56789;", 0, "key=[redacted]", "[redacted];"},
-		{"whole in each piece", "a " + secret + " b", "c " + secret, 100, "a [redacted] b", "c [redacted]"},
-		{"two bytes show", "ends with sk", "89 starts", 10, "ends with sk", "89 starts"},
-		{"three bytes show", "ends with sk-", "789 starts", 10, "ends with [redacted]", "[redacted] starts"},
-		{"contiguous: a prefix alone is text", "ends with sk-ant", " and more", 0, "ends with sk-ant", " and more"},
-		{"short values are not secrets", "a short text", "", 0, "a short text", ""},
-		{"masked runs merge", secret + secret, "", 0, "[redacted]", ""},
+		{"cut by the omitted bytes", pad + "sk-ant-01", "6789" + pad, 5, pad[:13], pad[12:], 37},
+		{"a wrong guess goes the same way", pad + "sk-ant-0X", "X789" + pad, 5, pad[:13], pad[12:], 37},
+		{"straddling contiguous pieces", "key=sk-ant-01234", "56789;", 0, "key=[redacted]", "[redacted];", 0},
+		{"whole in each piece", "a " + secret + " b" + pad, pad + "c " + secret, 100, "a [redacted] b" + pad[:4], pad[16:] + "c [redacted]", 132},
+		{"contiguous: a prefix alone is text", "ends with sk-ant", " and more", 0, "ends with sk-ant", " and more", 0},
+		{"short values are not secrets", "a short text", "", 0, "a short text", "", 0},
+		{"masked runs merge", secret + secret, "", 0, "[redacted]", "", 0},
 	} {
-		h, tl := RedactExcerpt(c.head, c.tail, c.omitted, secrets)
-		if h != c.wantHead || tl != c.wantTail {
-			t.Errorf("%s: got %q, %q; want %q, %q", c.name, h, tl, c.wantHead, c.wantTail)
+		h, tl, om := RedactExcerpt(c.head, c.tail, c.omitted, secrets)
+		if h != c.wantHead || tl != c.wantTail || om != c.wantOmitted {
+			t.Errorf("%s: got %q, %q, %d omitted; want %q, %q, %d", c.name, h, tl, om, c.wantHead, c.wantTail, c.wantOmitted)
 		}
 	}
 	// The record's excerpt: redacted on the bytes as written, then valid
-	// UTF-8 (a secret with a multi-byte character cut inside it).
-	ex := ExcerptOf([]byte("x=pässwörd-ä"[:9]), []byte("pässwörd-ä"[9:]+"\xff"), 3, []string{"pässwörd-ä"})
-	if ex.Head != "x=[redacted]" || ex.Tail != "[redacted]\uFFFD" {
+	// UTF-8 (a secret with a multi-byte character whole in the head).
+	ex := ExcerptOf([]byte("x=pässwörd-ä"+pad), []byte(pad+"\xff"), 3, []string{"pässwörd-ä"})
+	if ex.Head != "x=[redacted]"+pad[:8] || ex.Tail != pad[12:]+"\uFFFD" || ex.OmittedBytes != 3+12+12 {
 		t.Errorf("excerpt %+v", ex)
 	}
 }

@@ -5,7 +5,7 @@ import "strings"
 // Redact replaces every secret in s by "[redacted]". Values shorter than
 // MinSecret bytes are not looked for: they would match ordinary text.
 func Redact(s string, secrets []string) string {
-	s, _ = RedactExcerpt(s, "", 0, secrets)
+	s, _, _ = RedactExcerpt(s, "", 0, secrets)
 	return s
 }
 
@@ -13,30 +13,32 @@ func Redact(s string, secrets []string) string {
 // redacted (docs/supervision.md, the run record).
 const MinSecret = 6
 
-// minShown is how much of a secret cut by the omitted bytes must show for
-// it to be masked: fewer bytes reveal less than a value too short to be
-// looked for at all, and are too common at a cut to mask without
-// mangling ordinary text.
-const minShown = MinSecret / 2
-
 // RedactExcerpt redacts head and tail, the kept ends of one text of which
 // omitted bytes between them were left out (tail may be empty: only a head
-// kept). Every secret in either is masked; so is one that straddles them
-// when nothing was left out. A secret the omitted bytes cut shows only in
-// part, and is masked too: the end of the head that begins one, the start
-// of the tail that ends one, when at least minShown bytes of it show.
-// Each maximal masked run becomes one "[redacted]".
-func RedactExcerpt(head, tail string, omitted int64, secrets []string) (string, string) {
-	text := head + tail
-	var masked []bool // lazily: most excerpts hold no secret
-	mark := func(from, to int) {
-		if masked == nil {
-			masked = make([]bool, len(text))
+// kept), and returns them with the count of bytes left out now. Every
+// secret in either is masked; so is one that straddles them when nothing
+// was left out. Where bytes were left out, a secret they cut would show in
+// part: the head and the tail each give up as many bytes at the cut as the
+// longest secret has but one, which join the left-out ones, whatever they
+// hold. Masking only the parts that matched a secret told a later run,
+// which could read the record, whether its guess at the secret's first
+// bytes was right, one guess a stream at a time. Each maximal masked run
+// becomes one "[redacted]".
+func RedactExcerpt(head, tail string, omitted int64, secrets []string) (string, string, int64) {
+	if omitted > 0 {
+		longest := 0
+		for _, v := range secrets {
+			if len(v) >= MinSecret {
+				longest = max(longest, len(v))
+			}
 		}
-		for i := from; i < to; i++ {
-			masked[i] = true
+		if cut := longest - 1; cut > 0 {
+			h, t := min(cut, len(head)), min(cut, len(tail))
+			head, tail, omitted = head[:len(head)-h], tail[t:], omitted+int64(h+t)
 		}
 	}
+	text := head + tail
+	var masked []bool // lazily: most excerpts hold no secret
 	for _, v := range secrets {
 		if len(v) < MinSecret {
 			continue
@@ -47,32 +49,18 @@ func RedactExcerpt(head, tail string, omitted int64, secrets []string) (string, 
 				break
 			}
 			i += j
-			mark(i, i+len(v))
-		}
-		if omitted == 0 {
-			continue
-		}
-		// The longest end of head that begins v, and the longest start of
-		// tail that ends it.
-		for i := max(0, len(head)-len(v)+1); i < len(head); i++ {
-			if strings.HasPrefix(v, head[i:]) {
-				if len(head)-i >= minShown {
-					mark(i, len(head))
-				}
-				break
+			if masked == nil {
+				masked = make([]bool, len(text))
 			}
-		}
-		for k := min(len(tail), len(v)-1); k >= minShown; k-- {
-			if strings.HasSuffix(v, tail[:k]) {
-				mark(len(head), len(head)+k)
-				break
+			for k := i; k < i+len(v); k++ {
+				masked[k] = true
 			}
 		}
 	}
 	if masked == nil {
-		return head, tail
+		return head, tail, omitted
 	}
-	return masking(head, masked[:len(head)]), masking(tail, masked[len(head):])
+	return masking(head, masked[:len(head)]), masking(tail, masked[len(head):]), omitted
 }
 
 // masking replaces each run of masked bytes of s by "[redacted]".
@@ -94,7 +82,7 @@ func masking(s string, masked []bool) string {
 // ExcerptOf renders one stream's excerpt for the record: redacted first,
 // on the bytes as written, then made valid UTF-8.
 func ExcerptOf(head, tail []byte, omitted int64, secrets []string) Excerpt {
-	h, t := RedactExcerpt(string(head), string(tail), omitted, secrets)
+	h, t, omitted := RedactExcerpt(string(head), string(tail), omitted, secrets)
 	return Excerpt{
 		Head:         strings.ToValidUTF8(h, "\uFFFD"),
 		Tail:         strings.ToValidUTF8(t, "\uFFFD"),
