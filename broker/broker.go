@@ -59,7 +59,8 @@ type Route struct {
 	Secrets map[string]string
 	// Headers are the operator's, added to every request in place of the
 	// jail's of those names (ANTHROPIC_CUSTOM_HEADERS: a gateway's key).
-	// Their values are kept out of the answers as the credentials are.
+	// Those that hold a credential are kept out of the answers as the
+	// credentials are (SecretValues).
 	Headers http.Header
 	// Paths are where below its upstream the route goes: each a path
 	// (v1/messages) that the request's, after the route's name, is or lies
@@ -67,16 +68,39 @@ type Route struct {
 	Paths []string
 }
 
-// secretValues are what the route adds that the jail must not see.
-func (r *Route) secretValues() []string {
+// SecretValues are what the route adds that the jail must not see: the
+// credentials, and the values of its headers whose names say they hold
+// one (a key, a token, authorization; a bearer's token alone too) of at
+// least record.MinSecret bytes. Other headers (a provider's name, a flag)
+// are no secret: masking "1" or "true" in every answer would break them.
+func (r *Route) SecretValues() []string {
 	var out []string
 	for _, v := range r.Secrets {
 		out = append(out, v)
 	}
-	for _, vv := range r.Headers {
-		out = append(out, vv...)
+	for k, vv := range r.Headers {
+		if !credentialHeader(k) {
+			continue
+		}
+		for _, v := range vv {
+			tok, _ := strings.CutPrefix(v, "Bearer ")
+			for _, s := range []string{v, tok} {
+				if len(s) >= record.MinSecret && !slices.Contains(out, s) {
+					out = append(out, s)
+				}
+			}
+		}
 	}
 	return out
+}
+
+// credentialHeader says whether a header's name says it holds a
+// credential: a word of it (X-Portkey-Api-Key: api, key) is one.
+func credentialHeader(name string) bool {
+	words := strings.FieldsFunc(strings.ToLower(name), func(r rune) bool { return r == '-' || r == '_' })
+	return slices.ContainsFunc(words, func(w string) bool {
+		return slices.Contains([]string{"key", "apikey", "token", "auth", "authorization", "secret", "password", "cookie", "signature", "credential", "credentials"}, w)
+	})
 }
 
 // Config is one broker.
@@ -188,6 +212,10 @@ func New(cfg Config) *Broker {
 		},
 		DialContext:         (&net.Dialer{Timeout: dialWait}).DialContext,
 		ForceAttemptHTTP2:   true,
+		// The API routes ask for gzip and take it off themselves
+		// (readable): the transport's own takes off one coding, however
+		// many the answer names.
+		DisableCompression:  true,
 		MaxIdleConns:        maxIdle,
 		MaxIdleConnsPerHost: 8,
 		IdleConnTimeout:     idleWait,

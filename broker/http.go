@@ -348,9 +348,9 @@ func (b *Broker) proxied(w http.ResponseWriter, r *http.Request, c record.Connec
 			pr.Out.Header.Del("Proxy-Authorization")
 			how.rewrite(pr)
 			if red != nil {
-				// The transport asks for gzip and takes it off: the
-				// body is read plain.
-				pr.Out.Header.Del("Accept-Encoding")
+				// gzip at most, taken off by readable: the body is read
+				// plain.
+				pr.Out.Header.Set("Accept-Encoding", "gzip")
 			}
 		},
 		ModifyResponse: func(resp *http.Response) error {
@@ -540,7 +540,7 @@ func (b *Broker) route(w http.ResponseWriter, r *http.Request) {
 		for k, vv := range rt.Headers {
 			pr.Out.Header[k] = slices.Clone(vv)
 		}
-	}, transport: b.api, redact: newRedactor(rt.secretValues())})
+	}, transport: b.api, redact: newRedactor(rt.SecretValues())})
 }
 
 // dotSegments says whether a request's escaped path holds a . or ..

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"compress/gzip"
 	"fmt"
 	"io"
 	"net/http"
@@ -92,23 +93,24 @@ func (r *redactor) string(s string) string {
 	return s
 }
 
-// header masks the credentials in h's names and values. A name is
-// matched whatever its case: net/http canonicalizes the names it reads.
+// header masks the credentials in h's names and values, whatever their
+// case: net/http canonicalizes the names it reads, and a value may list
+// names.
 func (r *redactor) header(h http.Header) {
 	for k, vv := range h {
 		for i, v := range vv {
-			vv[i] = r.string(v)
+			vv[i] = r.fold(r.string(v)) // names listed in a value too (Trailer, Vary)
 		}
-		if clean := r.name(k); clean != k {
+		if clean := r.fold(k); clean != k {
 			delete(h, k)
 			h[clean] = append(h[clean], vv...)
 		}
 	}
 }
 
-// name is a header's name with the credentials in it masked, matched
-// whatever their case (a name is ASCII: the positions hold).
-func (r *redactor) name(k string) string {
+// fold is k with the credentials in it masked, matched whatever their
+// case (where lowering keeps k's length: ASCII, as a header's name is).
+func (r *redactor) fold(k string) string {
 	lower := []byte(strings.ToLower(k))
 	var masked []byte
 	for i, s := range r.secrets {
@@ -189,19 +191,50 @@ func (w *redactedWriter) Write(p []byte) (int, error) {
 // Unwrap gives http.ResponseController the writer below (flushes).
 func (w *redactedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// readable refuses an API answer that could carry a credential unread: a
-// body in a coding the transport does not take off (the upstream chose
-// one not asked for), or a switch to another protocol (not asked for
-// either: the route takes no upgrade).
+// readable makes an API answer's body one to read plain: a body in gzip,
+// which the route asks for, is taken off here; an answer in any other
+// coding, or in several (gzip twice: the transport's own decoding took
+// off one, and named none), could carry a credential unread and is
+// refused, and so is a switch to another protocol (not asked for either:
+// the route takes no upgrade).
 func readable(resp *http.Response) error {
-	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
-		return unreadable(fmt.Sprintf("the upstream answered in Content-Encoding %q, which agentjail does not read: it asks for gzip, and reads each answer for the credential it adds", ce))
-	}
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		return unreadable("the upstream switched protocols, which an API route does not relay: agentjail reads each answer for the credential it adds")
 	}
+	var codings []string
+	for _, v := range resp.Header.Values("Content-Encoding") {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.ToLower(strings.TrimSpace(c)); c != "" && c != "identity" {
+				codings = append(codings, c)
+			}
+		}
+	}
+	bodiless := resp.Request.Method == http.MethodHead || resp.StatusCode == http.StatusNoContent ||
+		resp.StatusCode == http.StatusNotModified || resp.ContentLength == 0
+	switch {
+	case len(codings) == 0 || bodiless && len(codings) == 1 && codings[0] == "gzip":
+		return nil
+	case len(codings) > 1 || codings[0] != "gzip":
+		return unreadable(fmt.Sprintf("the upstream answered in Content-Encoding %q, which agentjail does not read: it asks for gzip, and reads each answer for the credential it adds", strings.Join(codings, ", ")))
+	}
+	z, err := gzip.NewReader(resp.Body)
+	if err != nil {
+		return unreadable(fmt.Sprintf("the upstream's gzip answer does not begin as gzip: %v", err))
+	}
+	resp.Body = gzipBody{z, resp.Body}
+	resp.Header.Del("Content-Encoding")
+	resp.Header.Del("Content-Length")
+	resp.ContentLength = -1
 	return nil
 }
+
+// gzipBody is a body read through gzip, closed with the body below.
+type gzipBody struct {
+	*gzip.Reader
+	body io.ReadCloser
+}
+
+func (g gzipBody) Close() error { return g.body.Close() }
 
 // unreadable is an API answer readable refused.
 type unreadable string

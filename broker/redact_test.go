@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"fmt"
 	"io"
@@ -51,6 +52,16 @@ func TestBrokerAPIRouteMasksEchoedCredentials(t *testing.T) {
 			rw.Header().Set("Content-Encoding", "gzip")
 			z := gzip.NewWriter(rw)
 			io.WriteString(z, "zipped "+key)
+			z.Close()
+		case "/base/gzip2": // two codings: the transport's own decoding took off one
+			rw.Header().Add("Content-Encoding", "gzip")
+			rw.Header().Add("Content-Encoding", "gzip")
+			var inner bytes.Buffer
+			z := gzip.NewWriter(&inner)
+			io.WriteString(z, "zipped twice "+key)
+			z.Close()
+			z = gzip.NewWriter(rw)
+			z.Write(inner.Bytes())
 			z.Close()
 		case "/base/br":
 			rw.Header().Set("Content-Encoding", "br")
@@ -115,6 +126,17 @@ func TestBrokerAPIRouteMasksEchoedCredentials(t *testing.T) {
 	resp, body = do("/gzip")
 	if body != "zipped xxxxxxxx" || sawEncoding != "gzip" || resp.Header.Get("Content-Encoding") != "" {
 		t.Errorf("gzip: %q (upstream asked for %q, answered in %q), want it asked in gzip and read plain", body, sawEncoding, resp.Header.Get("Content-Encoding"))
+	}
+	for _, path := range []string{"/gzip2"} {
+		resp, body = do(path)
+		leaks(path, body)
+		if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, `Content-Encoding "gzip, gzip", which agentjail does not read`) {
+			t.Errorf("%s: %d %q, want 502 saying why", path, resp.StatusCode, body)
+		}
+	}
+	req, _ = http.NewRequest("HEAD", "http://"+w.addr+"/anthropic/gzip", nil)
+	if resp, err := client.Do(req); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("HEAD of a gzip answer: %v %v", resp, err)
 	}
 	resp, body = do("/br")
 	leaks("br", body)
@@ -214,13 +236,13 @@ func TestBrokerAPIRouteGoesOnlyWhereTheAPIIs(t *testing.T) {
 	var gotPath string
 	up := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		got, gotPath = r.Header.Clone(), r.URL.Path
-		fmt.Fprintf(rw, "gateway key %s", r.Header.Get("X-Portkey-Api-Key"))
+		fmt.Fprintf(rw, "gateway key %s provider %s flag %s", r.Header.Get("X-Portkey-Api-Key"), r.Header.Get("X-Portkey-Provider"), r.Header.Get("X-Flag"))
 	}))
 	t.Cleanup(up.Close)
 	w := newWorld(t, nil)
 	rt := &w.b.cfg.Routes[0]
 	rt.Upstream, _ = url.Parse(up.URL)
-	rt.Headers = http.Header{"X-Portkey-Api-Key": {"GW-SECRET"}}
+	rt.Headers = http.Header{"X-Portkey-Api-Key": {"GW-SECRET"}, "X-Portkey-Provider": {"anthropic"}, "X-Flag": {"1"}}
 	rt.Paths = []string{"v1/messages", "v1/models"}
 	send := func(path string) (int, string) {
 		t.Helper()
@@ -240,8 +262,8 @@ func TestBrokerAPIRouteGoesOnlyWhereTheAPIIs(t *testing.T) {
 		return resp.StatusCode, string(body)
 	}
 	code, body := send("/v1/messages")
-	if code != 200 || body != "gateway key xxxxxxxxx" {
-		t.Errorf("answer %d %q, want 200 with the gateway's key masked", code, body)
+	if code != 200 || body != "gateway key xxxxxxxxx provider anthropic flag 1" {
+		t.Errorf("answer %d %q, want 200 with the gateway's key masked, its other headers not", code, body)
 	}
 	for _, k := range []string{"Anthropic-Beta", "Anthropic-Version", "X-Stainless-Os", "X-App", "Content-Type"} {
 		if got.Get(k) == "" {

@@ -149,12 +149,7 @@ type netPlan struct {
 func (n *netPlan) secrets() []string {
 	var out []string
 	for _, r := range n.routes {
-		for _, v := range r.Secrets {
-			out = append(out, v)
-		}
-		for _, vv := range r.Headers {
-			out = append(out, vv...)
-		}
+		out = append(out, r.SecretValues()...)
 	}
 	return out
 }
