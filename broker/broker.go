@@ -210,8 +210,8 @@ func New(cfg Config) *Broker {
 		Proxy: func(r *http.Request) (*url.URL, error) {
 			return b.proxyFor(r.URL.Scheme, r.URL.Hostname(), portOf(r.URL)), nil
 		},
-		DialContext:         (&net.Dialer{Timeout: dialWait}).DialContext,
-		ForceAttemptHTTP2:   true,
+		DialContext:       (&net.Dialer{Timeout: dialWait}).DialContext,
+		ForceAttemptHTTP2: true,
 		// The API routes ask for gzip and take it off themselves
 		// (readable): the transport's own takes off one coding, however
 		// many the answer names.
