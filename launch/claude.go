@@ -190,13 +190,13 @@ func (j *Jail) settings() (warning string) {
 // results. It is set when the command is claude, or when the operator had
 // a login for the run's private Claude Code directory, or it held
 // transcripts. Problems are warnings: the run itself is over.
-func claudeAfter(j *Jail, sess *session, parser *claude.Parser, results *hostfs.Dir, rec *record.Record, secrets []string) {
+func claudeAfter(j *Jail, sess *session, parser *claude.Parser, results *hostfs.Dir, rec *record.Record, secrets, hidden []string) {
 	var sum record.Claude
 	if parser != nil {
 		sum = parser.Summary()
 		if sum.Result != nil {
 			// The excerpt may cut a secret at its end.
-			r, _, _ := record.RedactExcerpt(*sum.Result, "", int64(sum.ResultBytes-len(*sum.Result)), secrets)
+			r, _, _ := record.RedactExcerpt(*sum.Result, "", int64(sum.ResultBytes-len(*sum.Result)), secrets, hidden)
 			sum.Result = &r
 		}
 	}

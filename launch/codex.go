@@ -73,18 +73,18 @@ func (j *Jail) codexLogin(now time.Time) (warning string, err error) {
 // agentAfter sets the record's agent object once the run has ended, for a
 // command that is an agent agentjail knows: claude's from its claude
 // object (claudeAfter has set it), codex's from its parser.
-func agentAfter(j *Jail, parser *codex.Parser, rec *record.Record, secrets []string) {
+func agentAfter(j *Jail, parser *codex.Parser, rec *record.Record, secrets, hidden []string) {
 	switch {
 	case rec.Claude != nil && rec.Claude.OutputFormat != "":
 		rec.Agent = record.AgentOf(rec.Claude)
 	case parser != nil:
 		a := parser.Summary()
 		if a.Result != nil {
-			r, _, _ := record.RedactExcerpt(*a.Result, "", int64(a.ResultBytes-len(*a.Result)), secrets)
+			r, _, _ := record.RedactExcerpt(*a.Result, "", int64(a.ResultBytes-len(*a.Result)), secrets, hidden)
 			a.Result = &r
 		}
 		if a.Error != nil {
-			e, _, _ := record.RedactExcerpt(*a.Error, "", 0, secrets)
+			e, _, _ := record.RedactExcerpt(*a.Error, "", 0, secrets, hidden)
 			a.Error = &e
 		}
 		a.Credentials = j.codexCredentials

@@ -211,7 +211,7 @@ func run(req Request, stdio IO) (int, error) {
 	}
 	nr := j.startNetwork(&spec, say)
 	if j.net != nil {
-		spec.Secrets = append(spec.Secrets, j.net.secrets()...)
+		spec.Hidden = j.net.secrets()
 	}
 	if termIO.pty != nil {
 		spec.Tty, spec.Warn = termIO.pty, termIO.warn(stdio.Stderr)
@@ -321,8 +321,8 @@ func run(req Request, stdio IO) (int, error) {
 		}
 		fmt.Fprintf(stdio.Stderr, "agentjail: violation: %s\n", policy.Printable(v.Detail))
 	}
-	claudeAfter(j, sess, parser, results, &rec, spec.Secrets)
-	agentAfter(j, codexParser, &rec, spec.Secrets)
+	claudeAfter(j, sess, parser, results, &rec, spec.Secrets, spec.Hidden)
+	agentAfter(j, codexParser, &rec, spec.Secrets, spec.Hidden)
 	// The run's ending, when agentjail caused it, in one line after
 	// everything else it says, with where the details are.
 	code, ending := rec.ExitCode, rec.Ending()

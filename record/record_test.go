@@ -13,7 +13,7 @@ func TestRecordHasStableShapes(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2026, 1, 2, 3, 4, 5, 678_900_000, time.UTC)
 	rec := Record{RunID: "abc", StartedAt: Time(start), Reason: ReasonSetupFailed, ExitCode: ExitSetup,
-		Excerpt: Excerpts{Stdout: ExcerptOf([]byte("ok \x00\xff"), nil, 0, nil)}}
+		Excerpt: Excerpts{Stdout: ExcerptOf([]byte("ok \x00\xff"), nil, 0, nil, nil)}}
 	rec.Finish(start.Add(1500 * time.Millisecond))
 	data, err := rec.Marshal()
 	if err != nil {
@@ -53,16 +53,18 @@ func TestRedactHidesSecretsButNotShortValues(t *testing.T) {
 	}
 }
 
-// TestRedactExcerptMasksSecretsCutAtItsEdges: a secret the omitted bytes
-// cut leaves neither its start at the end of the head nor its end at the
-// start of the tail: each gives up the longest secret's length but one at
-// the cut, whatever they hold (masking only what matched told a later run
-// whether its guess at a secret's first bytes was right); one that
-// straddles contiguous pieces is masked on both sides.
+// TestRedactExcerptMasksSecretsCutAtItsEdges: a secret the jail does not
+// hold (the broker's) that the omitted bytes cut leaves neither its start
+// at the end of the head nor its end at the start of the tail: each gives
+// up that secret's length but one at the cut, whatever they hold (masking
+// only what matched told a later run whether its guess at a secret's first
+// bytes was right); a whole secret is masked first, so that none of it
+// shows where the cut falls inside it; one that straddles contiguous
+// pieces is masked on both sides; a value the jail holds costs no bytes.
 func TestRedactExcerptMasksSecretsCutAtItsEdges(t *testing.T) {
 	t.Parallel()
 	const secret = "sk-ant-0123456789" // 17 bytes: 16 go at a cut
-	secrets := []string{secret, "short", ""}
+	known, hidden := []string{"short", "", "a-value-of-the-jails-own-environment"}, []string{secret}
 	pad := strings.Repeat(".", 20)
 	for _, c := range []struct {
 		name, head, tail   string
@@ -72,20 +74,24 @@ func TestRedactExcerptMasksSecretsCutAtItsEdges(t *testing.T) {
 	}{
 		{"cut by the omitted bytes", pad + "sk-ant-01", "6789" + pad, 5, pad[:13], pad[12:], 37},
 		{"a wrong guess goes the same way", pad + "sk-ant-0X", "X789" + pad, 5, pad[:13], pad[12:], 37},
+		{"whole, across where the head is cut", pad + secret + "abc", pad, 5, pad + "[redacted]", pad[16:], 37},
 		{"straddling contiguous pieces", "key=sk-ant-01234", "56789;", 0, "key=[redacted]", "[redacted];", 0},
 		{"whole in each piece", "a " + secret + " b" + pad, pad + "c " + secret, 100, "a [redacted] b" + pad[:4], pad[16:] + "c [redacted]", 132},
 		{"contiguous: a prefix alone is text", "ends with sk-ant", " and more", 0, "ends with sk-ant", " and more", 0},
 		{"short values are not secrets", "a short text", "", 0, "a short text", "", 0},
 		{"masked runs merge", secret + secret, "", 0, "[redacted]", "", 0},
 	} {
-		h, tl, om := RedactExcerpt(c.head, c.tail, c.omitted, secrets)
+		h, tl, om := RedactExcerpt(c.head, c.tail, c.omitted, known, hidden)
 		if h != c.wantHead || tl != c.wantTail || om != c.wantOmitted {
 			t.Errorf("%s: got %q, %q, %d omitted; want %q, %q, %d", c.name, h, tl, om, c.wantHead, c.wantTail, c.wantOmitted)
 		}
 	}
+	if h, tl, om := RedactExcerpt("x a-value-of-the-jails-own-environment", "tail", 7, known, nil); h != "x [redacted]" || tl != "tail" || om != 7 {
+		t.Errorf("a value the jail holds: %q, %q, %d", h, tl, om)
+	}
 	// The record's excerpt: redacted on the bytes as written, then valid
 	// UTF-8 (a secret with a multi-byte character whole in the head).
-	ex := ExcerptOf([]byte("x=pässwörd-ä"+pad), []byte(pad+"\xff"), 3, []string{"pässwörd-ä"})
+	ex := ExcerptOf([]byte("x=pässwörd-ä"+pad), []byte(pad+"\xff"), 3, nil, []string{"pässwörd-ä"})
 	if ex.Head != "x=[redacted]"+pad[:8] || ex.Tail != pad[12:]+"\uFFFD" || ex.OmittedBytes != 3+12+12 {
 		t.Errorf("excerpt %+v", ex)
 	}

@@ -1,11 +1,14 @@
 package record
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // Redact replaces every secret in s by "[redacted]". Values shorter than
 // MinSecret bytes are not looked for: they would match ordinary text.
 func Redact(s string, secrets []string) string {
-	s, _, _ = RedactExcerpt(s, "", 0, secrets)
+	s, _, _ = RedactExcerpt(s, "", 0, secrets, nil)
 	return s
 }
 
@@ -17,29 +20,18 @@ const MinSecret = 6
 // omitted bytes between them were left out (tail may be empty: only a head
 // kept), and returns them with the count of bytes left out now. Every
 // secret in either is masked; so is one that straddles them when nothing
-// was left out. Where bytes were left out, a secret they cut would show in
-// part: the head and the tail each give up as many bytes at the cut as the
-// longest secret has but one, which join the left-out ones, whatever they
-// hold. Masking only the parts that matched a secret told a later run,
-// which could read the record, whether its guess at the secret's first
-// bytes was right, one guess a stream at a time. Each maximal masked run
-// becomes one "[redacted]".
-func RedactExcerpt(head, tail string, omitted int64, secrets []string) (string, string, int64) {
-	if omitted > 0 {
-		longest := 0
-		for _, v := range secrets {
-			if len(v) >= MinSecret {
-				longest = max(longest, len(v))
-			}
-		}
-		if cut := longest - 1; cut > 0 {
-			h, t := min(cut, len(head)), min(cut, len(tail))
-			head, tail, omitted = head[:len(head)-h], tail[t:], omitted+int64(h+t)
-		}
-	}
+// was left out. hidden are the secrets the jail does not hold (the
+// broker's): where bytes were left out, one that they cut would show in
+// part, so the head and the tail each give up as many bytes at the cut as
+// the longest of them has but one, whatever they hold, which join the
+// left-out ones. Masking only the parts that matched told a later run,
+// which could read the record, whether its guess at the first bytes was
+// right, one guess a stream at a time. Each maximal masked run becomes one
+// "[redacted]".
+func RedactExcerpt(head, tail string, omitted int64, secrets, hidden []string) (string, string, int64) {
 	text := head + tail
 	var masked []bool // lazily: most excerpts hold no secret
-	for _, v := range secrets {
+	for _, v := range slices.Concat(secrets, hidden) {
 		if len(v) < MinSecret {
 			continue
 		}
@@ -57,10 +49,25 @@ func RedactExcerpt(head, tail string, omitted int64, secrets []string) (string, 
 			}
 		}
 	}
-	if masked == nil {
-		return head, tail, omitted
+	// Masked first, then cut: a whole secret across the cut is masked
+	// in the part that stays.
+	h, t := len(head), len(head)
+	if omitted > 0 {
+		longest := 0
+		for _, v := range hidden {
+			if len(v) >= MinSecret {
+				longest = max(longest, len(v))
+			}
+		}
+		if cut := longest - 1; cut > 0 {
+			h, t = len(head)-min(cut, len(head)), len(head)+min(cut, len(tail))
+			omitted += int64(len(head) - h + t - len(head))
+		}
 	}
-	return masking(head, masked[:len(head)]), masking(tail, masked[len(head):]), omitted
+	if masked == nil {
+		return text[:h], text[t:], omitted
+	}
+	return masking(text[:h], masked[:h]), masking(text[t:], masked[t:]), omitted
 }
 
 // masking replaces each run of masked bytes of s by "[redacted]".
@@ -79,10 +86,10 @@ func masking(s string, masked []bool) string {
 	return b.String()
 }
 
-// ExcerptOf renders one stream's excerpt for the record: redacted first,
-// on the bytes as written, then made valid UTF-8.
-func ExcerptOf(head, tail []byte, omitted int64, secrets []string) Excerpt {
-	h, t, omitted := RedactExcerpt(string(head), string(tail), omitted, secrets)
+// ExcerptOf renders one stream's excerpt for the record: redacted first
+// (RedactExcerpt), on the bytes as written, then made valid UTF-8.
+func ExcerptOf(head, tail []byte, omitted int64, secrets, hidden []string) Excerpt {
+	h, t, omitted := RedactExcerpt(string(head), string(tail), omitted, secrets, hidden)
 	return Excerpt{
 		Head:         strings.ToValidUTF8(h, "\uFFFD"),
 		Tail:         strings.ToValidUTF8(t, "\uFFFD"),

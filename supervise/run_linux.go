@@ -99,8 +99,9 @@ type Spec struct {
 	// anything else of the run (see starter): what bwrap must inherit from
 	// that thread, the run's private mount namespace, is made there.
 	OnStarter func() error
-	// Secrets are values redacted from the record's excerpts.
-	Secrets []string
+	// Secrets are values redacted from the record's excerpts; Hidden,
+	// those of them the jail does not hold (record.RedactExcerpt).
+	Secrets, Hidden []string
 	// Tty, when set, runs the agent on a terminal of its own (NewTty);
 	// Stdin is then what the operator types, copied to it.
 	Tty *Tty
@@ -1007,7 +1008,7 @@ func (s *supervisor) addOrphans(found []procs.Proc) {
 func (s *supervisor) finishOutput() {
 	for i, st := range s.streams {
 		head, tail, omitted := st.excerpt()
-		ex := record.ExcerptOf(head, tail, omitted, s.spec.Secrets)
+		ex := record.ExcerptOf(head, tail, omitted, s.spec.Secrets, s.spec.Hidden)
 		if i == 0 {
 			s.rec.Bytes.Stdout, s.rec.Excerpt.Stdout = st.n.Load(), ex
 		} else {

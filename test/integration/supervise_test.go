@@ -577,12 +577,14 @@ func TestRecordInEveryOutcome(t *testing.T) {
 }
 
 // TestRecordRedactsSecretsCutByTheExcerpt: with a 200-byte head and tail,
-// a secret the omitted bytes cut would show its start at the end of the
-// head and its end at the start of the tail. Each end gives up the
-// longest secret's length but one at the cut, whatever it holds: masking
-// only what matched the secret let a later run that read the record test
-// its guesses at it, byte by byte (a tester's finding). A value shorter
-// than 6 bytes is not treated as a secret.
+// a credential the broker holds (the jail has a placeholder) that the
+// omitted bytes cut would show its start at the end of the head and its
+// end at the start of the tail. Masking only what matched it let a later
+// run that read the record test its guesses, byte by byte (a tester's
+// finding): each end now gives up the credential's length but one at the
+// cut, whatever it holds, for a right guess and a wrong one alike. A
+// value of the jail's own environment costs no bytes, and one shorter
+// than 6 bytes is no secret.
 func TestRecordRedactsSecretsCutByTheExcerpt(t *testing.T) {
 	jailed(t)
 	const secret = "sk-ant-cut-0123456789abcdef"
@@ -592,9 +594,9 @@ func TestRecordRedactsSecretsCutByTheExcerpt(t *testing.T) {
 		rp := recordPath(t)
 		// Head: "abcde" + 189 x + the guess's first 6 bytes; tail: its
 		// last 14 bytes + 186 z.
-		r := aj(t, "run", "--profile", filepath.Join(dir, "small.yaml"), "--record", rp,
-			"--env", "SECRETV="+secret, "--env", "GUESS="+guess, "--env", "SHORTV=abcde", "--",
-			"sh", "-c", `printf '%s%s%s-the-middle-of-it-%s%s' "$SHORTV" "$(printf 'x%.0s' $(seq 189))" "$GUESS" "$GUESS" "$(printf 'z%.0s' $(seq 186))"`)
+		r := invocation{env: []string{"ANTHROPIC_API_KEY=" + secret}}.run(t, "run", "--profile", filepath.Join(dir, "small.yaml"), "--record", rp,
+			"--env", "SHORTV=abcde", "--",
+			"sh", "-c", `printf '%s%s%s-the-middle-of-it-%s%s' "$SHORTV" "$(printf 'x%.0s' $(seq 189))" `+guess+` `+guess+` "$(printf 'z%.0s' $(seq 186))"`)
 		wantCode(t, r, 0)
 		rec := readRecord(t, rp, 0)
 		ex := rec.Excerpt.Stdout
@@ -602,8 +604,8 @@ func TestRecordRedactsSecretsCutByTheExcerpt(t *testing.T) {
 			int64(len(ex.Head)+len(ex.Tail))+ex.OmittedBytes != rec.Bytes.Stdout {
 			t.Errorf("guess %s: excerpt %+v of %d bytes, want x and z only, their lengths adding up", guess, ex, rec.Bytes.Stdout)
 		}
-		if data, _ := os.ReadFile(rp); bytes.Contains(data, []byte(secret[:6])) || bytes.Contains(data, []byte(secret[13:])) {
-			t.Errorf("the record shows part of an environment value:\n%s", data)
+		if shown := ex.Head + ex.Tail; strings.Contains(shown, secret[:6]) || strings.Contains(shown, secret[13:]) {
+			t.Errorf("the excerpt shows part of the credential: %+v", ex)
 		}
 	}
 }
