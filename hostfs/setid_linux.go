@@ -37,7 +37,7 @@ func RunClock() unix.Timespec {
 // find(1) does, so a link is never followed, even one swapped in during
 // the walk, and no path is resolved twice.
 func StripSetID(roots []string, since unix.Timespec) ([]record.Note, error) {
-	scan, err := ScanAfterRun(roots, since)
+	scan, err := ScanAfterRun(roots, since, nil)
 	return scan.Notes, err
 }
 
@@ -61,8 +61,10 @@ type Scan struct {
 // (node_modules, what a directory that looks like a git directory holds),
 // where a repository of the agent's, reached by git through a gitlink in
 // the index or in a commit, would otherwise stay.
-func ScanAfterRun(roots []string, since unix.Timespec) (Scan, error) {
-	w := setIDWalk{since: since}
+// Once stop is closed (nil: never), the walk goes no further, strips
+// nothing more, and says so in its error.
+func ScanAfterRun(roots []string, since unix.Timespec, stop <-chan struct{}) (Scan, error) {
+	w := setIDWalk{since: since, stop: stop}
 	for _, root := range roots {
 		fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
@@ -94,6 +96,8 @@ const maxWalkDepth = 2048
 type setIDWalk struct {
 	since   unix.Timespec
 	depth   int // of the directory being walked, below its root
+	stop    <-chan struct{}
+	stopped bool
 	notes   []record.Note
 	newGit  []string
 	changed map[string]bool // older .git entries changed since
@@ -136,6 +140,15 @@ func (w *setIDWalk) dir(fd int, p, git string) {
 	f := os.NewFile(uintptr(fd), p)
 	defer f.Close()
 	for {
+		select {
+		case <-w.stop:
+			if !w.stopped {
+				w.stopped = true
+				w.errs = append(w.errs, fmt.Errorf("%s: the walk was stopped here", p))
+			}
+			return
+		default:
+		}
 		entries, err := f.ReadDir(1024)
 		for _, e := range entries {
 			w.entry(fd, p, git, e)

@@ -130,7 +130,7 @@ func TestScanAfterRunFindsNewGit(t *testing.T) {
 	}
 	os.MkdirAll(filepath.Join(root, "sub"), 0o755)
 	os.WriteFile(filepath.Join(root, "sub/.git"), []byte("gitdir: ../elsewhere\n"), 0o644)
-	scan, err := ScanAfterRun([]string{root}, since)
+	scan, err := ScanAfterRun([]string{root}, since, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,8 +168,28 @@ func TestScanAfterRunStopsAtItsDepth(t *testing.T) {
 	}
 	unix.Mkdirat(fd, ".git", 0o755) // below the cap: not seen
 	unix.Close(fd)
-	scan, err := ScanAfterRun([]string{root}, since)
+	scan, err := ScanAfterRun([]string{root}, since, nil)
 	if err == nil || !strings.Contains(err.Error(), "nested deeper than 2048 directories below its root") || len(scan.Born) != 0 {
 		t.Errorf("ScanAfterRun = %v, born %q; want the depth said", err, scan.Born)
+	}
+}
+
+// TestScanAfterRunStops: a walk told to stop (the run's checks cut short)
+// strips nothing more and says where it stopped.
+func TestScanAfterRunStops(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	since := RunClock()
+	made := filepath.Join(root, "made")
+	os.WriteFile(made, []byte("x"), 0o755)
+	unix.Chmod(made, 0o2755)
+	stop := make(chan struct{})
+	close(stop)
+	scan, err := ScanAfterRun([]string{root}, since, stop)
+	if err == nil || !strings.Contains(err.Error(), root+": the walk was stopped here") || len(scan.Notes) != 0 {
+		t.Errorf("ScanAfterRun = %v, notes %v; want stopped at the root", err, scan.Notes)
+	}
+	if fi, _ := os.Stat(made); fi.Mode()&os.ModeSetgid == 0 {
+		t.Error("a stopped walk stripped a set-id bit")
 	}
 }

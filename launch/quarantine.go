@@ -43,7 +43,8 @@ const QuarantineSuffix = ".agentjail-quarantine-"
 // it where the search before it saw none.
 type gitFound struct{ born, changed []string }
 
-func quarantine(before, after mounts.Snapshot, protected []string, walked gitFound, w hostfs.Walker, runID string) []record.Note {
+// Once stop is closed (nil: never), nothing more is moved.
+func quarantine(before, after mounts.Snapshot, protected []string, walked gitFound, w hostfs.Walker, runID string, stop <-chan struct{}) []record.Note {
 	var notes []record.Note
 	rest := maps.Clone(after)
 	found := newGitEntries(before, after, protected, gitDirOn(w))
@@ -83,6 +84,11 @@ func quarantine(before, after mounts.Snapshot, protected []string, walked gitFou
 		}
 	}
 	for _, g := range found {
+		select {
+		case <-stop:
+			return notes // the checks were cut short: their caller says so
+		default:
+		}
 		detail := fmt.Sprintf("%s appeared during the run: git takes it for a git directory (%s)", g.path, path.Base(g.path))
 		move, what := g.path, ""
 		switch {

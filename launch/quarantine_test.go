@@ -42,7 +42,7 @@ func TestQuarantine(t *testing.T) {
 		j("old/.git/modules/m/config"): e}
 	// old/.git was there, without config or hooks (masked in the jail).
 	protected := []string{j("old/.git/config"), j("old/.git/hooks")}
-	notes := quarantine(before, after, protected, gitFound{}, hostfs.Walker{Roots: []string{root}}, "RUN")
+	notes := quarantine(before, after, protected, gitFound{}, hostfs.Walker{Roots: []string{root}}, "RUN", nil)
 	var details []string
 	for _, n := range notes {
 		details = append(details, n.Detail)
@@ -101,7 +101,7 @@ func TestQuarantineBareAndTakenName(t *testing.T) {
 	e := mounts.Entry{Size: 1}
 	before := mounts.Snapshot{j("mirror/config"): e, j("src/.env"): e}
 	after := mounts.Snapshot{j("mirror/config"): e, j("src/.env"): {Size: 2}, j("src/config"): e, j("z/.git/config"): e}
-	notes := quarantine(before, after, []string{j("mirror/hooks")}, gitFound{}, hostfs.Walker{Roots: []string{root}}, "RUN")
+	notes := quarantine(before, after, []string{j("mirror/hooks")}, gitFound{}, hostfs.Walker{Roots: []string{root}}, "RUN", nil)
 	var details []string
 	for _, n := range notes {
 		details = append(details, n.Detail)

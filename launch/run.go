@@ -300,13 +300,14 @@ func run(req Request, stdio IO) (int, error) {
 	// What the read-only binds could not prevent is found now that
 	// nothing of the jail runs (checkAfter), for as long as the agent made
 	// it to take; an ending signal or `agentjail stop` cuts it short.
-	checked, checking := make(chan []record.Note, 1), make(chan struct{})
-	go func() { checked <- j.checkAfter(before, since, stdio.Stderr) }()
+	checked, checking, cut := make(chan []record.Note, 1), make(chan struct{}), make(chan struct{})
+	go func() { checked <- j.checkAfter(before, since, stdio.Stderr, cut) }()
 	select {
 	case notes := <-checked:
 		close(checking)
 		rec.Violate(notes...)
 	case by := <-cutShort(sigs, live.Stops(), checking):
+		close(cut) // nothing more is stripped or moved aside, unsaid
 		rec.Violate(record.Note{What: record.ViolationUnchecked, Detail: fmt.Sprintf("the checks after the run were cut short by %s: the writable roots were not (all) checked for set-id bits, device nodes, new git directories and changed protected paths, and what they found was not all moved aside: check them before git, a shell or an agent uses them", by)})
 	}
 	for i, v := range rec.Violations {
@@ -354,7 +355,8 @@ func run(req Request, stdio IO) (int, error) {
 // walks are independent; each is about as costly as find(1) over the
 // roots. Other live runs' mask placeholders are born since too: in one
 // look at their registry, none goes until what is not one is moved aside.
-func (j *Jail) checkAfter(before mounts.Snapshot, since unix.Timespec, stderr io.Writer) []record.Note {
+// Once stop is closed, they strip and move nothing more.
+func (j *Jail) checkAfter(before mounts.Snapshot, since unix.Timespec, stderr io.Writer, stop <-chan struct{}) []record.Note {
 	view, verr := runstate.ViewMasks(runstate.MaskDir())
 	if verr != nil {
 		PrintError(stderr, verr)
@@ -362,7 +364,7 @@ func (j *Jail) checkAfter(before mounts.Snapshot, since unix.Timespec, stderr io
 	defer view.Close()
 	after := make(chan mounts.Snapshot, 1)
 	go func() { after <- j.protectedSnapshot(view.IsMask) }()
-	scan, serr := hostfs.ScanAfterRun(mounts.WritableRoots(j.Policy), since)
+	scan, serr := hostfs.ScanAfterRun(mounts.WritableRoots(j.Policy), since, stop)
 	placeholder := func(p string) bool { return view.IsMask(p) && placeholderShaped(j.walker(), p) }
 	born := slices.DeleteFunc(scan.Born, placeholder)
 	// An older .git that changed during the run where the search before
@@ -375,7 +377,7 @@ func (j *Jail) checkAfter(before mounts.Snapshot, since unix.Timespec, stderr io
 			changed = append(changed, p)
 		}
 	}
-	notes := quarantine(before, <-after, j.Plan.Protected, gitFound{born: born, changed: changed}, j.walker(), j.RunID)
+	notes := quarantine(before, <-after, j.Plan.Protected, gitFound{born: born, changed: changed}, j.walker(), j.RunID, stop)
 	notes = append(notes, scan.Notes...)
 	if serr != nil {
 		// What the walk could not reach was not checked: no clean run.
