@@ -18,7 +18,18 @@ import (
 // restores nothing. A path inside a listed one is not listed again.
 func ProtectedChanges(before, after Snapshot) []record.Note {
 	var all []change
-	var cuts []string // paths a snapshot stopped at (Entry.Cut)
+	var cuts []string // paths a snapshot stopped at (Entry.Cut), or after
+	// Below those, one snapshot may hold what the other did not reach:
+	// what appeared or went away there is not known.
+	short := NewPathSet()
+	for _, s := range []Snapshot{before, after} {
+		for p, e := range s {
+			if e.Cut || e.Skipped {
+				short.Add(p)
+			}
+		}
+	}
+	unknown := func(p string) bool { return short.Covers(parent(p)) }
 	for p, a := range after {
 		b, ok := before[p]
 		switch {
@@ -28,6 +39,7 @@ func ProtectedChanges(before, after Snapshot) []record.Note {
 			cuts = append([]string{p}, cuts...) // where it stopped, first
 		case a.Skipped || b.Skipped:
 			cuts = append(cuts, p)
+		case !ok && unknown(p):
 		case !ok:
 			all = append(all, change{p, "appeared"})
 		case a.Ino != b.Ino || a.Mode.Type() != b.Mode.Type():
@@ -37,7 +49,7 @@ func ProtectedChanges(before, after Snapshot) []record.Note {
 		}
 	}
 	for p := range before {
-		if _, ok := after[p]; !ok {
+		if _, ok := after[p]; !ok && !unknown(p) {
 			all = append(all, change{p, "went away"})
 		}
 	}

@@ -78,6 +78,7 @@ func TakeSnapshot(d Disk, p policy.Policy, isPlaceholder func(string) bool) Snap
 			continue
 		}
 		if fi, err := lstat(d, q); err == nil {
+			b.take(q) // a path held like any other
 			s[q] = Entry{Mode: fi.Mode().Type()}
 		}
 	}

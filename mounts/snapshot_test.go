@@ -103,4 +103,18 @@ func TestSnapshotStopsAtItsSize(t *testing.T) {
 	if len(notes) != 1 || notes[0].What != "unchecked" || !strings.Contains(notes[0].Detail, "(4 KiB of paths), so 5 of them were not (all) checked, from /srv/proj/.vscode on") {
 		t.Errorf("notes %v, want one unchecked for .vscode", notes)
 	}
+	// The agent removes half of them: the cut moves, and what one
+	// snapshot reached and the other did not is no change.
+	for i := range 100 {
+		delete(d, fmt.Sprintf("srv/proj/.vscode/planted-%03d", i))
+	}
+	notes = ProtectedChanges(before, TakeSnapshot(d, in.Policy, nil))
+	for _, n := range notes {
+		if n.What != "unchecked" && strings.Contains(n.Detail, "/.vscode/planted-") && strings.Contains(n.Detail, "appeared") {
+			t.Errorf("a file that was there before said to have appeared: %s", n.Detail)
+		}
+	}
+	if len(notes) == 0 || notes[len(notes)-1].What != "unchecked" {
+		t.Errorf("notes %v, want the cut said", notes)
+	}
 }
