@@ -69,7 +69,7 @@ func ScanAfterRun(roots []string, since unix.Timespec, stop <-chan struct{}) (Sc
 		fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
 			if !errors.Is(err, unix.ENOTDIR) && !errors.Is(err, unix.ENOENT) {
-				w.errs = append(w.errs, fmt.Errorf("%s: %w", root, err))
+				w.fail(fmt.Errorf("%s: %w", root, err))
 			}
 			continue // a file as a writable root: its directory is not walked
 		}
@@ -80,6 +80,9 @@ func ScanAfterRun(roots []string, since unix.Timespec, stop <-chan struct{}) (Sc
 	slices.Sort(w.newGit)
 	changed := slices.Sorted(maps.Keys(w.changed))
 	scan := Scan{Notes: w.notes, Born: w.newGit, Changed: changed}
+	if w.more > 0 {
+		w.errs = append(w.errs, fmt.Errorf("and %d more", w.more))
+	}
 	if len(w.errs) > 0 {
 		return scan, fmt.Errorf("set-id scan of the writable roots: %w", errors.Join(w.errs...))
 	}
@@ -93,15 +96,35 @@ func ScanAfterRun(roots []string, since unix.Timespec, stop <-chan struct{}) (Sc
 // checked (a violation, unchecked); no project nests so deep.
 const maxWalkDepth = 2048
 
+// maxWalkPath bounds the path of a directory the walk enters, in bytes
+// (PATH_MAX is 4096: what lies deeper no tool reaches by its path), so
+// that the levels held cost at most maxWalkDepth × maxWalkPath however
+// long their names.
+const maxWalkPath = 16 << 10
+
+// maxWalkErrors are the walk's errors said; more are counted.
+const maxWalkErrors = 10
+
 type setIDWalk struct {
 	since   unix.Timespec
 	depth   int // of the directory being walked, below its root
 	stop    <-chan struct{}
 	stopped bool
+	more    int // errors past maxWalkErrors
 	notes   []record.Note
 	newGit  []string
 	changed map[string]bool // older .git entries changed since
 	errs    []error
+}
+
+// fail notes an error of the walk: the first maxWalkErrors, then a count
+// (an agent can make a hundred thousand places the walk cannot go).
+func (w *setIDWalk) fail(err error) {
+	if len(w.errs) < maxWalkErrors {
+		w.errs = append(w.errs, err)
+	} else {
+		w.more++
+	}
 }
 
 // changedSinceAt reports whether name in dirfd changed since the run
@@ -144,7 +167,7 @@ func (w *setIDWalk) dir(fd int, p, git string) {
 		case <-w.stop:
 			if !w.stopped {
 				w.stopped = true
-				w.errs = append(w.errs, fmt.Errorf("%s: the walk was stopped here", p))
+				w.fail(fmt.Errorf("%s: the walk was stopped here", p))
 			}
 			return
 		default:
@@ -155,7 +178,7 @@ func (w *setIDWalk) dir(fd int, p, git string) {
 		}
 		if err != nil {
 			if err != io.EOF {
-				w.errs = append(w.errs, fmt.Errorf("%s: %w", p, err))
+				w.fail(fmt.Errorf("%s: %w", p, err))
 			}
 			return
 		}
@@ -184,13 +207,13 @@ func (w *setIDWalk) entry(dirfd int, dir, git string, e fs.DirEntry) {
 		}
 	}
 	if t.IsDir() {
-		if w.depth == maxWalkDepth {
-			w.errs = append(w.errs, fmt.Errorf("%s: nested deeper than %d directories below its root", p, maxWalkDepth))
+		if w.depth == maxWalkDepth || len(p) > maxWalkPath {
+			w.fail(fmt.Errorf("%s: nested deeper than %d directories or %d bytes of path below its root", p, maxWalkDepth, maxWalkPath))
 			return
 		}
 		fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
-			w.errs = append(w.errs, fmt.Errorf("%s: %w", p, err))
+			w.fail(fmt.Errorf("%s: %w", p, err))
 			return
 		}
 		w.depth++
@@ -214,7 +237,7 @@ func (w *setIDWalk) entry(dirfd int, dir, git string, e fs.DirEntry) {
 			return
 		}
 		if err := stripOne(dirfd, name, st); err != nil {
-			w.errs = append(w.errs, fmt.Errorf("strip set-id bits of %s: %w", p, err))
+			w.fail(fmt.Errorf("strip set-id bits of %s: %w", p, err))
 			return
 		}
 		w.notes = append(w.notes, setIDNote(p, st.Mode))
@@ -223,7 +246,7 @@ func (w *setIDWalk) entry(dirfd int, dir, git string, e fs.DirEntry) {
 			return // an overlayfs whiteout: opens nothing
 		}
 		if err := unix.Unlinkat(dirfd, name, 0); err != nil {
-			w.errs = append(w.errs, fmt.Errorf("remove device node %s: %w", p, err))
+			w.fail(fmt.Errorf("remove device node %s: %w", p, err))
 			return
 		}
 		w.notes = append(w.notes, deviceNote(p, unix.Major(st.Rdev), unix.Minor(st.Rdev)))

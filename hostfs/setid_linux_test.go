@@ -169,7 +169,7 @@ func TestScanAfterRunStopsAtItsDepth(t *testing.T) {
 	unix.Mkdirat(fd, ".git", 0o755) // below the cap: not seen
 	unix.Close(fd)
 	scan, err := ScanAfterRun([]string{root}, since, nil)
-	if err == nil || !strings.Contains(err.Error(), "nested deeper than 2048 directories below its root") || len(scan.Born) != 0 {
+	if err == nil || !strings.Contains(err.Error(), "nested deeper than 2048 directories or 16384 bytes of path below its root") || len(scan.Born) != 0 {
 		t.Errorf("ScanAfterRun = %v, born %q; want the depth said", err, scan.Born)
 	}
 }
@@ -191,5 +191,31 @@ func TestScanAfterRunStops(t *testing.T) {
 	}
 	if fi, _ := os.Stat(made); fi.Mode()&os.ModeSetgid == 0 {
 		t.Error("a stopped walk stripped a set-id bit")
+	}
+}
+
+// TestScanAfterRunStopsAtItsPathLength: 255-byte names reach the path
+// bound long before the depth's.
+func TestScanAfterRunStopsAtItsPathLength(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	since := RunClock()
+	name := strings.Repeat("n", 255)
+	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range maxWalkPath/256 + 2 {
+		unix.Mkdirat(fd, name, 0o755)
+		next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		unix.Close(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd = next
+	}
+	unix.Close(fd)
+	if _, err := ScanAfterRun([]string{root}, since, nil); err == nil || !strings.Contains(err.Error(), "16384 bytes of path below its root") {
+		t.Errorf("ScanAfterRun = %.300v, want the path's length said", err)
 	}
 }

@@ -97,7 +97,7 @@ func quarantine(before, after mounts.Snapshot, protected []string, walked gitFou
 		case g.bare:
 			// Its HEAD goes, and with it the repository; the directory
 			// and what else it holds stay.
-			detail = fmt.Sprintf("%s became a git directory during the run: it holds HEAD with objects and refs or a commondir, and config or hooks that git would use there", g.path)
+			detail = fmt.Sprintf("%s became a git directory during the run: it holds HEAD with refs or a commondir, and config or hooks that git would use there", g.path)
 			move, what = path.Join(g.path, "HEAD"), " its HEAD"
 		}
 		d, name, err := w.Parent(move)
