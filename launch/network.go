@@ -90,14 +90,15 @@ var agentNamespaces = []string{"ANTHROPIC_", "CLAUDE_CODE_", "CLAUDE_", "OPENAI_
 var secretParts = []string{"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSPHRASE", "CREDENTIAL", "CREDENTIALS", "HEADERS", "COOKIE", "JWT"}
 
 // isAgentSecret reports whether name is an agent's variable shaped like
-// a credential: a jail whose API credentials the broker holds, or that
-// has no network, gets none of them (the routes' own, replaced by
-// placeholders, aside).
+// a credential, its last word one of secretParts (a setting about one,
+// CLAUDE_CODE_API_KEY_HELPER_TTL_MS, is none): a jail whose API
+// credentials the broker holds, or that has no network, gets none of them
+// (the routes' own, replaced by placeholders, aside).
 func isAgentSecret(name string) bool {
 	if !slices.ContainsFunc(agentNamespaces, func(p string) bool { return strings.HasPrefix(name, p) }) {
 		return false
 	}
-	return slices.ContainsFunc(strings.Split(name, "_"), func(w string) bool { return slices.Contains(secretParts, w) })
+	return slices.Contains(secretParts, name[strings.LastIndexByte(name, '_')+1:])
 }
 
 // refreshTokens are never given to a jail, whatever its network: a
@@ -222,7 +223,7 @@ func proxyEnv(env []string, p policy.Policy, apiKey string) ([]string, *netPlan,
 	for k, v := range vars {
 		if isAgentSecret(k) && !n.isPlaceholder(v) {
 			delete(vars, k) // the broker holds it (a route's), or nothing uses it
-			if !slices.ContainsFunc(apiRoutes, func(a apiRoute) bool { return a.headersVar == k }) {
+			if v != "" && !slices.ContainsFunc(apiRoutes, func(a apiRoute) bool { return a.headersVar == k }) {
 				n.dropped = append(n.dropped, k)
 			}
 		}

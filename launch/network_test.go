@@ -85,7 +85,8 @@ func TestAgentSecretsStayOut(t *testing.T) {
 		"CLAUDE_CODE_HFI_BEARER_TOKEN": "s7", "CLAUDE_CODE_OAUTH_REFRESH_TOKEN": "s8",
 		"ANTHROPIC_CUSTOM_HEADERS": "x-portkey-api-key: gw-secret\nx-other:  two ",
 	}
-	kept := []string{"CLAUDE_CODE_MAX_OUTPUT_TOKENS=9000", "ANTHROPIC_MODEL=m", "CLAUDE_CODE_USE_BEDROCK=0", "PATH=/bin"}
+	kept := []string{"CLAUDE_CODE_MAX_OUTPUT_TOKENS=9000", "ANTHROPIC_MODEL=m", "CLAUDE_CODE_USE_BEDROCK=0", "PATH=/bin",
+		"CLAUDE_CODE_API_KEY_HELPER_TTL_MS=60000", "CLAUDE_CODE_OTEL_HEADERS_HELPER_DEBOUNCE_MS=10"}
 	env := slices.Clone(kept)
 	for k, v := range secrets {
 		env = append(env, k+"="+v)

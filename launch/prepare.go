@@ -288,8 +288,7 @@ func Prepare(req Request, opt Options) (*Jail, error) {
 			return nil, err
 		}
 		if d := j.net.dropped; len(d) > 0 {
-			j.warnings = append(j.warnings, fmt.Sprintf("%s not given to the jail: its network is agentjail's broker, which adds the agents' API credentials outside it (%s), and has no use for these; to pass them, run with --net host",
-				strings.Join(d, ", "), "ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, CLAUDE_CODE_OAUTH_TOKEN, ANTHROPIC_CUSTOM_HEADERS, OPENAI_API_KEY, CODEX_API_KEY, CODEX_ACCESS_TOKEN"))
+			j.warnings = append(j.warnings, fmt.Sprintf("%s not given to the jail: the broker holds only the API routes' credentials; to pass them, run with --net host", strings.Join(d, ", ")))
 		}
 	case j.Policy.NetMode() == policy.NetNone:
 		j.Env = withoutAPICredentials(j.Env) // nothing there could use them

@@ -308,7 +308,7 @@ func run(req Request, stdio IO) (int, error) {
 		rec.Violate(notes...)
 	case by := <-cutShort(sigs, live.Stops(), checking):
 		close(cut) // nothing more is stripped or moved aside, unsaid
-		rec.Violate(record.Note{What: record.ViolationUnchecked, Detail: fmt.Sprintf("the checks after the run were cut short by %s: the writable roots were not (all) checked for set-id bits, device nodes, new git directories and changed protected paths, and what they found was not all moved aside: check them before git, a shell or an agent uses them", by)})
+		rec.Violate(record.Note{What: record.ViolationUnchecked, Detail: fmt.Sprintf("the checks after the run were cut short by %s; check the writable roots before git runs there", by)})
 	}
 	for i, v := range rec.Violations {
 		if i == record.MaxPrinted {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentjail/agentjail/policy"
 	"github.com/agentjail/agentjail/record"
 )
 
@@ -78,17 +79,9 @@ func ProtectedChanges(before, after Snapshot) []record.Note {
 		notes = append(notes, record.Note{What: record.ViolationProtected, Detail: detail})
 	}
 	if len(cuts) > 0 {
-		notes = append(notes, record.Note{What: record.ViolationUnchecked, Detail: fmt.Sprintf("the protected paths under the writable roots hold more than agentjail compares before and after a run (%s of paths), so %d of them were not (all) checked, from %s on: remove what should not be there (files the agent planted by the thousand), and check them before git, a shell or an agent uses them", size(maxSnapshot), len(cuts), cuts[0])})
+		notes = append(notes, record.Note{What: record.ViolationUnchecked, Detail: fmt.Sprintf("the protected paths hold more than agentjail compares (%s of paths): %d not (all) checked, from %s on; remove what should not be there", policy.FormatSize(int64(maxSnapshot)), len(cuts), cuts[0])})
 	}
 	return notes
-}
-
-// size says n bytes in KiB or MiB.
-func size(n int) string {
-	if n >= 1<<20 {
-		return fmt.Sprintf("%d MiB", n>>20)
-	}
-	return fmt.Sprintf("%d KiB", n>>10)
 }
 
 type change struct{ path, how string }

@@ -100,7 +100,7 @@ func TestSnapshotStopsAtItsSize(t *testing.T) {
 		t.Fatalf(".vscode cut %v, %d entries; want it cut, the snapshot small", e.Cut, len(before))
 	}
 	notes := ProtectedChanges(before, TakeSnapshot(d, in.Policy, nil))
-	if len(notes) != 1 || notes[0].What != "unchecked" || !strings.Contains(notes[0].Detail, "(4 KiB of paths), so 5 of them were not (all) checked, from /srv/proj/.vscode on") {
+	if len(notes) != 1 || notes[0].What != "unchecked" || !strings.Contains(notes[0].Detail, "(4KiB of paths): 5 not (all) checked, from /srv/proj/.vscode on") {
 		t.Errorf("notes %v, want one unchecked for .vscode", notes)
 	}
 	// The agent removes half of them: the cut moves, and what one
