@@ -206,12 +206,14 @@ func (d *Dir) walk(fd int, rest []string, create bool, perm uint32, uid, gid int
 		Flags:   flags &^ unix.O_NOFOLLOW,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	})
-	if !errors.Is(err, unix.ENOSYS) && !(create && errors.Is(err, unix.ENOENT)) {
+	if !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.ENAMETOOLONG) && !(create && errors.Is(err, unix.ENOENT)) {
 		return d.at(nfd, p, err)
 	}
 	// One component at a time, each opened O_NOFOLLOW|O_DIRECTORY in its
 	// parent's descriptor: a link fails to open (ELOOP, or ENOTDIR for
-	// O_PATH), so none is followed.
+	// O_PATH), so none is followed. Also for a path longer than the
+	// kernel takes in one call (PATH_MAX): what an agent nested deeper,
+	// a new .git say, is reached all the same.
 	cur, err := unix.Openat(fd, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return d.at(-1, d.Path, err)

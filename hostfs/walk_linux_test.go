@@ -431,3 +431,36 @@ func TestForeignLinks(t *testing.T) {
 		t.Errorf("the victim changed: %q", b)
 	}
 }
+
+// TestParentPastPathMax: a .git an agent made below PATH_MAX's reach was
+// reported but not moved aside ("file name too long"): the walk to it is
+// made a component at a time now.
+func TestParentPastPathMax(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	name := strings.Repeat("d", 200)
+	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deep := root
+	for range 25 { // 5 KB of path
+		unix.Mkdirat(fd, name, 0o755)
+		next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		unix.Close(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd, deep = next, deep+"/"+name
+	}
+	unix.Mkdirat(fd, ".git", 0o755)
+	unix.Close(fd)
+	d, base, err := Walker{Roots: []string{root}}.Parent(deep + "/.git")
+	if err != nil {
+		t.Fatalf("Parent of a path of %d bytes: %v", len(deep), err)
+	}
+	defer d.Close()
+	if _, err := d.MoveAside(base, ".aside"); err != nil || base != ".git" {
+		t.Errorf("moving %s aside: %v", base, err)
+	}
+}
