@@ -2,6 +2,7 @@ package mounts
 
 import (
 	"io/fs"
+	"path"
 	"syscall"
 
 	"github.com/agentjail/agentjail/policy"
@@ -46,7 +47,7 @@ type budget struct{ left int }
 
 // take spends one entry of path p, and reports whether there was room.
 func (b *budget) take(p string) bool {
-	b.left -= len(p) + 64
+	b.left -= len(p) + 160 // the entry, and the map's own
 	return b.left >= 0
 }
 
@@ -112,29 +113,69 @@ func (s Snapshot) add(d Disk, p string, b *budget) {
 	if e.Cut || e.Skipped || !fi.IsDir() {
 		return
 	}
-	_ = fs.WalkDir(d, rel(p), func(name string, e fs.DirEntry, err error) error {
-		if err != nil || name == rel(p) {
-			return nil
-		}
-		// Through d, not e.Info: a mask placeholder inside the directory
-		// (bwrap's mount point for a protected name that was missing) is
-		// agentjail's, made and removed around the run, not a change.
+	cut := func() {
+		top := s[p]
+		top.Cut = true
+		s[p] = top
+	}
+	walkBounded(d, rel(p), 0, func(name string, isDir bool) (descend, more bool) {
+		// Through d, not the entry's own: a mask placeholder inside the
+		// directory (bwrap's mount point for a protected name that was
+		// missing) is agentjail's, made and removed around the run, not a
+		// change.
 		fi, err := d.Lstat(name)
 		if err != nil {
-			if e.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
+			return false, true
 		}
 		if !b.take("/" + name) {
-			top := s[p]
-			top.Cut = true
-			s[p] = top
-			return fs.SkipAll
+			cut()
+			return false, false
 		}
 		s["/"+name] = entryOf(fi)
-		return nil
-	})
+		return fi.IsDir(), true
+	}, cut)
+}
+
+// maxSnapshotDepth is how deep below a protected directory a snapshot
+// goes: each level holds a descriptor while it is read.
+const maxSnapshotDepth = 256
+
+// walkBounded visits what lies below the directory dir (a Disk name),
+// depth first, in the directory's own order, reading it in batches: a
+// directory of a million entries costs what the visit keeps, not a list
+// of them all. visit says whether to go into an entry that is a directory,
+// and whether to go on at all; deep is called instead of going below
+// maxSnapshotDepth. It returns false once visit has said to stop.
+func walkBounded(d Disk, dir string, level int, visit func(name string, isDir bool) (descend, more bool), deep func()) bool {
+	if level == maxSnapshotDepth {
+		deep()
+		return false
+	}
+	f, err := d.Open(dir)
+	if err != nil {
+		return true
+	}
+	defer f.Close()
+	rd, ok := f.(fs.ReadDirFile)
+	if !ok {
+		return true
+	}
+	for {
+		entries, err := rd.ReadDir(256)
+		for _, e := range entries {
+			name := path.Join(dir, e.Name())
+			descend, more := visit(name, e.IsDir())
+			if !more {
+				return false
+			}
+			if descend && !walkBounded(d, name, level+1, visit, deep) {
+				return false
+			}
+		}
+		if err != nil {
+			return true
+		}
+	}
 }
 
 func entryOf(fi fs.FileInfo) Entry {
