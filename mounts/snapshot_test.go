@@ -118,3 +118,17 @@ func TestSnapshotStopsAtItsSize(t *testing.T) {
 		t.Errorf("notes %v, want the cut said", notes)
 	}
 }
+
+// TestSnapshotStopsAtItsDepth: a snapshot holds a descriptor a level
+// while it reads a protected directory: it goes maxSnapshotDepth deep,
+// and where it stopped is cut.
+func TestSnapshotStopsAtItsDepth(t *testing.T) {
+	t.Parallel()
+	in := input(t, "tier1", "/srv/proj")
+	d := in.Disk.(fstest.MapFS)
+	d["srv/proj/.vscode/"+strings.Repeat("a/", maxSnapshotDepth+1)+"f"] = node(0o644, 1000, 1000, "")
+	s := TakeSnapshot(d, in.Policy, nil)
+	if e := s["/srv/proj/.vscode"]; !e.Cut {
+		t.Errorf(".vscode not cut below %d levels", maxSnapshotDepth)
+	}
+}
