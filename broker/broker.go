@@ -62,9 +62,9 @@ type Route struct {
 	// Those that hold a credential are kept out of the answers as the
 	// credentials are (SecretValues).
 	Headers http.Header
-	// Paths are where below its upstream the route goes: each a path
-	// (v1/messages) that the request's, after the route's name, is or lies
-	// below. Nil: anywhere.
+	// Paths are where below its upstream the route goes: each a method
+	// and a path ("POST v1/messages") that the request's, after the
+	// route's name, is or lies below. Nil: anywhere.
 	Paths []string
 }
 

@@ -518,22 +518,35 @@ func (b *Broker) route(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("agentjail: the API route /%s/ takes no . or .. in its path, got %s", rt.Name, strconv.Quote(r.URL.EscapedPath())), http.StatusBadRequest)
 		return
 	}
-	if rt.Paths != nil && !slices.ContainsFunc(rt.Paths, func(p string) bool { return rest == p || strings.HasPrefix(rest, p+"/") }) {
+	if rt.Paths != nil && !slices.ContainsFunc(rt.Paths, func(p string) bool {
+		method, p, _ := strings.Cut(p, " ")
+		return r.Method == method && (rest == p || strings.HasPrefix(rest, p+"/"))
+	}) {
 		// The credential is good for more than the API (an OAuth login
 		// for the account's settings, its cloud sessions, minting API
-		// keys): the route goes where the agents' inference does.
-		http.Error(w, fmt.Sprintf("agentjail: the API route /%s/ serves %s, not %s: the credential it adds is for the agent's model API only; for more, run with --net host", rt.Name, "/"+rt.Name+"/"+strings.Join(rt.Paths, ", /"+rt.Name+"/"), strconv.Quote(r.URL.Path)), http.StatusForbidden)
+		// keys; an API key for the organisation's stored completions and
+		// models): the route goes where the agents' inference does.
+		http.Error(w, fmt.Sprintf("agentjail: the API route /%s/ serves %s, not %s %s: the credential it adds is for the agent's inference only; for more, run with --net host", rt.Name, strings.Join(rt.Paths, ", "), r.Method, strconv.Quote(rest)), http.StatusForbidden)
 		return
 	}
 	up := rt.Upstream
+	// Joined escaped, as the jail sent it: the decoded path, escaped
+	// again by the URL's rules, could fail to parse (a lone "%25") and
+	// leave the upstream's own path, with the credential.
+	escRest := strings.TrimPrefix(strings.TrimPrefix(r.URL.EscapedPath(), "/"+name), "/")
+	outPath, outRaw, err := joinPath(up, escRest)
+	if err != nil {
+		http.Error(w, fmt.Sprintf("agentjail: the API route /%s/ cannot forward the path %s: %v", rt.Name, strconv.Quote(r.URL.EscapedPath()), err), http.StatusBadRequest)
+		return
+	}
 	c := record.Connection{Proto: "api", Host: up.Hostname(), Port: portOf(up), Allowed: true, Rule: "api:" + rt.Name}
 	if b.proxyFor(up.Scheme, up.Hostname(), portOf(up)) != nil {
 		c.Via = "upstream-proxy"
 	}
 	b.proxied(w, r, c, relay{rewrite: func(pr *httputil.ProxyRequest) {
 		pr.SetURL(up)
-		pr.Out.URL.Path, pr.Out.URL.RawPath = joinPath(up, rest)
-		pr.Out.URL.RawQuery = pr.In.URL.RawQuery
+		pr.Out.URL.Path, pr.Out.URL.RawPath = outPath, outRaw
+		pr.Out.URL.RawQuery = strings.Trim(up.RawQuery+"&"+pr.In.URL.RawQuery, "&") // the operator's (?api-version=), then the jail's
 		pr.Out.Host = up.Host
 		keepAPIHeaders(pr.Out.Header)
 		swap(pr.Out.Header, rt.Secrets)
@@ -567,17 +580,18 @@ func dotSegments(escaped string) bool {
 	return false
 }
 
-// joinPath is the upstream's path with rest (the request's path after the
-// route's name) appended.
-func joinPath(up *url.URL, rest string) (string, string) {
-	u := up.JoinPath(rest)
-	if !strings.HasPrefix(u.Path, "/") { // an upstream without a path of its own
-		u.Path = "/" + u.Path
-		if u.RawPath != "" {
-			u.RawPath = "/" + u.RawPath
-		}
+// joinPath is the upstream's path with rest (the request's escaped path
+// after the route's name) appended, decoded and as escaped.
+func joinPath(up *url.URL, rest string) (string, string, error) {
+	raw := strings.TrimSuffix(up.EscapedPath(), "/") + "/" + rest
+	p, err := url.PathUnescape(raw)
+	if err != nil {
+		return "", "", err
 	}
-	return u.Path, u.RawPath
+	if p == raw {
+		raw = "" // nothing escaped: the URL needs no RawPath
+	}
+	return p, raw, nil
 }
 
 // swap puts the operator's credentials in place of the jail's

@@ -235,7 +235,7 @@ func TestBrokerAPIRouteGoesOnlyWhereTheAPIIs(t *testing.T) {
 	var got http.Header
 	var gotPath string
 	up := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		got, gotPath = r.Header.Clone(), r.URL.Path
+		got, gotPath = r.Header.Clone(), r.URL.RequestURI()
 		fmt.Fprintf(rw, "gateway key %s provider %s flag %s", r.Header.Get("X-Portkey-Api-Key"), r.Header.Get("X-Portkey-Provider"), r.Header.Get("X-Flag"))
 	}))
 	t.Cleanup(up.Close)
@@ -243,10 +243,11 @@ func TestBrokerAPIRouteGoesOnlyWhereTheAPIIs(t *testing.T) {
 	rt := &w.b.cfg.Routes[0]
 	rt.Upstream, _ = url.Parse(up.URL)
 	rt.Headers = http.Header{"X-Portkey-Api-Key": {"GW-SECRET"}, "X-Portkey-Provider": {"anthropic"}, "X-Flag": {"1"}}
-	rt.Paths = []string{"v1/messages", "v1/models"}
-	send := func(path string) (int, string) {
+	rt.Paths = []string{"POST v1/messages", "GET v1/models"}
+	rt.Upstream.RawQuery = "api-version=7" // the operator's, kept
+	send := func(path string, method ...string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequest("POST", "http://"+w.addr+"/anthropic"+path, strings.NewReader("{}"))
+		req, _ := http.NewRequest(append(method, "POST")[0], "http://"+w.addr+"/anthropic"+path, strings.NewReader("{}"))
 		for k, v := range map[string]string{"X-Api-Key": "placeholder-key", "Anthropic-Beta": "b1", "Anthropic-Version": "2023-06-01",
 			"X-Stainless-Os": "Linux", "X-App": "cli", "Content-Type": "application/json",
 			"Helicone-Target-Url": "http://evil.test/", "X-Original-URL": "/evil", "X-Forwarded-Host": "evil.test",
@@ -278,13 +279,19 @@ func TestBrokerAPIRouteGoesOnlyWhereTheAPIIs(t *testing.T) {
 	if got.Get("X-Api-Key") != "REAL-KEY" || fmt.Sprint(got["X-Portkey-Api-Key"]) != "[GW-SECRET]" {
 		t.Errorf("the upstream got key %q and gateway key %q, want the operator's", got.Get("X-Api-Key"), got["X-Portkey-Api-Key"])
 	}
-	if code, _ := send("/v1/messages/count_tokens"); code != 200 || gotPath != "/v1/messages/count_tokens" {
+	if code, _ := send("/v1/messages/count_tokens?beta=true"); code != 200 || gotPath != "/v1/messages/count_tokens?api-version=7&beta=true" {
 		t.Errorf("below an API path: %d %s", code, gotPath)
 	}
+	// A lone %25 decoded once is "%", which escaped again does not parse:
+	// the upstream's own path went out, with the credential.
+	if code, _ := send("/v1/messages/%25"); code != 200 || gotPath != "/v1/messages/%25?api-version=7" {
+		t.Errorf("an escaped %%: %d, the upstream saw %s", code, gotPath)
+	}
 	gotPath = ""
-	for _, p := range []string{"/api/oauth/claude_cli/create_api_key", "/v1/code/triggers", "/v1/messagesx", "/", "/v1"} {
-		if code, body := send(p); code != http.StatusForbidden || !strings.Contains(body, "serves /anthropic/v1/messages, /anthropic/v1/models") || gotPath != "" {
-			t.Errorf("%s: %d %q (upstream saw %q), want 403 naming the paths served", p, code, body, gotPath)
+	for _, c := range [][2]string{{"POST", "/api/oauth/claude_cli/create_api_key"}, {"POST", "/v1/code/triggers"}, {"POST", "/v1/messagesx"},
+		{"POST", "/"}, {"POST", "/v1"}, {"GET", "/v1/messages/batches"}, {"DELETE", "/v1/models/ft:x"}} {
+		if code, body := send(c[1], c[0]); code != http.StatusForbidden || !strings.Contains(body, "serves POST v1/messages, GET v1/models, not "+c[0]) || gotPath != "" {
+			t.Errorf("%s %s: %d %q (upstream saw %q), want 403 naming what is served", c[0], c[1], code, body, gotPath)
 		}
 	}
 }

@@ -68,12 +68,12 @@ var apiRoutes = []apiRoute{
 		{"ANTHROPIC_AUTH_TOKEN", "agentjail-"},
 		{"CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-agentjail-"},
 	}, headersVar: "ANTHROPIC_CUSTOM_HEADERS",
-		paths: []string{"v1/messages", "v1/models", "v1/complete"}},
+		paths: []string{"POST v1/messages", "GET v1/models", "POST v1/complete"}},
 	{name: "openai", baseVar: "OPENAI_BASE_URL", upstream: "https://api.openai.com/v1", creds: []credVar{
 		{"OPENAI_API_KEY", "sk-agentjail-"},
 		{"CODEX_API_KEY", "sk-agentjail-"},
 		{"CODEX_ACCESS_TOKEN", "agentjail-"},
-	}, paths: []string{"responses", "chat/completions", "completions", "models", "embeddings"}},
+	}, paths: []string{"POST responses", "POST chat/completions", "POST completions", "POST embeddings", "GET models"}},
 }
 
 // agentNamespaces are the prefixes of the agents' own variables, which
