@@ -95,11 +95,15 @@ func (r *Route) SecretValues() []string {
 }
 
 // credentialHeader says whether a header's name says it holds a
-// credential: a word of it (X-Portkey-Api-Key: api, key) is one.
+// credential: a word of it is one (X-Portkey-Api-Key: key), or ends in
+// one (X-ApiToken), or it is a configuration that may hold one
+// (X-Portkey-Config: {"api_key": …}). X-Portkey-Provider holds none.
 func credentialHeader(name string) bool {
 	words := strings.FieldsFunc(strings.ToLower(name), func(r rune) bool { return r == '-' || r == '_' })
 	return slices.ContainsFunc(words, func(w string) bool {
-		return slices.Contains([]string{"key", "apikey", "token", "auth", "authorization", "secret", "password", "cookie", "signature", "credential", "credentials"}, w)
+		return slices.Contains([]string{"key", "auth", "authorization", "authentication", "cookie", "signature", "config"}, w) ||
+			slices.ContainsFunc([]string{"apikey", "token", "secret", "password", "passphrase", "credential", "credentials", "jwt"},
+				func(s string) bool { return strings.HasSuffix(w, s) })
 	})
 }
 

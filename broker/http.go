@@ -369,10 +369,11 @@ func (b *Broker) proxied(w http.ResponseWriter, r *http.Request, c record.Connec
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if red != nil && red.string(err.Error()) != err.Error() {
+			if red != nil && red.fold(red.string(err.Error())) != err.Error() {
 				// The transport quotes a malformed answer's line, which
-				// an echo makes a request's.
-				err = errors.New(red.string(err.Error()))
+				// an echo makes a request's, and readable the answer's
+				// coding, which it may be too.
+				err = errors.New(red.fold(red.string(err.Error())))
 			}
 			failed, why = err, unreachable(c, err)
 			c.Status = http.StatusBadGateway

@@ -20,10 +20,23 @@ import (
 // plain); another coding the upstream chose anyway could hide a
 // credential, and the answer is refused (errCoded).
 
-// redactor overwrites credentials with masks.
+// redactor overwrites credentials with masks, and what shows of one in
+// part: an echo that cuts what it quotes (an error page's first 120
+// bytes) let the jail choose where the cut falls in the credential, and
+// so read all of it but a byte. Every run of at least fragment(s) bytes
+// that s holds is masked too.
 type redactor struct {
 	secrets, masks [][]byte // longest first, so that one inside another is masked whole
+	// frags are the secrets' fragments by their length, as they are and
+	// in lower case (fold); longest is the longest fragment length.
+	frags, lowFrags map[int]map[string]bool
+	longest         int
 }
+
+// fragment is how long a run of s must be to be masked as part of it: a
+// key's first 16 bytes are mostly its public prefix (sk-ant-api03-), a
+// short secret's quarter says little.
+func fragment(s []byte) int { return min(16, max(4, len(s)/4), len(s)) }
 
 // newRedactor is a redactor of secrets, nil for none.
 func newRedactor(secrets []string) *redactor {
@@ -37,12 +50,55 @@ func newRedactor(secrets []string) *redactor {
 		return nil
 	}
 	slices.SortFunc(vals, func(a, b string) int { return len(b) - len(a) })
-	r := &redactor{}
+	r := &redactor{frags: map[int]map[string]bool{}, lowFrags: map[int]map[string]bool{}}
 	for _, v := range vals {
 		r.secrets = append(r.secrets, []byte(v))
 		r.masks = append(r.masks, maskOf(len(v)))
+		n := fragment([]byte(v))
+		r.longest = max(r.longest, n)
+		for _, m := range []struct {
+			frags map[int]map[string]bool
+			v     string
+		}{{r.frags, v}, {r.lowFrags, strings.ToLower(v)}} {
+			if m.frags[n] == nil {
+				m.frags[n] = map[string]bool{}
+			}
+			for i := 0; i+n <= len(m.v); i++ {
+				m.frags[n][m.v[i:i+n]] = true
+			}
+		}
 	}
 	return r
+}
+
+// fragments writes x into out, a copy of orig, over every run of seen
+// (orig, or a lower-case copy of it) that is a fragment of a secret in
+// frags, where no whole one's mask is written already.
+func (r *redactor) fragments(out, orig, seen []byte, frags map[int]map[string]bool) {
+	for n, set := range frags {
+		for i := 0; i+n <= len(seen); i++ {
+			if set[string(seen[i:i+n])] {
+				for k := i; k < i+n; k++ {
+					if out[k] == orig[k] {
+						out[k] = 'x'
+					}
+				}
+			}
+		}
+	}
+}
+
+// heldBack is how many of b's last bytes may begin a fragment that the
+// next read would end: a run shorter than the longest fragment that a
+// secret holds. An event stream's events end in a newline, which none
+// holds.
+func (r *redactor) heldBack(b []byte) int {
+	for k := min(len(b), r.longest-1); k > 0; k-- {
+		if slices.ContainsFunc(r.secrets, func(s []byte) bool { return bytes.Contains(s, b[len(b)-k:]) }) {
+			return k
+		}
+	}
+	return 0
 }
 
 // maskOf is what stands for a credential of n bytes.
@@ -54,43 +110,47 @@ func maskOf(n int) []byte {
 	return append([]byte(word), bytes.Repeat([]byte("x"), n-len(word))...)
 }
 
-// mask overwrites, in place, every credential b holds from its start,
-// and returns how far b is done: what follows may begin a credential that
-// more bytes would end, unless b ends there (end). A credential that
-// begins another (a key and a longer one) waits for the longer's end.
-func (r *redactor) mask(b []byte, end bool) int {
-	for i := 0; i < len(b); i++ {
-		full := -1
-		for k, s := range r.secrets {
-			if b[i] != s[0] {
-				continue
+// hide writes into out, a copy of raw, a mask over every credential raw
+// holds, whole, and x over every fragment of one.
+func (r *redactor) hide(raw, out []byte) {
+	for i := 0; i < len(raw); i++ {
+		for k, s := range r.secrets { // the longest first
+			if bytes.HasPrefix(raw[i:], s) {
+				copy(out[i:], r.masks[k])
+				i += len(s) - 1
+				break
 			}
-			switch {
-			case bytes.HasPrefix(b[i:], s):
-				if full < 0 {
-					full = k // the longest: the secrets are longest first
-				}
-			case !end && bytes.HasPrefix(s, b[i:]):
-				return i // a longer one may be on its way
-			}
-		}
-		if full >= 0 {
-			copy(b[i:], r.masks[full])
-			i += len(r.secrets[full]) - 1
 		}
 	}
-	return len(b)
+	r.fragments(out, raw, raw, r.frags)
 }
 
 func (r *redactor) string(s string) string {
-	for _, c := range r.secrets {
-		if strings.Contains(s, string(c)) {
-			b := []byte(s)
-			r.mask(b, true)
-			return string(b)
+	out := []byte(s)
+	r.hide([]byte(s), out)
+	return string(out)
+}
+
+// fold is k with the credentials in it masked, whole or in part, matched
+// whatever their case (where lowering keeps k's length: ASCII, as a
+// header's name is).
+func (r *redactor) fold(k string) string {
+	lower := []byte(strings.ToLower(k))
+	if len(lower) != len(k) {
+		return k
+	}
+	out := []byte(k)
+	for i := 0; i < len(lower); i++ {
+		for j, s := range r.secrets {
+			if bytes.HasPrefix(lower[i:], bytes.ToLower(s)) {
+				copy(out[i:], r.masks[j])
+				i += len(s) - 1
+				break
+			}
 		}
 	}
-	return s
+	r.fragments(out, []byte(k), lower, r.lowFrags)
+	return string(out)
 }
 
 // header masks the credentials in h's names and values, whatever their
@@ -108,47 +168,22 @@ func (r *redactor) header(h http.Header) {
 	}
 }
 
-// fold is k with the credentials in it masked, matched whatever their
-// case (where lowering keeps k's length: ASCII, as a header's name is).
-func (r *redactor) fold(k string) string {
-	lower := []byte(strings.ToLower(k))
-	var masked []byte
-	for i, s := range r.secrets {
-		ls := bytes.ToLower(s)
-		for at := 0; len(lower) == len(k); {
-			j := bytes.Index(lower[at:], ls)
-			if j < 0 {
-				break
-			}
-			if masked == nil {
-				masked = []byte(k)
-			}
-			copy(masked[at+j:], r.masks[i])
-			copy(lower[at+j:], r.masks[i])
-			at += j + len(s)
-		}
-	}
-	if masked == nil {
-		return k
-	}
-	return string(masked)
-}
 
 // redactedBody is an answer's body with its credentials masked. Bytes
-// that may begin one are held until the next read says, or the end; an
-// event stream's events end in a newline, which begins none, so they are
-// not held.
+// that may begin one, or a fragment of one, are held until the next read
+// says, or the end; an event stream's events end in a newline, which
+// begins none, so they are not held.
 type redactedBody struct {
 	io.ReadCloser
-	r       *redactor
-	buf     []byte // read and masked
-	out     int    // buf[:out] may be returned; buf[out:] is held
-	err     error  // the body's end, or its failure
-	scratch []byte
+	r        *redactor
+	raw, out []byte // read (held from last time first), and as it goes out
+	ready    []byte // masked, not yet returned
+	err      error  // the body's end, or its failure
+	scratch  []byte
 }
 
 func (b *redactedBody) Read(p []byte) (int, error) {
-	for b.out == 0 {
+	for len(b.ready) == 0 {
 		if b.err != nil {
 			return 0, b.err
 		}
@@ -156,11 +191,19 @@ func (b *redactedBody) Read(p []byte) (int, error) {
 			b.scratch = make([]byte, 32<<10)
 		}
 		n, err := b.ReadCloser.Read(b.scratch)
-		b.buf = append(b.buf, b.scratch[:n]...)
-		b.err, b.out = err, b.r.mask(b.buf, err != nil)
+		b.raw = append(b.raw, b.scratch[:n]...)
+		b.out = append(b.out, b.scratch[:n]...)
+		b.r.hide(b.raw, b.out)
+		done := len(b.raw)
+		if b.err = err; err == nil {
+			done -= b.r.heldBack(b.raw)
+		}
+		b.ready = append(b.ready[:0], b.out[:done]...)
+		b.raw = append(b.raw[:0], b.raw[done:]...)
+		b.out = append(b.out[:0], b.out[done:]...)
 	}
-	n := copy(p, b.buf[:b.out])
-	b.buf, b.out = b.buf[n:], b.out-n
+	n := copy(p, b.ready)
+	b.ready = b.ready[n:]
 	return n, nil
 }
 
@@ -215,7 +258,7 @@ func readable(resp *http.Response) error {
 	case len(codings) == 0 || bodiless && len(codings) == 1 && codings[0] == "gzip":
 		return nil
 	case len(codings) > 1 || codings[0] != "gzip":
-		return unreadable(fmt.Sprintf("the upstream answered in Content-Encoding %q, which agentjail does not read: it asks for gzip, and reads each answer for the credential it adds", strings.Join(codings, ", ")))
+		return unreadable(fmt.Sprintf("the upstream answered in Content-Encoding %q, which agentjail does not read: it asks for gzip, and reads each answer for the credential it adds", strings.Join(resp.Header.Values("Content-Encoding"), ", ")))
 	}
 	z, err := gzip.NewReader(resp.Body)
 	if err != nil {

@@ -63,6 +63,9 @@ func TestBrokerAPIRouteMasksEchoedCredentials(t *testing.T) {
 			z = gzip.NewWriter(rw)
 			z.Write(inner.Bytes())
 			z.Close()
+		case "/base/coding": // the key as a coding, quoted in the 502
+			rw.Header().Set("Content-Encoding", key)
+			io.WriteString(rw, "x")
 		case "/base/br":
 			rw.Header().Set("Content-Encoding", "br")
 			io.WriteString(rw, "not really br "+key)
@@ -127,6 +130,8 @@ func TestBrokerAPIRouteMasksEchoedCredentials(t *testing.T) {
 	if body != "zipped xxxxxxxx" || sawEncoding != "gzip" || resp.Header.Get("Content-Encoding") != "" {
 		t.Errorf("gzip: %q (upstream asked for %q, answered in %q), want it asked in gzip and read plain", body, sawEncoding, resp.Header.Get("Content-Encoding"))
 	}
+	resp, body = do("/coding")
+	leaks("a coding", strings.ToUpper(body))
 	for _, path := range []string{"/gzip2"} {
 		resp, body = do(path)
 		leaks(path, body)
@@ -184,16 +189,23 @@ func TestBrokerAPIRouteMasksEchoedCredentials(t *testing.T) {
 }
 
 // TestRedactedBody reads bodies in every size of read, a credential
-// across each boundary, and one that only begins like one.
+// across each boundary, whole or in part: an echo that cuts what it
+// quotes let the jail choose where the cut falls in the key, and read all
+// of it but a byte. Whatever the reads, no run of a secret as long as its
+// fragment shows, and what is no secret's stays.
 func TestRedactedBody(t *testing.T) {
 	t.Parallel()
-	r := newRedactor([]string{"sk-ant-0123456789abcdefghijklmnop", "sk-ant-0123"})
-	long, short := "sk-ant-0123456789abcdefghijklmnop", "sk-ant-0123"
+	long, short := "sk-ant-0123456789abcdefghijklmnop", "Zq7-Wv2!"
+	r := newRedactor([]string{long, short})
+	hid := func(n int) string { return strings.Repeat("#", n) }
 	for _, c := range []struct{ in, want string }{
-		{"x " + long + " y " + long, "x agentjail-redacted-xxxxxxxxxxxxxx y agentjail-redacted-xxxxxxxxxxxxxx"},
-		{short + "!", "xxxxxxxxxxx!"},
-		{"sk-ant-01", "sk-ant-01"}, // held to the end, then given
-		{"sk-sk-ant-0123", "sk-xxxxxxxxxxx"},
+		{"x " + long + " y " + long, "x " + hid(len(long)) + " y " + hid(len(long))},
+		{short + "?", hid(len(short)) + "?"},
+		{"key " + long[:20], "key " + hid(20)},               // cut by the echo, at its end
+		{"key " + long[:9] + "...", "key " + hid(9) + "..."}, // 8 of 32 is a fragment
+		{"key " + long[:7] + "...", "key sk-ant-..."},        // 7 is not
+		{"sk-ant-" + long[:20], "sk-ant-" + hid(20)},
+		{"data: {\"x\": 1}\n\n", "data: {\"x\": 1}\n\n"},
 		{"", ""},
 	} {
 		for _, size := range []int{1, 2, 7, 4096} {
@@ -202,12 +214,19 @@ func TestRedactedBody(t *testing.T) {
 				in = io.NopCloser(iotest.HalfReader(strings.NewReader(c.in)))
 			}
 			got, err := io.ReadAll(&limitedReads{&redactedBody{ReadCloser: in, r: r}, size})
-			if err != nil || string(got) != c.want {
-				t.Errorf("%q in reads of %d: %q %v, want %q", c.in, size, got, err, c.want)
+			if err != nil || len(got) != len(c.want) {
+				t.Errorf("%q in reads of %d: %q %v", c.in, size, got, err)
+				continue
+			}
+			for i := range got { // # is any mask byte
+				if c.want[i] == '#' && got[i] == c.in[i] && got[i] != 'x' || c.want[i] != '#' && got[i] != c.want[i] {
+					t.Errorf("%q in reads of %d: %q, want %q (# masked)", c.in, size, got, c.want)
+					break
+				}
 			}
 		}
 	}
-	if b := []byte("data: x\n\n"); r.mask(b, false) != len(b) {
+	if b := []byte("data: x\n\n"); r.heldBack(b) != 0 {
 		t.Error("an event's end was held")
 	}
 	if newRedactor([]string{""}) != nil {
@@ -243,6 +262,14 @@ func TestBrokerAPIRouteGoesOnlyWhereTheAPIIs(t *testing.T) {
 	rt := &w.b.cfg.Routes[0]
 	rt.Upstream, _ = url.Parse(up.URL)
 	rt.Headers = http.Header{"X-Portkey-Api-Key": {"GW-SECRET"}, "X-Portkey-Provider": {"anthropic"}, "X-Flag": {"1"}}
+	for _, k := range []string{"X-Gateway-JWT", "X-Authentication", "X-ApiToken", "X-Gw-Passphrase", "X-Portkey-Config"} {
+		if !credentialHeader(k) {
+			t.Errorf("%s is not taken for a credential's header", k)
+		}
+	}
+	if credentialHeader("X-Portkey-Provider") || credentialHeader("Anthropic-Beta") {
+		t.Error("a provider's or a beta's header taken for a credential's")
+	}
 	rt.Paths = []string{"POST v1/messages", "GET v1/models"}
 	rt.Upstream.RawQuery = "api-version=7" // the operator's, kept
 	send := func(path string, method ...string) (int, string) {
