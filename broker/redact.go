@@ -168,7 +168,6 @@ func (r *redactor) header(h http.Header) {
 	}
 }
 
-
 // redactedBody is an answer's body with its credentials masked. Bytes
 // that may begin one, or a fragment of one, are held until the next read
 // says, or the end; an event stream's events end in a newline, which
