@@ -56,27 +56,27 @@ func TestRedactHidesSecretsButNotShortValues(t *testing.T) {
 // TestRedactExcerptMasksSecretsCutAtItsEdges: a secret the jail does not
 // hold (the broker's) that the omitted bytes cut leaves neither its start
 // at the end of the head nor its end at the start of the tail: each gives
-// up that secret's length but one at the cut, whatever they hold (masking
+// up 512 bytes (that secret's length, rounded up) at the cut, whatever they hold (masking
 // only what matched told a later run whether its guess at a secret's first
 // bytes was right); a whole secret is masked first, so that none of it
 // shows where the cut falls inside it; one that straddles contiguous
 // pieces is masked on both sides; a value the jail holds costs no bytes.
 func TestRedactExcerptMasksSecretsCutAtItsEdges(t *testing.T) {
 	t.Parallel()
-	const secret = "sk-ant-0123456789" // 17 bytes: 16 go at a cut
+	const secret = "sk-ant-0123456789" // 17 bytes: 512 go at a cut
 	known, hidden := []string{"short", "", "a-value-of-the-jails-own-environment"}, []string{secret}
-	pad := strings.Repeat(".", 20)
+	pad := strings.Repeat(".", 520)
 	for _, c := range []struct {
 		name, head, tail   string
 		omitted            int64
 		wantHead, wantTail string
 		wantOmitted        int64
 	}{
-		{"cut by the omitted bytes", pad + "sk-ant-01", "6789" + pad, 5, pad[:13], pad[12:], 37},
-		{"a wrong guess goes the same way", pad + "sk-ant-0X", "X789" + pad, 5, pad[:13], pad[12:], 37},
-		{"whole, across where the head is cut", pad + secret + "abc", pad, 5, pad + "[redacted]", pad[16:], 37},
+		{"cut by the omitted bytes", pad + "sk-ant-01", "6789" + pad, 5, pad[:17], pad[508:], 1029},
+		{"a wrong guess goes the same way", pad + "sk-ant-0X", "X789" + pad, 5, pad[:17], pad[508:], 1029},
+		{"whole, across where the head is cut", pad[:500] + secret + pad[:500], pad, 5, pad[:500] + "[redacted]", pad[512:], 1029},
 		{"straddling contiguous pieces", "key=sk-ant-01234", "56789;", 0, "key=[redacted]", "[redacted];", 0},
-		{"whole in each piece", "a " + secret + " b" + pad, pad + "c " + secret, 100, "a [redacted] b" + pad[:4], pad[16:] + "c [redacted]", 132},
+		{"whole in each piece", "a " + secret + " b" + pad, pad + "c " + secret, 100, "a [redacted] b" + pad[:8], pad[512:] + "c [redacted]", 1124},
 		{"contiguous: a prefix alone is text", "ends with sk-ant", " and more", 0, "ends with sk-ant", " and more", 0},
 		{"short values are not secrets", "a short text", "", 0, "a short text", "", 0},
 		{"masked runs merge", secret + secret, "", 0, "[redacted]", "", 0},
@@ -92,7 +92,7 @@ func TestRedactExcerptMasksSecretsCutAtItsEdges(t *testing.T) {
 	// The record's excerpt: redacted on the bytes as written, then valid
 	// UTF-8 (a secret with a multi-byte character whole in the head).
 	ex := ExcerptOf([]byte("x=pässwörd-ä"+pad), []byte(pad+"\xff"), 3, nil, []string{"pässwörd-ä"})
-	if ex.Head != "x=[redacted]"+pad[:8] || ex.Tail != pad[12:]+"\uFFFD" || ex.OmittedBytes != 3+12+12 {
+	if ex.Head != "x=[redacted]"+pad[:8] || ex.Tail != pad[512:]+"\uFFFD" || ex.OmittedBytes != 3+1024 {
 		t.Errorf("excerpt %+v", ex)
 	}
 }

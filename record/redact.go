@@ -23,7 +23,8 @@ const MinSecret = 6
 // was left out. hidden are the secrets the jail does not hold (the
 // broker's): where bytes were left out, one that they cut would show in
 // part, so the head and the tail each give up as many bytes at the cut as
-// the longest of them has but one, whatever they hold, which join the
+// the longest of them has, rounded up to 512 (a length cut would tell a
+// later run the credential's), whatever they hold, which join the
 // left-out ones. Masking only the parts that matched told a later run,
 // which could read the record, whether its guess at the first bytes was
 // right, one guess a stream at a time. Each maximal masked run becomes one
@@ -59,7 +60,8 @@ func RedactExcerpt(head, tail string, omitted int64, secrets, hidden []string) (
 				longest = max(longest, len(v))
 			}
 		}
-		if cut := longest - 1; cut > 0 {
+		// Whole 512-byte steps: what is cut says nothing of the length.
+		if cut := (longest + 511) / 512 * 512; longest > 0 {
 			h, t = len(head)-min(cut, len(head)), len(head)+min(cut, len(tail))
 			omitted += int64(len(head) - h + t - len(head))
 		}

@@ -576,33 +576,37 @@ func TestRecordInEveryOutcome(t *testing.T) {
 	}
 }
 
-// TestRecordRedactsSecretsCutByTheExcerpt: with a 200-byte head and tail,
+// TestRecordRedactsSecretsCutByTheExcerpt: with a 2000-byte head and tail,
 // a credential the broker holds (the jail has a placeholder) that the
 // omitted bytes cut would show its start at the end of the head and its
 // end at the start of the tail. Masking only what matched it let a later
 // run that read the record test its guesses, byte by byte (a tester's
-// finding): each end now gives up the credential's length but one at the
-// cut, whatever it holds, for a right guess and a wrong one alike. A
+// finding): each end now gives up 512 bytes at the cut (the credential's
+// length, rounded up, which so says nothing of it), whatever they hold,
+// for a right guess and a wrong one alike. A
 // value of the jail's own environment costs no bytes, and one shorter
 // than 6 bytes is no secret.
 func TestRecordRedactsSecretsCutByTheExcerpt(t *testing.T) {
 	jailed(t)
 	const secret = "sk-ant-cut-0123456789abcdef"
 	dir := visibleDir(t)
-	write(t, dir, map[string]string{"small.yaml": "extends: tier1\nlimits:\n  output:\n    head: 200\n    tail: 200\n"})
+	write(t, dir, map[string]string{"small.yaml": "extends: tier1\nlimits:\n  output:\n    head: 2000\n    tail: 2000\n"})
 	for _, guess := range []string{secret, "sk-ant-cut-X123456789abcdeX"} {
 		rp := recordPath(t)
-		// Head: "abcde" + 189 x + the guess's first 6 bytes; tail: its
-		// last 14 bytes + 186 z.
+		// Head: "abcde" + 1989 x + the guess's first 6 bytes; tail: its
+		// last 14 bytes + 1986 z.
 		r := invocation{env: []string{"ANTHROPIC_API_KEY=" + secret}}.run(t, "run", "--profile", filepath.Join(dir, "small.yaml"), "--record", rp,
 			"--env", "SHORTV=abcde", "--",
-			"sh", "-c", `printf '%s%s%s-the-middle-of-it-%s%s' "$SHORTV" "$(printf 'x%.0s' $(seq 189))" `+guess+` `+guess+` "$(printf 'z%.0s' $(seq 186))"`)
+			"sh", "-c", `printf '%s%s%s-the-middle-of-it-%s%s' "$SHORTV" "$(printf 'x%.0s' $(seq 1989))" `+guess+` `+guess+` "$(printf 'z%.0s' $(seq 1986))"`)
 		wantCode(t, r, 0)
 		rec := readRecord(t, rp, 0)
 		ex := rec.Excerpt.Stdout
 		if !strings.HasPrefix(ex.Head, "abcdexxxx") || strings.Trim(ex.Head[5:], "x") != "" || strings.Trim(ex.Tail, "z") != "" || ex.Tail == "" ||
 			int64(len(ex.Head)+len(ex.Tail))+ex.OmittedBytes != rec.Bytes.Stdout {
 			t.Errorf("guess %s: excerpt %+v of %d bytes, want x and z only, their lengths adding up", guess, ex, rec.Bytes.Stdout)
+		}
+		if len(ex.Head) != 2000-512 || len(ex.Tail) != 2000-512 {
+			t.Errorf("guess %s: head %d and tail %d bytes, want 512 given up by each", guess, len(ex.Head), len(ex.Tail))
 		}
 		if shown := ex.Head + ex.Tail; strings.Contains(shown, secret[:6]) || strings.Contains(shown, secret[13:]) {
 			t.Errorf("the excerpt shows part of the credential: %+v", ex)
