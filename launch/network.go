@@ -101,6 +101,34 @@ func isAgentSecret(name string) bool {
 	return slices.Contains(secretParts, name[strings.LastIndexByte(name, '_')+1:])
 }
 
+// isAgentSecretValue reports whether an agent's variable holds a
+// credential by its value: a URL with a password in it or a query
+// parameter named for one (ANTHROPIC_VERTEX_BASE_URL=…?key=…), or a
+// proxy's (CLAUDE_CODE_HTTPS_PROXY, which Claude Code falls back on,
+// whose userinfo is the operator's proxy login; a jail behind the broker
+// reaches no other proxy anyway).
+func isAgentSecretValue(name, value string) bool {
+	if !slices.ContainsFunc(agentNamespaces, func(p string) bool { return strings.HasPrefix(name, p) }) {
+		return false
+	}
+	if strings.HasSuffix(name, "_PROXY") {
+		return true
+	}
+	u, err := url.Parse(value)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	if _, set := u.User.Password(); set {
+		return true
+	}
+	for k := range u.Query() {
+		if isAgentSecret("ANTHROPIC_" + strings.ToUpper(strings.ReplaceAll(k, "-", "_"))) {
+			return true
+		}
+	}
+	return false
+}
+
 // refreshTokens are never given to a jail, whatever its network: a
 // refresh token mints access for as long as the login lasts (the
 // operator's login files give a jail the access token alone).
@@ -221,7 +249,7 @@ func proxyEnv(env []string, p policy.Policy, apiKey string) ([]string, *netPlan,
 		}
 	}
 	for k, v := range vars {
-		if isAgentSecret(k) && !n.isPlaceholder(v) {
+		if (isAgentSecret(k) || isAgentSecretValue(k, v)) && !n.isPlaceholder(v) && !strings.HasPrefix(v, BrokerURL) {
 			delete(vars, k) // the broker holds it (a route's), or nothing uses it
 			if v != "" && !slices.ContainsFunc(apiRoutes, func(a apiRoute) bool { return a.headersVar == k }) {
 				n.dropped = append(n.dropped, k)
@@ -250,8 +278,8 @@ func proxyEnv(env []string, p policy.Policy, apiKey string) ([]string, *netPlan,
 // reach an API.
 func withoutAPICredentials(env []string) []string {
 	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
-		k, _, _ := strings.Cut(kv, "=")
-		return isAgentSecret(k)
+		k, v, _ := strings.Cut(kv, "=")
+		return isAgentSecret(k) || isAgentSecretValue(k, v)
 	})
 }
 

@@ -84,8 +84,11 @@ func TestAgentSecretsStayOut(t *testing.T) {
 		"ANTHROPIC_IDENTITY_TOKEN": "s4", "CLAUDE_CODE_SESSION_ACCESS_TOKEN": "s5", "CLAUDE_CODE_CLIENT_KEY_PASSPHRASE": "s6",
 		"CLAUDE_CODE_HFI_BEARER_TOKEN": "s7", "CLAUDE_CODE_OAUTH_REFRESH_TOKEN": "s8",
 		"ANTHROPIC_CUSTOM_HEADERS": "x-portkey-api-key: gw-secret\nx-other:  two ",
+		"CLAUDE_CODE_HTTPS_PROXY": "http://op:s9@corp:3128", "ANTHROPIC_BEDROCK_BASE_URL": "https://u:s10@gw.example",
+		"ANTHROPIC_VERTEX_BASE_URL": "https://gw.example/?key=s11",
 	}
 	kept := []string{"CLAUDE_CODE_MAX_OUTPUT_TOKENS=9000", "ANTHROPIC_MODEL=m", "CLAUDE_CODE_USE_BEDROCK=0", "PATH=/bin",
+		"ANTHROPIC_FOUNDRY_BASE_URL=https://gw.example/v1?api-version=2",
 		"CLAUDE_CODE_API_KEY_HELPER_TTL_MS=60000", "CLAUDE_CODE_OTEL_HEADERS_HELPER_DEBOUNCE_MS=10"}
 	env := slices.Clone(kept)
 	for k, v := range secrets {
@@ -109,8 +112,8 @@ func TestAgentSecretsStayOut(t *testing.T) {
 	if h := n.routes[0].Headers; h.Get("X-Portkey-Api-Key") != "gw-secret" || h.Get("X-Other") != "two" || !slices.Contains(n.secrets(), "gw-secret") {
 		t.Errorf("the anthropic route's headers %v, secrets %q", h, n.secrets())
 	}
-	want := []string{"ANTHROPIC_AWS_API_KEY", "ANTHROPIC_BEDROCK_MANTLE_API_KEY", "ANTHROPIC_FOUNDRY_API_KEY", "ANTHROPIC_IDENTITY_TOKEN",
-		"CLAUDE_CODE_CLIENT_KEY_PASSPHRASE", "CLAUDE_CODE_HFI_BEARER_TOKEN", "CLAUDE_CODE_SESSION_ACCESS_TOKEN"}
+	want := []string{"ANTHROPIC_AWS_API_KEY", "ANTHROPIC_BEDROCK_BASE_URL", "ANTHROPIC_BEDROCK_MANTLE_API_KEY", "ANTHROPIC_FOUNDRY_API_KEY", "ANTHROPIC_IDENTITY_TOKEN",
+		"ANTHROPIC_VERTEX_BASE_URL", "CLAUDE_CODE_CLIENT_KEY_PASSPHRASE", "CLAUDE_CODE_HFI_BEARER_TOKEN", "CLAUDE_CODE_HTTPS_PROXY", "CLAUDE_CODE_SESSION_ACCESS_TOKEN"}
 	if !slices.Equal(n.dropped, want) {
 		t.Errorf("dropped %q, want %q", n.dropped, want)
 	}
