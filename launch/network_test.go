@@ -84,7 +84,7 @@ func TestAgentSecretsStayOut(t *testing.T) {
 		"ANTHROPIC_IDENTITY_TOKEN": "s4", "CLAUDE_CODE_SESSION_ACCESS_TOKEN": "s5", "CLAUDE_CODE_CLIENT_KEY_PASSPHRASE": "s6",
 		"CLAUDE_CODE_HFI_BEARER_TOKEN": "s7", "CLAUDE_CODE_OAUTH_REFRESH_TOKEN": "s8",
 		"ANTHROPIC_CUSTOM_HEADERS": "x-portkey-api-key: gw-secret\nx-other:  two ",
-		"CLAUDE_CODE_HTTPS_PROXY": "http://op:s9@corp:3128", "ANTHROPIC_BEDROCK_BASE_URL": "https://u:s10@gw.example",
+		"CLAUDE_CODE_HTTPS_PROXY":  "http://op:s9@corp:3128", "ANTHROPIC_BEDROCK_BASE_URL": "https://u:s10@gw.example",
 		"ANTHROPIC_VERTEX_BASE_URL": "https://gw.example/?key=s11",
 	}
 	kept := []string{"CLAUDE_CODE_MAX_OUTPUT_TOKENS=9000", "ANTHROPIC_MODEL=m", "CLAUDE_CODE_USE_BEDROCK=0", "PATH=/bin",
