@@ -51,6 +51,10 @@ type Scan struct {
 	// or anything they hold (a directory renamed to .git keeps its birth
 	// time, and gets a new change time).
 	Changed []string
+	// Heads are the files named HEAD born since, outside an older .git:
+	// a directory the agent made a git directory (HEAD and refs) shows
+	// by its HEAD, config and hooks or none.
+	Heads []string
 }
 
 // ScanAfterRun is StripSetID, and also returns every .git (a directory, a
@@ -79,7 +83,8 @@ func ScanAfterRun(roots []string, since unix.Timespec, stop <-chan struct{}) (Sc
 	slices.SortFunc(w.notes, func(a, b record.Note) int { return strings.Compare(a.Detail, b.Detail) })
 	slices.Sort(w.newGit)
 	changed := slices.Sorted(maps.Keys(w.changed))
-	scan := Scan{Notes: w.notes, Born: w.newGit, Changed: changed}
+	slices.Sort(w.heads)
+	scan := Scan{Notes: w.notes, Born: w.newGit, Changed: changed, Heads: w.heads}
 	if w.more > 0 {
 		w.errs = append(w.errs, fmt.Errorf("and %d more", w.more))
 	}
@@ -113,6 +118,7 @@ type setIDWalk struct {
 	more    int // errors past maxWalkErrors
 	notes   []record.Note
 	newGit  []string
+	heads   []string
 	changed map[string]bool // older .git entries changed since
 	errs    []error
 }
@@ -204,6 +210,10 @@ func (w *setIDWalk) entry(dirfd int, dir, git string, e fs.DirEntry) {
 		git = p // older: its change time, and what it holds, tell
 		if changed {
 			w.change(git)
+		}
+	case name == "HEAD" && t.IsRegular():
+		if born, _ := w.sinceRun(dirfd, name); born {
+			w.heads = append(w.heads, p)
 		}
 	}
 	if t.IsDir() {

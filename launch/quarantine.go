@@ -41,7 +41,8 @@ const QuarantineSuffix = ".agentjail-quarantine-"
 // gitFound is what the walk after the run found of .git entries
 // (hostfs.Scan): born during the run, and older ones that changed during
 // it where the search before it saw none.
-type gitFound struct{ born, changed []string }
+// heads are directories made git directories by a HEAD born during it.
+type gitFound struct{ born, changed, heads []string }
 
 // Once stop is closed (nil: never), nothing more is moved.
 func quarantine(before, after mounts.Snapshot, protected []string, walked gitFound, w hostfs.Walker, runID string, stop <-chan struct{}) []record.Note {
@@ -56,12 +57,12 @@ func quarantine(before, after mounts.Snapshot, protected []string, walked gitFou
 		seen.Add(g.path)
 	}
 	for _, c := range []struct {
-		paths   []string
-		changed bool
-	}{{walked.born, false}, {walked.changed, true}} {
+		paths         []string
+		changed, bare bool
+	}{{walked.born, false, false}, {walked.changed, true, false}, {walked.heads, false, true}} {
 		for _, p := range c.paths {
 			if !seen.Covers(p) {
-				found = append(found, gitEntry{path: p, changed: c.changed})
+				found = append(found, gitEntry{path: p, changed: c.changed, bare: c.bare})
 				seen.Add(p)
 			}
 		}
@@ -97,7 +98,7 @@ func quarantine(before, after mounts.Snapshot, protected []string, walked gitFou
 		case g.bare:
 			// Its HEAD goes, and with it the repository; the directory
 			// and what else it holds stay.
-			detail = fmt.Sprintf("%s became a git directory during the run: it holds HEAD with refs or a commondir, and config or hooks that git would use there", g.path)
+			detail = fmt.Sprintf("%s became a git directory during the run: it holds HEAD with refs or a commondir, which git takes for a repository", g.path)
 			move, what = path.Join(g.path, "HEAD"), " its HEAD"
 		}
 		d, name, err := w.Parent(move)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -377,7 +378,22 @@ func (j *Jail) checkAfter(before mounts.Snapshot, since unix.Timespec, stderr io
 			changed = append(changed, p)
 		}
 	}
-	notes := quarantine(before, <-after, j.Plan.Protected, gitFound{born: born, changed: changed}, j.walker(), j.RunID, stop)
+	// A directory made a git directory by a new HEAD, where the search
+	// before the run saw nothing of one (HEAD and refs, without config or
+	// hooks, is one to git all the same; planted by the hundred, each
+	// costs every later run its masks).
+	var heads []string
+	isGitDir := gitDirOn(j.walker())
+	known := mounts.NewPathSet(j.Plan.Protected...)
+	for q := range before {
+		known.Add(q)
+	}
+	for _, h := range scan.Heads {
+		if dir := path.Dir(h); path.Base(dir) != ".git" && !known.Has(dir) && !known.HasBelow(dir) && !placeholder(h) && isGitDir(dir) {
+			heads = append(heads, dir)
+		}
+	}
+	notes := quarantine(before, <-after, j.Plan.Protected, gitFound{born: born, changed: changed, heads: heads}, j.walker(), j.RunID, stop)
 	notes = append(notes, scan.Notes...)
 	if serr != nil {
 		// What the walk could not reach was not checked: no clean run.

@@ -260,7 +260,7 @@ func TestRenderRefusesTooManyArguments(t *testing.T) {
 		d["srv/proj/libs/"+name+"/.git"] = node(0o644, 1000, 1000, "gitdir: ../../.git/modules/"+name+"\n")
 	}
 	_, err := Render(in)
-	if !errors.Is(err, ErrTooManyArgs) || !strings.Contains(err.Error(), "where bubblewrap takes 9000; pass narrower writable roots") {
+	if !errors.Is(err, ErrTooManyArgs) || !strings.Contains(err.Error(), "where bubblewrap takes 9000; ") || !strings.HasSuffix(err.Error(), "pass narrower writable roots") {
 		t.Fatalf("Render = %v, want ErrTooManyArgs", err)
 	}
 

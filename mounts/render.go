@@ -954,25 +954,33 @@ func inSystemTree(p string) bool {
 	return p != "/" && slices.ContainsFunc(systemDirs, func(d string) bool { return d != "/" && under(p, d) })
 }
 
-// crowdedFix says what to do about too many protected paths: where most
-// of them are, which may be files an agent planted by the thousand
-// (.env.1, .env.2, …) to make every later run refuse; else narrower roots.
+// crowdedFix says what to do about too many protected paths: the deepest
+// directory most of them lie in, which may hold files an agent planted by
+// the thousand (.env.1, .env.2, …; bare/b1/HEAD, bare/b2/HEAD, …) to make
+// every later run refuse; else narrower roots.
 func crowdedFix(protected []string) string {
 	in := map[string]int{}
-	dir := ""
 	for _, p := range protected {
-		d := path.Dir(p)
-		if in[d]++; in[d] > in[dir] {
+		for d := path.Dir(p); ; d = path.Dir(d) {
+			in[d]++
+			if d == "/" || d == "." {
+				break
+			}
+		}
+	}
+	dir := ""
+	for d, n := range in {
+		if 2*n >= len(protected) && strings.Count(d, "/") > strings.Count(dir, "/") {
 			dir = d
 		}
 	}
-	if in[dir] < len(protected)/2 {
+	if dir == "" || len(protected) == 0 {
 		return "pass narrower writable roots"
 	}
 	var some []string
 	for _, p := range protected {
-		if path.Dir(p) == dir && len(some) < 3 {
-			some = append(some, policy.Quote(path.Base(p)))
+		if strings.HasPrefix(p, dir+"/") && len(some) < 3 {
+			some = append(some, policy.Quote(strings.TrimPrefix(p, dir+"/")))
 		}
 	}
 	return fmt.Sprintf("%d of them are in %s (%s, …): remove those that should not be there (a run's agent may have made them), or pass narrower writable roots", in[dir], policy.Quote(dir), strings.Join(some, ", "))

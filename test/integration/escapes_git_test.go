@@ -632,3 +632,25 @@ func TestEscapeGitGlobalConfigInAWritableHome(t *testing.T) {
 		t.Error("the operator's git status ran the agent's core.fsmonitor")
 	}
 }
+
+// TestEscapeGitPlantedBareDirectories: a directory with a HEAD and a refs
+// is a git directory to git, config or hooks or none. An agent planted
+// hundreds: the run ended clean, and every later run on the project
+// masked their config, hooks and commondir, slow (12 s for 700) or
+// refused (past bubblewrap's 9000 arguments). Each is a violation now,
+// its HEAD moved aside.
+func TestEscapeGitPlantedBareDirectories(t *testing.T) {
+	jailed(t)
+	p := workspace(t)
+	r := aj(t, "run", "--write", p, "--chdir", p, "--", "sh", "-c",
+		`for i in 1 2 3; do mkdir -p bare/b$i/refs && echo 'ref: refs/heads/main' > bare/b$i/HEAD; done`)
+	wantCode(t, r, 123)
+	for _, i := range []string{"1", "2", "3"} {
+		dir := filepath.Join(p, "bare", "b"+i)
+		if !strings.Contains(r.stderr, "agentjail: violation: "+dir+" became a git directory during the run") || fileExists(filepath.Join(dir, "HEAD")) {
+			t.Errorf("b%s: not reported or its HEAD not moved aside:\n%s", i, r.stderr)
+		}
+	}
+	r = aj(t, "run", "--write", p, "--chdir", p, "--", "true")
+	wantCode(t, r, 0)
+}
