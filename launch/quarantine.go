@@ -186,11 +186,7 @@ func newGitEntries(before, after mounts.Snapshot, protected []string, isGitDir f
 		found = append(found, g)
 		seen.Add(g.path)
 	}
-	// What was there before: a path, or one above what was.
-	known := mounts.NewPathSet(protected...)
-	for q := range before {
-		known.Add(q)
-	}
+	known := knownBefore(before, protected)
 	isNew := func(p string) bool { return !known.Has(p) && !known.HasBelow(p) }
 	for _, q := range slices.Sorted(maps.Keys(after)) {
 		if _, ok := before[q]; ok || seen.Covers(q) {
@@ -219,4 +215,15 @@ func newGitEntries(before, after mounts.Snapshot, protected []string, isGitDir f
 		}
 	}
 	return found
+}
+
+// knownBefore is what was there before the run: the snapshot's paths and
+// those the jail protected (a path there, or one above what was, is no
+// new git directory).
+func knownBefore(before mounts.Snapshot, protected []string) *mounts.PathSet {
+	known := mounts.NewPathSet(protected...)
+	for q := range before {
+		known.Add(q)
+	}
+	return known
 }

@@ -384,10 +384,7 @@ func (j *Jail) checkAfter(before mounts.Snapshot, since unix.Timespec, stderr io
 	// costs every later run its masks).
 	var heads []string
 	isGitDir := gitDirOn(j.walker())
-	known := mounts.NewPathSet(j.Plan.Protected...)
-	for q := range before {
-		known.Add(q)
-	}
+	known := knownBefore(before, j.Plan.Protected)
 	for _, h := range scan.Heads {
 		if dir := path.Dir(h); path.Base(dir) != ".git" && !known.Has(dir) && !known.HasBelow(dir) && !placeholder(h) && isGitDir(dir) {
 			heads = append(heads, dir)
