@@ -222,6 +222,9 @@ func (w *setIDWalk) entry(dirfd int, dir, git string, e fs.DirEntry) {
 			return
 		}
 		fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if errors.Is(err, unix.ENOENT) {
+			return // gone since it was listed: another run's placeholder, removed
+		}
 		if err != nil {
 			w.fail(fmt.Errorf("%s: %w", p, err))
 			return

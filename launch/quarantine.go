@@ -142,6 +142,17 @@ func gitDirOn(w hostfs.Walker) func(dir string) bool {
 	}
 }
 
+// present reports whether p, reached through w, is there (a link too).
+func present(w hostfs.Walker, p string) bool {
+	d, name, err := w.Parent(p)
+	if err != nil {
+		return false
+	}
+	defer d.Close()
+	_, err = d.Lstat(name)
+	return err == nil
+}
+
 // placeholderShaped reports whether p, reached through w, is what bwrap
 // makes as a mask's mount point: an empty file or an empty directory. A
 // registered placeholder that is not (another run's agent put a

@@ -249,9 +249,7 @@ func run(req Request, stdio IO) (int, error) {
 	var before mounts.Snapshot
 	snapped := make(chan struct{})
 	go func() {
-		view, _ := runstate.ViewMasks(runstate.MaskDir())
-		before = j.protectedSnapshot(view.IsMask)
-		view.Close()
+		before = j.protectedSnapshot(registered) // no look: a long walk holds up no other run
 		close(snapped)
 	}()
 	spec.Hold = snapped
@@ -358,15 +356,24 @@ func run(req Request, stdio IO) (int, error) {
 // look at their registry, none goes until what is not one is moved aside.
 // Once stop is closed, they strip and move nothing more.
 func (j *Jail) checkAfter(before mounts.Snapshot, since unix.Timespec, stderr io.Writer, stop <-chan struct{}) []record.Note {
+	// The walks take no look at the registry: they last as long as the
+	// agent made them to, and every other run's removal of its
+	// placeholders would wait on them (placeholderDisk tells another
+	// run's placeholders apart without one).
+	after := make(chan mounts.Snapshot, 1)
+	go func() { after <- j.protectedSnapshot(registered) }()
+	scan, serr := hostfs.ScanAfterRun(mounts.WritableRoots(j.Policy), since, stop)
+	snap := <-after
+	// What is moved aside is judged in one look, short, that no removal
+	// interrupts; a .git the walk saw that is gone now was another run's
+	// placeholder, removed since.
 	view, verr := runstate.ViewMasks(runstate.MaskDir())
 	if verr != nil {
 		PrintError(stderr, verr)
 	}
 	defer view.Close()
-	after := make(chan mounts.Snapshot, 1)
-	go func() { after <- j.protectedSnapshot(view.IsMask) }()
-	scan, serr := hostfs.ScanAfterRun(mounts.WritableRoots(j.Policy), since, stop)
-	placeholder := func(p string) bool { return view.IsMask(p) && placeholderShaped(j.walker(), p) }
+	w := j.walker()
+	placeholder := func(p string) bool { return !present(w, p) || view.IsMask(p) && placeholderShaped(w, p) }
 	born := slices.DeleteFunc(scan.Born, placeholder)
 	// An older .git that changed during the run where the search before
 	// it did not see one (node_modules, what looks like a git directory's
@@ -383,14 +390,14 @@ func (j *Jail) checkAfter(before mounts.Snapshot, since unix.Timespec, stderr io
 	// hooks, is one to git all the same; planted by the hundred, each
 	// costs every later run its masks).
 	var heads []string
-	isGitDir := gitDirOn(j.walker())
+	isGitDir := gitDirOn(w)
 	known := knownBefore(before, j.Plan.Protected)
 	for _, h := range scan.Heads {
 		if dir := path.Dir(h); path.Base(dir) != ".git" && !known.Has(dir) && !known.HasBelow(dir) && !placeholder(h) && isGitDir(dir) {
 			heads = append(heads, dir)
 		}
 	}
-	notes := quarantine(before, <-after, j.Plan.Protected, gitFound{born: born, changed: changed, heads: heads}, j.walker(), j.RunID, stop)
+	notes := quarantine(before, snap, j.Plan.Protected, gitFound{born: born, changed: changed, heads: heads}, w, j.RunID, stop)
 	notes = append(notes, scan.Notes...)
 	if serr != nil {
 		// What the walk could not reach was not checked: no clean run.
@@ -398,6 +405,9 @@ func (j *Jail) checkAfter(before mounts.Snapshot, since unix.Timespec, stderr io
 	}
 	return notes
 }
+
+// registered is runstate.Registered in the mask registry.
+func registered(p string) bool { return runstate.Registered(runstate.MaskDir(), p) }
 
 // cutShort delivers what cuts the checks after a run short: the name of
 // an ending signal agentjail receives, or "agentjail stop"; until done.

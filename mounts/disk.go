@@ -18,6 +18,13 @@ type Disk = fs.ReadLinkFS
 // placeholderDisk hides the mask placeholders of other runs: an empty file
 // or an empty directory that is only one counts as missing, so it is
 // masked again.
+//
+// isPlaceholder (runstate.Registered) may be asked without the registry's
+// lock: a run registers a placeholder before bwrap makes it, and removes
+// it before its entry. So an empty path that was not registered when
+// asked is the user's only if it was there before the question and is
+// still there, the same file, after it; one that went or was replaced
+// meanwhile was a placeholder being removed (or is missing now anyway).
 type placeholderDisk struct {
 	Disk
 	isPlaceholder func(path string) bool
@@ -25,10 +32,17 @@ type placeholderDisk struct {
 
 func (d placeholderDisk) Lstat(name string) (fs.FileInfo, error) {
 	fi, err := d.Disk.Lstat(name)
-	if err == nil && d.isPlaceholder != nil && d.isPlaceholder("/"+name) && d.empty(name, fi) {
-		return nil, &fs.PathError{Op: "lstat", Path: name, Err: fs.ErrNotExist}
+	if err != nil || d.isPlaceholder == nil || !d.empty(name, fi) {
+		return fi, err
 	}
-	return fi, err
+	gone := &fs.PathError{Op: "lstat", Path: name, Err: fs.ErrNotExist}
+	if d.isPlaceholder("/" + name) {
+		return nil, gone
+	}
+	if again, err := d.Disk.Lstat(name); err != nil || !sameFile(fi, again) {
+		return nil, gone
+	}
+	return fi, nil
 }
 
 // empty says whether name is an empty file or directory: of a directory

@@ -31,3 +31,36 @@ func TestPlaceholderDisk(t *testing.T) {
 		}
 	}
 }
+
+// vanishing is a Disk on which name goes after its first Lstat: another
+// run's placeholder, removed (and its entry after it) between the walk's
+// look and its question to the registry.
+type vanishing struct {
+	fstest.MapFS
+	name string
+}
+
+func (v vanishing) Lstat(name string) (fs.FileInfo, error) {
+	fi, err := v.MapFS.Lstat(name)
+	if name == v.name {
+		delete(v.MapFS, name)
+	}
+	return fi, err
+}
+
+// TestPlaceholderDiskWithoutALook: asked without the registry's lock, an
+// empty path not registered when asked is the user's only if it is still
+// there after the question; one that went meanwhile was a placeholder
+// being removed, and counts as missing, not as a protected path that
+// appeared (the walks after a run take no look: they last as long as the
+// agent made them to, and held up every other run's removals).
+func TestPlaceholderDiskWithoutALook(t *testing.T) {
+	t.Parallel()
+	d := placeholderDisk{vanishing{fstest.MapFS{"p/.env": {}, "p/kept.env": {}}, "p/.env"}, func(string) bool { return false }}
+	if _, err := d.Lstat("p/.env"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a placeholder removed during the question: %v, want missing", err)
+	}
+	if _, err := d.Lstat("p/kept.env"); err != nil {
+		t.Errorf("the user's empty file: %v, want there", err)
+	}
+}

@@ -130,8 +130,14 @@ func ViewMasks(dir string) (*MaskView, error) {
 // IsMask reports whether path is registered as a mask placeholder (of a
 // live run, or of one that was killed), so that rendering treats it as
 // missing rather than as the user's file.
-func (v *MaskView) IsMask(path string) bool {
-	data, err := os.ReadFile(registryName(v.dir, path))
+func (v *MaskView) IsMask(path string) bool { return Registered(v.dir, path) }
+
+// Registered is IsMask without a look's lock: what it says may change at
+// once (a placeholder is registered before it is made, and removed before
+// its entry), which a caller that walks for long without holding up
+// other runs' removals tells apart itself (mounts' placeholderDisk).
+func Registered(dir, path string) bool {
+	data, err := os.ReadFile(registryName(dir, path))
 	return err == nil && string(data) == path
 }
 
