@@ -257,16 +257,31 @@ func launchReference(b *testing.B, args ...string) (func() error, []string) {
 	}
 	truth := staticTrue(b)
 	var bare []string
-	// The run's own directories (the private Claude Code directory) are
-	// named after its id; render shows a placeholder, which the reference
-	// gets as a plain directory.
+	// The run's own directories (the private Claude Code directory) and
+	// files (git's excludes file of the masks) are named after its id;
+	// render shows a placeholder, which the reference gets as a plain
+	// directory, or an empty file.
 	for i, a := range plan.Argv {
-		if strings.Contains(a, "<run-id>") && i > 0 && plan.Argv[i-1] == "--bind" {
+		if !strings.Contains(a, "<run-id>") || i == 0 {
+			continue
+		}
+		switch plan.Argv[i-1] {
+		case "--bind":
 			if err := os.MkdirAll(a, 0o755); err != nil {
 				b.Fatal(err)
 			}
-			b.Cleanup(func() { os.RemoveAll(filepath.Dir(a)) })
+		case "--ro-bind":
+			if err := os.MkdirAll(filepath.Dir(a), 0o755); err != nil {
+				b.Fatal(err)
+			}
+			if err := os.WriteFile(a, nil, 0o644); err != nil {
+				b.Fatal(err)
+			}
+		default:
+			continue
 		}
+		top := a[:strings.Index(a, "<run-id>")+len("<run-id>")]
+		b.Cleanup(func() { os.RemoveAll(top) })
 	}
 	for i := 0; i < len(plan.Argv); i++ {
 		a := plan.Argv[i]
