@@ -152,6 +152,7 @@ type Broker struct {
 	slots chan struct{}
 
 	forward, api *http.Transport
+	redactors    sync.Map // route name → *redactor (Broker.redactor)
 
 	// ctx is cancelled by Close: the lookups and dials of connections
 	// served outside the HTTP server end with it.

@@ -369,11 +369,11 @@ func (b *Broker) proxied(w http.ResponseWriter, r *http.Request, c record.Connec
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if red != nil && red.fold(red.string(err.Error())) != err.Error() {
+			if red != nil && red.fold(err.Error()) != err.Error() {
 				// The transport quotes a malformed answer's line, which
 				// an echo makes a request's, and readable the answer's
 				// coding, which it may be too.
-				err = errors.New(red.fold(red.string(err.Error())))
+				err = errors.New(red.fold(err.Error()))
 			}
 			failed, why = err, unreachable(c, err)
 			c.Status = http.StatusBadGateway
@@ -554,7 +554,17 @@ func (b *Broker) route(w http.ResponseWriter, r *http.Request) {
 		for k, vv := range rt.Headers {
 			pr.Out.Header[k] = slices.Clone(vv)
 		}
-	}, transport: b.api, redact: newRedactor(rt.SecretValues())})
+	}, transport: b.api, redact: b.redactor(rt)})
+}
+
+// redactor is route rt's redactor, made at its first request (its
+// fragments are some hundred map entries a credential).
+func (b *Broker) redactor(rt *Route) *redactor {
+	if red, ok := b.redactors.Load(rt.Name); ok {
+		return red.(*redactor)
+	}
+	red, _ := b.redactors.LoadOrStore(rt.Name, newRedactor(rt.SecretValues()))
+	return red.(*redactor)
 }
 
 // dotSegments says whether a request's escaped path holds a . or ..

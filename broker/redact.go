@@ -16,9 +16,9 @@ import (
 // for. Each credential found is overwritten with a mask of its own length,
 // in the headers (of 1xx answers, of the answer, in its trailers) and in
 // the body, whose length then stays what the upstream said. The body is
-// asked for in gzip, which the transport takes off (the jail gets it
-// plain); another coding the upstream chose anyway could hide a
-// credential, and the answer is refused (errCoded).
+// asked for in gzip, which readable takes off (the jail gets it plain);
+// another coding the upstream chose anyway could hide a credential, and
+// the answer is refused (unreadable).
 
 // redactor overwrites credentials with masks, and what shows of one in
 // part: an echo that cuts what it quotes (an error page's first 120
@@ -27,6 +27,7 @@ import (
 // that s holds is masked too.
 type redactor struct {
 	secrets, masks [][]byte // longest first, so that one inside another is masked whole
+	lowSecrets     [][]byte // secrets in lower case (fold)
 	// frags are the secrets' fragments by their length, as they are and
 	// in lower case (fold); longest is the longest fragment length.
 	frags, lowFrags map[int]map[string]bool
@@ -53,6 +54,7 @@ func newRedactor(secrets []string) *redactor {
 	r := &redactor{frags: map[int]map[string]bool{}, lowFrags: map[int]map[string]bool{}}
 	for _, v := range vals {
 		r.secrets = append(r.secrets, []byte(v))
+		r.lowSecrets = append(r.lowSecrets, []byte(strings.ToLower(v)))
 		r.masks = append(r.masks, maskOf(len(v)))
 		n := fragment([]byte(v))
 		r.longest = max(r.longest, n)
@@ -112,17 +114,22 @@ func maskOf(n int) []byte {
 
 // hide writes into out, a copy of raw, a mask over every credential raw
 // holds, whole, and x over every fragment of one.
-func (r *redactor) hide(raw, out []byte) {
-	for i := 0; i < len(raw); i++ {
-		for k, s := range r.secrets { // the longest first
-			if bytes.HasPrefix(raw[i:], s) {
+func (r *redactor) hide(raw, out []byte) { r.cover(out, raw, raw, r.secrets, r.frags) }
+
+// cover writes into out, a copy of orig, a mask over every secret (of
+// secrets) seen holds whole, seen being orig or a lower-case copy of it,
+// and x over every fragment of one (of frags).
+func (r *redactor) cover(out, orig, seen []byte, secrets [][]byte, frags map[int]map[string]bool) {
+	for i := 0; i < len(seen); i++ {
+		for k, s := range secrets { // the longest first
+			if bytes.HasPrefix(seen[i:], s) {
 				copy(out[i:], r.masks[k])
 				i += len(s) - 1
 				break
 			}
 		}
 	}
-	r.fragments(out, raw, raw, r.frags)
+	r.fragments(out, orig, seen, frags)
 }
 
 func (r *redactor) string(s string) string {
@@ -133,23 +140,14 @@ func (r *redactor) string(s string) string {
 
 // fold is k with the credentials in it masked, whole or in part, matched
 // whatever their case (where lowering keeps k's length: ASCII, as a
-// header's name is).
+// header's name is; else as string does).
 func (r *redactor) fold(k string) string {
 	lower := []byte(strings.ToLower(k))
 	if len(lower) != len(k) {
-		return k
+		return r.string(k)
 	}
 	out := []byte(k)
-	for i := 0; i < len(lower); i++ {
-		for j, s := range r.secrets {
-			if bytes.HasPrefix(lower[i:], bytes.ToLower(s)) {
-				copy(out[i:], r.masks[j])
-				i += len(s) - 1
-				break
-			}
-		}
-	}
-	r.fragments(out, []byte(k), lower, r.lowFrags)
+	r.cover(out, []byte(k), lower, r.lowSecrets, r.lowFrags)
 	return string(out)
 }
 
@@ -159,7 +157,7 @@ func (r *redactor) fold(k string) string {
 func (r *redactor) header(h http.Header) {
 	for k, vv := range h {
 		for i, v := range vv {
-			vv[i] = r.fold(r.string(v)) // names listed in a value too (Trailer, Vary)
+			vv[i] = r.fold(v) // names listed in a value too (Trailer, Vary)
 		}
 		if clean := r.fold(k); clean != k {
 			delete(h, k)

@@ -98,7 +98,13 @@ func isAgentSecret(name string) bool {
 	if !slices.ContainsFunc(agentNamespaces, func(p string) bool { return strings.HasPrefix(name, p) }) {
 		return false
 	}
-	return slices.Contains(secretParts, name[strings.LastIndexByte(name, '_')+1:])
+	return endsInSecretWord(name)
+}
+
+// endsInSecretWord reports whether the last word of name (split at _ or
+// -, in any case) is one of secretParts.
+func endsInSecretWord(name string) bool {
+	return slices.Contains(secretParts, strings.ToUpper(name[strings.LastIndexAny(name, "_-")+1:]))
 }
 
 // isAgentSecretValue reports whether an agent's variable holds a
@@ -121,12 +127,7 @@ func isAgentSecretValue(name, value string) bool {
 	if _, set := u.User.Password(); set {
 		return true
 	}
-	for k := range u.Query() {
-		if isAgentSecret("ANTHROPIC_" + strings.ToUpper(strings.ReplaceAll(k, "-", "_"))) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(slices.Collect(maps.Keys(u.Query())), endsInSecretWord)
 }
 
 // refreshTokens are never given to a jail, whatever its network: a
